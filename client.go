@@ -1,0 +1,265 @@
+package leash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Log attribute keys.
+const (
+	attrLock   = "lock"
+	attrOwner  = "owner"
+	attrToken  = "token"
+	attrReason = "reason"
+	attrError  = "error"
+	attrCount  = "count"
+)
+
+// Validator is implemented by a Store that can report a construction error,
+// such as a nil driver client. New calls Validate and refuses the store if it
+// returns an error.
+type Validator interface {
+	Validate() error
+}
+
+// Client takes and renews locks on one Store. Create one per process with
+// [New] and share it: it is safe for concurrent use by any number of
+// goroutines, and it runs one renewal goroutine however many locks it holds.
+// Close it to release every lock it still holds.
+type Client struct {
+	store Store
+	cfg   clientConfig
+	log   *slog.Logger
+	id    string
+	epoch time.Time
+	seq   atomic.Uint64
+
+	closed    atomic.Bool
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+
+	sched   scheduler
+	waiters waiters
+
+	mu    sync.Mutex
+	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
+}
+
+type ownedKey struct{ name, owner string }
+
+// New returns a Client that takes locks on store. A nil opts means all
+// defaults; see [Options]. New starts the Client's renewal goroutine; Close
+// stops it. New returns an error matching ErrInvalidArgument for a nil store
+// or bad options, and makes no round trip.
+func New(store Store, opts *Options) (*Client, error) {
+	if store == nil || isNilPointer(store) {
+		return nil, fmt.Errorf("%w: leash.New: store is nil; pass one such as redisstore.New(rdb, nil) or memstore.New()", ErrInvalidArgument)
+	}
+	if v, ok := store.(Validator); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: leash.New: %w", ErrInvalidArgument, err)
+		}
+	}
+	cfg, err := newClientConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		store: store,
+		cfg:   cfg,
+		log:   cfg.logger,
+		id:    newClientID(),
+		epoch: time.Now(),
+		done:  make(chan struct{}),
+		owned: make(map[ownedKey]*tenure),
+	}
+	c.waiters.init(c)
+	c.sched.start(c)
+	return c, nil
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// ID returns the Client's random 128-bit id, the first part of every owner it
+// records in the store.
+func (c *Client) ID() string { return c.id }
+
+// now returns the Client's monotonic clock in nanoseconds.
+func (c *Client) now() int64 { return int64(time.Since(c.epoch)) }
+
+// Mutex returns the exclusive, reentrant lock called name. It makes no round
+// trip and allocates little, so it is fine to call per use. opts, at most
+// one, overrides the Client's lock options for this lock; a bad name or bad
+// options make every Lock and TryLock fail with ErrInvalidArgument.
+func (c *Client) Mutex(name string, opts ...*LockOptions) *Mutex {
+	m := &Mutex{c: c, name: name}
+	var o *LockOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		m.err = fmt.Errorf("%w: Mutex(%q) takes at most one *LockOptions, got %d", ErrInvalidOptions, truncate(name), len(opts))
+		return m
+	}
+	if err := checkName(c.store, name); err != nil {
+		m.err = err
+		return m
+	}
+	if o == nil {
+		m.cfg = c.cfg.lock
+		return m
+	}
+	base := Options{Lease: c.cfg.lock.lease, RenewInterval: c.cfg.lock.interval, SafetyMargin: c.cfg.lock.margin,
+		MaxHold: c.cfg.lock.maxHold, Liveness: c.cfg.lock.liveness}
+	if base.RenewInterval == 0 {
+		base.RenewInterval = NoRenewal
+	}
+	m.cfg, m.err = resolve(&base, o)
+	return m
+}
+
+// Inspect reports the state of the lock name as the store sees it. It is
+// meant for operators and tests; a decision taken on its answer can be stale
+// by the time it is acted on.
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+	if c.closed.Load() {
+		return Info{}, ErrClosed
+	}
+	if err := checkName(c.store, name); err != nil {
+		return Info{}, err
+	}
+	info, err := c.store.Inspect(ctx, name)
+	if err != nil {
+		return Info{}, fmt.Errorf("leash: inspect %q: %w", name, err)
+	}
+	return info, nil
+}
+
+// ForceUnlock deletes the lock name whoever holds it and wakes its waiters.
+// It reports whether there was a lock to delete. It is an operator's tool for
+// a lock whose holder is known to be gone: a live holder learns of it only at
+// its next renewal, and may meanwhile keep working.
+func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	if c.closed.Load() {
+		return false, ErrClosed
+	}
+	if err := checkName(c.store, name); err != nil {
+		return false, err
+	}
+	ok, err := c.store.ForceRelease(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
+	}
+	return ok, nil
+}
+
+// Close releases every lock the Client still holds, after telling their
+// holders (ReasonClosed), so that others need not wait out a lease. It wakes
+// every waiting Lock (which returns ErrClosed), stops the renewal goroutine
+// and waits for it, and closes the store if the store has a Close method.
+// Each release is bounded by Options.ReleaseTimeout. Close returns the
+// release errors, if any; calling it again returns the same result. After
+// Close, every method returns ErrClosed.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Client) close() error {
+	c.closed.Store(true)
+	close(c.done)
+	held, orphans := c.sched.stop()
+	var lost []*tenure
+	for _, t := range held {
+		if t.lose(ReasonClosed, nil) {
+			lost = append(lost, t)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+	defer cancel()
+	reqs := make([]Request, 0, len(lost)+len(orphans))
+	for _, t := range lost {
+		reqs = append(reqs, t.request())
+	}
+	for _, o := range orphans {
+		reqs = append(reqs, o.req)
+	}
+	errs := c.releaseAll(ctx, reqs)
+	if cl, ok := c.store.(io.Closer); ok {
+		if err := cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("leash: close store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAll releases reqs with bounded parallelism and returns the errors
+// other than ErrNotHeld.
+func (c *Client) releaseAll(ctx context.Context, reqs []Request) []error {
+	const workers = 16
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(workers, len(reqs)) {
+		// Owner: Close. Stops when every request has been tried.
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(reqs) {
+					return
+				}
+				r := reqs[i]
+				if _, err := c.store.Release(ctx, r, ReleaseAll); err != nil && !errors.Is(err, ErrNotHeld) {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("leash: release %q on close: %w", r.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// forget drops an explicit-owner tenure from the registry once it has ended.
+func (c *Client) forget(t *tenure) {
+	if t.explicit == "" {
+		return
+	}
+	k := ownedKey{t.name, t.explicit}
+	c.mu.Lock()
+	if c.owned[k] == t {
+		delete(c.owned, k)
+	}
+	c.mu.Unlock()
+}
+
+// newTenure makes a tenure that is not yet granted.
+func (c *Client) newTenure(name, explicit string, cfg lockConfig) *tenure {
+	t := &tenure{c: c, name: name, explicit: explicit, cfg: cfg, idx: -1}
+	if explicit != "" {
+		t.owner = explicitOwner(c.id, explicit)
+	} else {
+		t.owner = tenureOwner(c.id, c.seq.Add(1))
+	}
+	return t
+}

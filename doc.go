@@ -1,0 +1,68 @@
+// Package leash provides distributed locks that are held exactly as long as
+// their holder is alive and working, and that tell the holder the moment
+// they stop holding.
+//
+// # Lifecycle
+//
+// Create one [Client] per process on a [Store] (redisstore for Redis,
+// memstore in process), take locks by name, release them, and close the
+// Client on shutdown:
+//
+//	c, err := leash.New(redisstore.New(rdb, nil), nil) // nil: default options
+//	defer c.Close()                                     // releases what is still held
+//
+//	hold, err := c.Mutex("orders:42").Lock(ctx) // waits; ctx bounds the wait only
+//	defer hold.Unlock(ctx)                      // safe with a cancelled ctx
+//	doWork(hold.Context())                      // cancelled the moment the lock is lost
+//	write(row, hold.Fence())                    // the resource rejects stale tokens
+//
+// # What a hold guarantees
+//
+// A lock is a lease: the store frees it Lease after the last renewal, by the
+// server's clock. While the lock is held, the Client's watchdog renews it
+// every RenewInterval (Lease/3 by default), so a holder that is alive keeps
+// it for as long as it works, and a holder that crashes loses it within one
+// lease. A fixed lease ([NoRenewal]) is never renewed unless the holder calls
+// [Hold.Renew].
+//
+// It is NOT safe to assume that the lock is still held because Lock once
+// succeeded. A process pause (GC, SIGSTOP, an overloaded host) or a network
+// partition longer than the lease lets the store give the lock to someone
+// else while the old holder still runs. leash answers this in two ways:
+//
+//   - The holder is told. Each hold has a local validity deadline — the send
+//     time of its last successful acquire or renewal, plus the lease, minus a
+//     safety margin — measured on the client's monotonic clock. When it
+//     passes without a renewal, or the store reports the lock gone or taken,
+//     or MaxHold is reached, or the Client closes, the hold's [Hold.Context]
+//     is cancelled, [Hold.Lost] is closed and [Hold.Err] returns a
+//     [*LostError] with the [Reason] — before the store can grant the lock to
+//     anyone else. Hold.Err checks the deadline itself, so a process resuming
+//     from a pause sees the loss on its first look. Check it right before
+//     each protected write.
+//   - Every grant carries a fencing token ([Hold.Fence]) strictly greater than
+//     every earlier grant of the same name. A resource that remembers the
+//     highest token it has accepted, and rejects lower ones, is safe even
+//     against a holder that was paused between its check and its write. This
+//     is the only end-to-end guarantee a lease lock can give.
+//
+// # Re-entry and owners
+//
+// Locks are owned by tenures, never by goroutines. Calling Lock with a held
+// lock's Context (or a context derived from it) re-enters the lock at once;
+// only the last Unlock releases it. A context from [WithOwner] names a
+// logical owner, such as a job id, whose holds on one Client are shared by
+// every goroutine that carries it. Anything else waits like any other client.
+//
+// # Waiting
+//
+// Waiters do not poll. A release wakes one waiter per client through the
+// store's notifications (pub/sub on Redis); a fallback timer set to the
+// holder's remaining lease covers a lost notification or an expiry.
+//
+// # Cost
+//
+// A Client runs one renewal goroutine whatever the number of held locks, and
+// renews all the locks that are due together in one store call, which the
+// store splits into batches (one Lua script per 500 locks on Redis).
+package leash

@@ -1,0 +1,147 @@
+package leash
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Compare with [errors.Is]: leash wraps them with the lock
+// name and, where there is one, the underlying cause.
+var (
+	// ErrNotAcquired means the lock was held by someone else: TryLock found it
+	// taken, or Lock gave up because its context ended. The error is a
+	// [*NotAcquiredError] carrying the holder's remaining lease.
+	ErrNotAcquired = errors.New("leash: lock not acquired")
+
+	// ErrNotHeld means the caller tried to release or renew a lock it does not
+	// hold: the handle was already unlocked, or the store no longer has the
+	// caller as the owner.
+	ErrNotHeld = errors.New("leash: lock not held")
+
+	// ErrLost matches every [*LostError]: the lock ended while the holder still
+	// believed it held it.
+	ErrLost = errors.New("leash: lock lost")
+
+	// ErrReleased is the cause of a hold's context after a successful Unlock.
+	ErrReleased = errors.New("leash: lock released")
+
+	// ErrClosed is returned by every call on a Client after Close.
+	ErrClosed = errors.New("leash: client closed")
+
+	// ErrInvalidArgument matches every error about bad input: names, owners and
+	// options. It is returned before any round trip to the store.
+	ErrInvalidArgument = errors.New("leash: invalid argument")
+
+	// ErrInvalidName means a lock name was rejected. It matches ErrInvalidArgument.
+	ErrInvalidName = fmt.Errorf("%w: lock name", ErrInvalidArgument)
+
+	// ErrInvalidOptions means an Options or LockOptions field was rejected. It
+	// matches ErrInvalidArgument; the message names the field.
+	ErrInvalidOptions = fmt.Errorf("%w: options", ErrInvalidArgument)
+)
+
+// NotAcquiredError is returned when a lock could not be taken because someone
+// else holds it. errors.Is(err, ErrNotAcquired) reports true for it; when the
+// wait ended because its context did, errors.Is(err, ctx.Err()) does too.
+type NotAcquiredError struct {
+	// Name is the lock name.
+	Name string
+	// Remaining is the holder's remaining lease as the store last reported it,
+	// or a negative value when the store could not tell (no expiry, or the
+	// holder released it just before the answer).
+	Remaining time.Duration
+	// Err is why the wait ended: nil for TryLock, the context's error for Lock.
+	Err error
+}
+
+func (e *NotAcquiredError) Error() string {
+	msg := fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)
+	if e.Remaining >= 0 {
+		msg += fmt.Sprintf(" for another %v", e.Remaining.Round(time.Millisecond))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrNotAcquired.
+func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+
+// Unwrap returns the reason the wait ended, if any.
+func (e *NotAcquiredError) Unwrap() error { return e.Err }
+
+// Reason says why a lock was lost.
+type Reason uint8
+
+// Reasons a hold can be lost. The zero value is not a valid reason.
+const (
+	// ReasonExpired: the local validity deadline passed without a successful
+	// renewal, for instance because the process was paused or a fixed lease ran
+	// out. The store may free the lock at any moment after this.
+	ReasonExpired Reason = iota + 1
+	// ReasonUnreachable: renewals failed with store errors until the validity
+	// deadline passed. LostError.Err holds the last error.
+	ReasonUnreachable
+	// ReasonReleasedElsewhere: the store no longer has the lock: it was
+	// force-unlocked, deleted, expired on the server, or the server lost its
+	// data in a restart.
+	ReasonReleasedElsewhere
+	// ReasonTakenOver: the store reports that another owner holds the lock.
+	ReasonTakenOver
+	// ReasonMaxHold: the hold reached its MaxHold; the watchdog stopped renewing.
+	ReasonMaxHold
+	// ReasonStalled: the holder opted into liveness checks and did not call
+	// Hold.Touch in time; the watchdog stopped renewing.
+	ReasonStalled
+	// ReasonClosed: the Client was closed while the lock was held.
+	ReasonClosed
+)
+
+var reasonText = [...]string{
+	ReasonExpired:           "expired",
+	ReasonUnreachable:       "store unreachable",
+	ReasonReleasedElsewhere: "released elsewhere",
+	ReasonTakenOver:         "taken over",
+	ReasonMaxHold:           "max hold reached",
+	ReasonStalled:           "holder stalled",
+	ReasonClosed:            "client closed",
+}
+
+// String returns the reason in a few words, as used in logs and by the CLI.
+func (r Reason) String() string {
+	if int(r) < len(reasonText) && reasonText[r] != "" {
+		return reasonText[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// LostError reports that a lock ended while its holder still held it. It is
+// the cause of the hold's context ([context.Cause]) and what [Hold.Err]
+// returns; errors.Is(err, ErrLost) reports true for it.
+type LostError struct {
+	// Name is the lock name.
+	Name string
+	// Fence is the fencing token of the lost tenure.
+	Fence int64
+	// Reason says why the lock was lost.
+	Reason Reason
+	// Err is the underlying cause, if any: the last store error for
+	// ReasonUnreachable, ErrNotHeld when Unlock found the lock gone.
+	Err error
+}
+
+func (e *LostError) Error() string {
+	msg := fmt.Sprintf("leash: lock %q lost (fence %d): %s", e.Name, e.Fence, e.Reason)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports whether target is ErrLost.
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+
+// Unwrap returns the underlying cause, if any.
+func (e *LostError) Unwrap() error { return e.Err }

@@ -1,0 +1,3 @@
+module github.com/leash-go/leash
+
+go 1.26

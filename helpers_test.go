@@ -1,0 +1,166 @@
+package leash_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/memstore"
+)
+
+// faultStore wraps a memstore to count calls and inject faults. It is a test
+// double for the core's own logic; the stores themselves are tested against
+// real servers.
+type faultStore struct {
+	*memstore.Store
+
+	acquires, renewCalls, releases, watches atomic.Int64
+
+	mu          sync.Mutex
+	renewErr    error                   // when set, every renewal fails with it
+	acquireHook func(leash.Grant) error // runs after a real acquire; its error is returned
+	renewed     []leash.Request         // every renewal request seen
+	noStore     bool                    // fail the test on any call
+	t           *testing.T
+}
+
+func newFaultStore(t *testing.T) *faultStore {
+	return &faultStore{Store: memstore.New(), t: t}
+}
+
+func (f *faultStore) guard() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.noStore {
+		f.t.Errorf("store called, want no round trip")
+	}
+}
+
+func (f *faultStore) setRenewErr(err error) {
+	f.mu.Lock()
+	f.renewErr = err
+	f.mu.Unlock()
+}
+
+func (f *faultStore) Acquire(ctx context.Context, r leash.Request) (leash.Grant, error) {
+	f.guard()
+	f.acquires.Add(1)
+	g, err := f.Store.Acquire(ctx, r)
+	f.mu.Lock()
+	hook := f.acquireHook
+	f.mu.Unlock()
+	if err == nil && hook != nil {
+		if herr := hook(g); herr != nil {
+			return leash.Grant{}, herr
+		}
+	}
+	return g, err
+}
+
+func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
+	f.guard()
+	f.renewCalls.Add(1)
+	f.mu.Lock()
+	f.renewed = append(f.renewed, reqs...)
+	err := f.renewErr
+	f.mu.Unlock()
+	if err != nil {
+		res := make([]leash.RenewResult, len(reqs))
+		for i := range res {
+			res[i].Err = err
+		}
+		return res
+	}
+	return f.Store.Renew(ctx, reqs)
+}
+
+func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {
+	f.guard()
+	f.releases.Add(1)
+	return f.Store.Release(ctx, r, m)
+}
+
+func (f *faultStore) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+	f.guard()
+	f.watches.Add(1)
+	return f.Store.Watch(ctx, name, wake)
+}
+
+// renewedOwners returns how many renewal requests named owner.
+func (f *faultStore) renewedOwner(owner string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.renewed {
+		if r.Owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+func newClient(t *testing.T, s leash.Store, o *leash.Options) *leash.Client {
+	t.Helper()
+	c, err := leash.New(s, o)
+	if err != nil {
+		t.Fatalf("leash.New: %v", err)
+	}
+	return c
+}
+
+func mustLock(t *testing.T, m *leash.Mutex, ctx context.Context) *leash.Hold {
+	t.Helper()
+	h, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock(%q): %v", m.Name(), err)
+	}
+	return h
+}
+
+func mustUnlock(t *testing.T, h *leash.Hold) {
+	t.Helper()
+	if err := h.Unlock(context.Background()); err != nil {
+		t.Fatalf("Unlock(%q): %v", h.Name(), err)
+	}
+}
+
+// heldBy reports the owner of name in s, or "".
+func heldBy(t *testing.T, s leash.Store, name string) string {
+	t.Helper()
+	info, err := s.Inspect(context.Background(), name)
+	if err != nil {
+		t.Fatalf("Inspect(%q): %v", name, err)
+	}
+	if !info.Held {
+		return ""
+	}
+	return info.Owners[0].Owner
+}
+
+// wantLost waits for h to be lost with reason and checks the error it reports.
+func wantLost(t *testing.T, h *leash.Hold, reason leash.Reason) *leash.LostError {
+	t.Helper()
+	select {
+	case <-h.Lost():
+	case <-time.After(time.Hour):
+		t.Fatalf("hold on %q not lost", h.Name())
+	}
+	var le *leash.LostError
+	if err := h.Err(); !errors.As(err, &le) || !errors.Is(err, leash.ErrLost) {
+		t.Fatalf("Err() = %v, want a *LostError", err)
+	}
+	if le.Reason != reason {
+		t.Fatalf("lost reason = %v, want %v", le.Reason, reason)
+	}
+	if cause := context.Cause(h.Context()); cause != le {
+		t.Errorf("context cause = %v, want the LostError", cause)
+	}
+	if h.Context().Err() == nil {
+		t.Errorf("hold context not cancelled after loss")
+	}
+	return le
+}

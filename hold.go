@@ -1,0 +1,374 @@
+package leash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tenure states.
+const (
+	stateHeld int32 = iota + 1
+	stateLost
+	stateReleased
+)
+
+// A tenure is one continuous holding of a lock by one owner: from the grant
+// to the last Unlock or the loss. Re-entries share it (and its fencing token);
+// each Lock call gets its own Hold on it.
+type tenure struct {
+	c        *Client
+	name     string
+	owner    string // store owner
+	explicit string // owner given with WithOwner, "" for anonymous tenures
+	cfg      lockConfig
+	fence    int64
+	grantAt  int64 // monotonic ns: send time of the granting acquire
+
+	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
+	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
+
+	mu      sync.Mutex
+	state   int32
+	depth   int     // live holds
+	holds   []*Hold // live holds, cancelled on loss
+	lostErr *LostError
+	lostCh  chan struct{} // made on demand by Lost
+	pending chan struct{} // explicit owners: closed when the acquire resolves
+
+	// Scheduler state, guarded by scheduler.mu.
+	idx        int // index in scheduler.items, -1 when not scheduled
+	dueAt      int64
+	eligibleAt int64
+	renewing   bool
+	lastErr    error
+}
+
+func (t *tenure) request() Request {
+	return Request{Name: t.name, Owner: t.owner, Lease: t.cfg.lease}
+}
+
+// setValid moves the validity deadline forward to send+lease-margin, never back.
+func (t *tenure) setValid(send int64) {
+	v := send + int64(t.cfg.lease-t.cfg.margin)
+	for {
+		old := t.validUntil.Load()
+		if v <= old || t.validUntil.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// check declares the tenure lost if its validity deadline has passed. Holders
+// call it through Hold.Err, Hold.Lost and the hold context's Err, so a process
+// that resumes from a pause learns of the loss on its first look, even before
+// the scheduler goroutine runs.
+func (t *tenure) check() {
+	if t.c.now() < t.validUntil.Load() {
+		return
+	}
+	t.mu.Lock()
+	held := t.state == stateHeld
+	t.mu.Unlock()
+	if held {
+		t.c.sched.mu.Lock()
+		err := t.lastErr
+		t.c.sched.mu.Unlock()
+		t.lose(expiryReason(err), err)
+	}
+}
+
+func expiryReason(lastErr error) Reason {
+	if lastErr != nil {
+		return ReasonUnreachable
+	}
+	return ReasonExpired
+}
+
+// lose ends a held tenure: it records why, closes Lost, cancels every hold's
+// context and stops renewal. It reports whether it made the transition.
+func (t *tenure) lose(reason Reason, cause error) bool {
+	t.mu.Lock()
+	if t.state != stateHeld {
+		t.mu.Unlock()
+		return false
+	}
+	t.state = stateLost
+	le := &LostError{Name: t.name, Fence: t.fence, Reason: reason, Err: cause}
+	t.lostErr = le
+	if t.lostCh == nil {
+		t.lostCh = closedChan
+	} else {
+		close(t.lostCh)
+	}
+	holds := slices.Clone(t.holds)
+	t.mu.Unlock()
+
+	t.c.sched.remove(t)
+	t.c.forget(t)
+	for _, h := range holds {
+		h.cancel(le)
+	}
+	lvl := slog.LevelError
+	if reason == ReasonClosed {
+		lvl = slog.LevelWarn
+	}
+	t.c.log.Log(context.Background(), lvl, "lock lost",
+		slog.String(attrLock, t.name), slog.Int64(attrToken, t.fence),
+		slog.String(attrReason, reason.String()), slog.Any(attrError, cause))
+	return true
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// newHold adds a hold to a held tenure. ctx is the Lock call's context: the
+// hold's context keeps its values but not its cancellation.
+func (t *tenure) newHold(ctx context.Context) *Hold {
+	h := &Hold{t: t}
+	base := context.WithValue(context.WithoutCancel(ctx), tenureKey{t.c, t.name}, t)
+	inner, cancel := context.WithCancelCause(base)
+	h.ctx = &holdCtx{Context: inner, t: t}
+	h.cancel = cancel
+	t.holds = append(t.holds, h)
+	t.depth++
+	return h
+}
+
+// reenter adds a hold if the tenure is still held, or returns nil.
+func (t *tenure) reenter(ctx context.Context) *Hold {
+	if t.c.now() >= t.validUntil.Load() {
+		t.check()
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state != stateHeld {
+		return nil
+	}
+	return t.newHold(ctx)
+}
+
+// tenureKey finds, in a hold's context, the tenure of one lock of one Client.
+type tenureKey struct {
+	c    *Client
+	name string
+}
+
+// holdCtx is a hold's context. Its Err checks the validity deadline first, so
+// that code asking "may I still write?" gets a fresh answer even when the
+// scheduler has not run yet (a process resuming from SIGSTOP).
+type holdCtx struct {
+	context.Context
+	t *tenure
+}
+
+func (c *holdCtx) Err() error {
+	c.t.check()
+	return c.Context.Err()
+}
+
+func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context", c.t.name) }
+
+// Hold is a held lock, returned by Lock and TryLock. Each successful Lock call
+// returns its own Hold, re-entries included; release it with Unlock exactly
+// once. A Hold is safe for concurrent use by multiple goroutines.
+//
+// A Hold does NOT guarantee that no one else holds the lock: a lease can
+// always be lost to a pause or a partition longer than the lease. What leash
+// guarantees is that the holder is told: when the lock is lost, the hold's
+// Context is cancelled, Lost is closed and Err returns a [*LostError] saying
+// why — by the local validity deadline, before the server can grant the lock
+// to anyone else. Check Err (or Context().Err()) right before each protected
+// write, and pass Fence to the resource so that it can reject a stale holder.
+type Hold struct {
+	t      *tenure
+	ctx    *holdCtx
+	cancel context.CancelCauseFunc
+	done   atomic.Bool
+}
+
+// Name returns the lock name.
+func (h *Hold) Name() string { return h.t.name }
+
+// Fence returns the tenure's fencing token: strictly greater than the token
+// of every earlier grant of this lock name, and the same for every re-entry.
+// Give it to the protected resource with each write, and have the resource
+// reject tokens lower than the highest it has seen.
+func (h *Hold) Fence() int64 { return h.t.fence }
+
+// Owner returns the owner string the store records for this hold:
+// "<client-id>:<n>", or "<client-id>:@<owner>" for an owner set with WithOwner.
+func (h *Hold) Owner() string { return h.t.owner }
+
+// Context returns a context that is cancelled when the lock is lost (its
+// cause is a *LostError) or when this hold is unlocked (its cause is
+// ErrReleased). It carries the values of the context given to Lock, and
+// Lock called with it (or a context derived from it) re-enters this lock.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Lost returns a channel that is closed when the lock is lost. It is not
+// closed by Unlock; to wait for either, use Context().Done().
+func (h *Hold) Lost() <-chan struct{} {
+	t := h.t
+	t.check()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lostCh == nil {
+		if t.state == stateLost {
+			t.lostCh = closedChan
+		} else {
+			t.lostCh = make(chan struct{})
+		}
+	}
+	return t.lostCh
+}
+
+// Err returns nil while the lock is held, a *LostError once it is lost, and
+// ErrReleased after this hold's Unlock. It checks the validity deadline
+// itself, so it is the right call right before a protected write.
+func (h *Hold) Err() error {
+	t := h.t
+	t.check()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.lostErr != nil {
+		return t.lostErr
+	}
+	if h.done.Load() {
+		return ErrReleased
+	}
+	return nil
+}
+
+// ValidUntil returns the local validity deadline: the hold is safe to use
+// until then, unless renewed. It moves forward with each renewal.
+func (h *Hold) ValidUntil() time.Time {
+	return h.t.c.epoch.Add(time.Duration(h.t.validUntil.Load()))
+}
+
+// Touch tells the watchdog that the holder is alive. It matters only when
+// liveness checks are on (Options.Liveness): a holder that stops touching its
+// hold for longer than Liveness is told it lost the lock (ReasonStalled) and
+// the watchdog stops renewing it. Touch is cheap: one atomic store.
+func (h *Hold) Touch() { h.t.lastTouch.Store(h.t.c.now()) }
+
+// Renew extends the lease now, by the lock's lease, in one round trip. With a
+// fixed lease (RenewInterval NoRenewal) it is the only way to extend it; with
+// the watchdog it is rarely needed. ctx bounds the round trip. Renew returns
+// a *LostError if the lock was already lost or the store says it is gone, and
+// a wrapped store error (the hold unchanged) if the round trip failed.
+func (h *Hold) Renew(ctx context.Context) error {
+	if err := h.Err(); err != nil {
+		return err
+	}
+	t := h.t
+	send := t.c.now()
+	res := t.c.store.Renew(ctx, []Request{t.request()})
+	if len(res) != 1 {
+		return fmt.Errorf("leash: renew %q: store returned %d results for 1 request", t.name, len(res))
+	}
+	r := res[0]
+	if r.Err != nil {
+		return fmt.Errorf("leash: renew %q: %w", t.name, r.Err)
+	}
+	switch r.Status {
+	case Renewed:
+		t.c.sched.renewed(t, send, 0)
+		return nil
+	case RenewGone:
+		t.lose(ReasonReleasedElsewhere, nil)
+	case RenewTaken:
+		t.lose(ReasonTakenOver, nil)
+	default:
+		return fmt.Errorf("leash: renew %q: store returned unknown status %d", t.name, r.Status)
+	}
+	return h.Err()
+}
+
+// Unlock releases this hold. The lock itself is released only by the last
+// Unlock of a tenure (the outermost, for nested re-entries); earlier ones
+// only drop their own hold. Unlock does not depend on ctx being alive: it
+// keeps ctx's values, ignores its cancellation, and bounds the round trip by
+// Options.ReleaseTimeout, so `defer hold.Unlock(ctx)` is safe.
+//
+// Unlock returns nil on success; ErrNotHeld if this hold was already
+// unlocked; a *LostError if the lock was lost before the Unlock (the
+// protected work was not protected throughout); or a wrapped store error if
+// the release round trip failed, in which case leash keeps retrying in the
+// background until the lease would have run out anyway.
+func (h *Hold) Unlock(ctx context.Context) error {
+	t := h.t
+	if !h.done.CompareAndSwap(false, true) {
+		return fmt.Errorf("leash: unlock %q: %w: this hold was already unlocked", t.name, ErrNotHeld)
+	}
+	t.check()
+	t.mu.Lock()
+	if i := slices.Index(t.holds, h); i >= 0 {
+		t.holds = slices.Delete(t.holds, i, i+1)
+	}
+	t.depth--
+	last := t.depth == 0
+	state := t.state
+	lostErr := t.lostErr
+	if last && state == stateHeld {
+		t.state = stateReleased
+	}
+	t.mu.Unlock()
+	h.cancel(ErrReleased)
+
+	if !last {
+		if lostErr != nil {
+			return lostErr
+		}
+		return nil
+	}
+	c := t.c
+	// Unregister before the release round trip: no renewal may outlive an
+	// unlock (a renewal already in flight cannot resurrect the lock, because
+	// the store renews only what the owner still holds).
+	c.sched.remove(t)
+	c.forget(t)
+	if state == stateLost && !lostErr.Reason.mayStillHold() {
+		return lostErr
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	defer cancel()
+	_, err := c.store.Release(rctx, t.request(), ReleaseAll)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotHeld):
+		if lostErr == nil {
+			// The store had lost the lock before we noticed: someone
+			// force-unlocked it or it expired on the server.
+			lostErr = &LostError{Name: t.name, Fence: t.fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+		}
+	default:
+		c.sched.cleanup(t.request(), t.c.now()+int64(t.cfg.lease), false)
+		err = fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
+			t.name, err, t.cfg.lease)
+		if lostErr != nil {
+			return errors.Join(lostErr, err)
+		}
+		return err
+	}
+	c.log.Debug("lock released", slog.String(attrLock, t.name), slog.Int64(attrToken, t.fence))
+	if lostErr != nil {
+		return lostErr
+	}
+	return nil
+}
+
+// mayStillHold reports whether, after a loss for this reason, the server may
+// still record the owner (so a release is worth sending).
+func (r Reason) mayStillHold() bool {
+	switch r {
+	case ReasonExpired, ReasonUnreachable, ReasonMaxHold, ReasonStalled:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,221 @@
+package leash
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults for the fields of [Options] and [LockOptions].
+const (
+	// DefaultLease is the lease of a lock: in watchdog mode it is renewed
+	// every DefaultLease/3 while held.
+	DefaultLease = 30 * time.Second
+	// DefaultReleaseTimeout bounds the round trip of an Unlock.
+	DefaultReleaseTimeout = 5 * time.Second
+	// MaxLease is the longest lease leash accepts.
+	MaxLease = 7 * 24 * time.Hour
+	// MinLease is the shortest lease leash accepts.
+	MinLease = 10 * time.Millisecond
+)
+
+// Named values for "off" in duration fields, where zero means the default.
+const (
+	// NoRenewal, as RenewInterval, gives a fixed lease: the watchdog never
+	// renews the lock, which expires Lease after the grant unless the holder
+	// calls [Hold.Renew].
+	NoRenewal time.Duration = -1
+	// NoLimit, as MaxHold or Liveness in LockOptions, turns off a limit that
+	// Options sets for the whole Client.
+	NoLimit time.Duration = -1
+)
+
+// Options configures a [Client]. A nil *Options means all defaults, and a zero
+// field means that field's default. The lock fields are the defaults of
+// every lock of the Client; [LockOptions] overrides them per lock. New copies
+// the struct and never writes to it.
+type Options struct {
+	// Lease is the lock lease. Default DefaultLease (30s).
+	Lease time.Duration
+
+	// RenewInterval is how often the watchdog renews a held lock. Default
+	// Lease/3. It must be shorter than Lease minus SafetyMargin. NoRenewal
+	// turns the watchdog off: a fixed lease.
+	RenewInterval time.Duration
+
+	// SafetyMargin is how long before the server could expire a lock the
+	// holder is told it lost it: the hold is valid until the send time of the
+	// last successful acquire or renewal plus Lease minus SafetyMargin. It
+	// covers clock-rate drift between client and server and the holder's
+	// reaction time. Default Lease/20, at least 1ms.
+	SafetyMargin time.Duration
+
+	// MaxHold bounds how long a lock may be held in total, renewals included,
+	// so that a hung holder cannot keep it forever. When reached, the holder
+	// is told (ReasonMaxHold) and renewal stops; the lease then runs out on
+	// the server. Default 0: no bound.
+	MaxHold time.Duration
+
+	// Liveness, when set, opts into fake-alive detection: the holder must call
+	// Hold.Touch at least this often, or it is told (ReasonStalled) and
+	// renewal stops. Default 0: off.
+	Liveness time.Duration
+
+	// ReleaseTimeout bounds each Unlock round trip, whatever the caller's
+	// context. Default DefaultReleaseTimeout (5s).
+	ReleaseTimeout time.Duration
+
+	// Logger receives leash's logs: Debug per round trip, Warn when a renewal
+	// fails but the hold survives, Error when a hold is lost. Default: discard.
+	Logger *slog.Logger
+}
+
+// LockOptions overrides the Client's lock defaults for one lock. A nil
+// *LockOptions or a zero field means the Client's value.
+type LockOptions struct {
+	// Lease is the lock lease. See Options.Lease.
+	Lease time.Duration
+	// RenewInterval is the watchdog period; NoRenewal gives a fixed lease.
+	// Zero means the Client's RenewInterval when the lease is the Client's,
+	// and Lease/3 otherwise (or a fixed lease when the Client uses NoRenewal).
+	RenewInterval time.Duration
+	// SafetyMargin: see Options.SafetyMargin. Zero means the Client's value
+	// when the lease is unchanged, and Lease/20 otherwise.
+	SafetyMargin time.Duration
+	// MaxHold: see Options.MaxHold. NoLimit turns off the Client's bound.
+	MaxHold time.Duration
+	// Liveness: see Options.Liveness. NoLimit turns off the Client's check.
+	Liveness time.Duration
+}
+
+// lockConfig is the resolved, validated configuration of one lock.
+type lockConfig struct {
+	lease    time.Duration
+	interval time.Duration // 0: fixed lease
+	margin   time.Duration
+	maxHold  time.Duration // 0: none
+	liveness time.Duration // 0: off
+}
+
+// resolve merges client defaults (base) with per-lock overrides and validates
+// the result. field prefixes name the struct in error messages.
+func resolve(base *Options, o *LockOptions) (lockConfig, error) {
+	var b Options
+	if base != nil {
+		b = *base
+	}
+	var l LockOptions
+	if o != nil {
+		l = *o
+	}
+	prefix := "Options"
+	lease, interval, margin := b.Lease, b.RenewInterval, b.SafetyMargin
+	if l.Lease != 0 {
+		prefix = "LockOptions"
+		if l.Lease != lease {
+			// A per-lock lease does not inherit timings set for another lease,
+			// but it does inherit the mode (watchdog or fixed).
+			if interval != NoRenewal {
+				interval = 0
+			}
+			margin = 0
+		}
+		lease = l.Lease
+	}
+	if l.RenewInterval != 0 {
+		interval = l.RenewInterval
+	}
+	if l.SafetyMargin != 0 {
+		margin = l.SafetyMargin
+	}
+	maxHold, liveness := b.MaxHold, b.Liveness
+	if l.MaxHold != 0 {
+		maxHold = l.MaxHold
+	}
+	if l.Liveness != 0 {
+		liveness = l.Liveness
+	}
+
+	bad := func(field string, v time.Duration, why string) (lockConfig, error) {
+		return lockConfig{}, fmt.Errorf("%w: %s.%s = %v: %s", ErrInvalidOptions, prefix, field, v, why)
+	}
+	switch {
+	case lease == 0:
+		lease = DefaultLease
+	case lease < MinLease:
+		return bad("Lease", lease, fmt.Sprintf("must be at least %v (zero means the default %v)", MinLease, DefaultLease))
+	case lease > MaxLease:
+		return bad("Lease", lease, fmt.Sprintf("must be at most %v; use the watchdog (the default) for long holds", MaxLease))
+	}
+	switch {
+	case margin == 0:
+		margin = max(lease/20, time.Millisecond)
+	case margin < 0:
+		return bad("SafetyMargin", margin, "must not be negative")
+	case margin >= lease:
+		return bad("SafetyMargin", margin, fmt.Sprintf("must be shorter than the lease %v", lease))
+	}
+	switch {
+	case interval == NoRenewal:
+		interval = 0
+	case interval == 0:
+		interval = lease / 3
+	case interval < 0:
+		return bad("RenewInterval", interval, "must be positive, or NoRenewal for a fixed lease")
+	}
+	if interval != 0 && interval >= lease-margin {
+		return bad("RenewInterval", interval, fmt.Sprintf(
+			"must be shorter than the lease %v minus the safety margin %v, or the hold would lapse between renewals; the default is Lease/3",
+			lease, margin))
+	}
+	if interval != 0 && interval < time.Millisecond {
+		return bad("RenewInterval", interval, "must be at least 1ms")
+	}
+	switch {
+	case maxHold == NoLimit:
+		maxHold = 0
+	case maxHold < 0:
+		return bad("MaxHold", maxHold, "must be positive, or NoLimit")
+	}
+	switch {
+	case liveness == NoLimit:
+		liveness = 0
+	case liveness < 0:
+		return bad("Liveness", liveness, "must be positive, or NoLimit")
+	case liveness > 0 && liveness < time.Millisecond:
+		return bad("Liveness", liveness, "must be at least 1ms")
+	}
+	return lockConfig{lease: lease, interval: interval, margin: margin, maxHold: maxHold, liveness: liveness}, nil
+}
+
+// clientConfig is the resolved configuration of a Client.
+type clientConfig struct {
+	lock           lockConfig
+	releaseTimeout time.Duration
+	logger         *slog.Logger
+}
+
+func newClientConfig(o *Options) (clientConfig, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	if opts.MaxHold == NoLimit || opts.Liveness == NoLimit {
+		return clientConfig{}, fmt.Errorf("%w: NoLimit is for LockOptions; leave Options.MaxHold and Options.Liveness zero for no limit", ErrInvalidOptions)
+	}
+	lc, err := resolve(&opts, nil)
+	if err != nil {
+		return clientConfig{}, err
+	}
+	cfg := clientConfig{lock: lc, releaseTimeout: opts.ReleaseTimeout, logger: opts.Logger}
+	switch {
+	case cfg.releaseTimeout == 0:
+		cfg.releaseTimeout = DefaultReleaseTimeout
+	case cfg.releaseTimeout < 0:
+		return clientConfig{}, fmt.Errorf("%w: Options.ReleaseTimeout = %v: must be positive", ErrInvalidOptions, cfg.releaseTimeout)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,109 @@
+package leash
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxOwnerLen is the longest explicit owner [WithOwner] accepts, in bytes.
+const MaxOwnerLen = 128
+
+// newClientID returns 128 random bits from crypto/rand in the 8-4-4-4-12 form
+// that Redisson uses for its client ids.
+func newClientID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never returns an error (crypto/rand docs)
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
+}
+
+// tenureOwner is the store owner of the n-th anonymous tenure of a client:
+// "<client-id>:<n>", the shape of Redisson's "<uuid>:<thread id>".
+func tenureOwner(clientID string, n uint64) string {
+	return clientID + ":" + strconv.FormatUint(n, 10)
+}
+
+// explicitOwner is the store owner for an owner set with WithOwner. The "@"
+// keeps it apart from the numbered anonymous tenures.
+func explicitOwner(clientID, owner string) string {
+	return clientID + ":@" + owner
+}
+
+type ownerKey struct{}
+
+// WithOwner returns a copy of ctx that names an explicit owner, such as a job
+// id, for the locks taken with it. Within one Client, every Lock on a name
+// whose context carries the same owner re-enters the same hold, whichever
+// goroutine calls it: use it for a logical owner that spans goroutines.
+// Without it, re-entry needs the held lock's own context (see [Mutex.Lock]).
+//
+// Owners are scoped to the Client: two processes using the same owner string
+// still exclude each other. An owner must be 1 to MaxOwnerLen bytes of
+// printable UTF-8; Lock rejects others with ErrInvalidArgument.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// ownerFrom returns the explicit owner carried by ctx, if any.
+func ownerFrom(ctx context.Context) (string, bool) {
+	o, ok := ctx.Value(ownerKey{}).(string)
+	return o, ok
+}
+
+func validateOwner(owner string) error {
+	if err := validText(owner, MaxOwnerLen); err != nil {
+		return fmt.Errorf("%w: owner %q: %s", ErrInvalidArgument, truncate(owner), err)
+	}
+	return nil
+}
+
+// validText checks the rules shared by names and owners: non-empty, at most
+// max bytes, valid UTF-8, no control characters.
+func validText(s string, max int) error {
+	switch {
+	case s == "":
+		return errorString("must not be empty")
+	case len(s) > max:
+		return errorString(fmt.Sprintf("is %d bytes long; the limit is %d", len(s), max))
+	case !utf8.ValidString(s):
+		return errorString("is not valid UTF-8")
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return errorString(fmt.Sprintf("has a control character %U at byte %d", r, i))
+		}
+	}
+	return nil
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	for i := n; i > n-4; i-- {
+		if utf8.RuneStart(s[i]) {
+			return s[:i] + "…"
+		}
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,353 @@
+package leash_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leash-go/leash"
+)
+
+func TestWatchdogKeepsLockPastLease(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		h := mustLock(t, c.Mutex("long-work"), context.Background())
+		for range 50 { // 5s of work, 5 leases
+			time.Sleep(100 * time.Millisecond)
+			if heldBy(t, s, "long-work") != h.Owner() || h.Err() != nil {
+				t.Fatalf("lock not held at %v: Err %v", time.Since(h.ValidUntil()), h.Err())
+			}
+		}
+		if n := s.renewCalls.Load(); n < 13 || n > 17 {
+			t.Errorf("renewals over 5s at a 333ms interval = %d, want about 15", n)
+		}
+		mustUnlock(t, h)
+	})
+}
+
+func TestFixedLeaseExpires(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.Mutex("fixed", &leash.LockOptions{Lease: time.Second, RenewInterval: leash.NoRenewal})
+		start := time.Now()
+		h := mustLock(t, m, context.Background())
+		wantLost(t, h, leash.ReasonExpired)
+		// Told at lease - margin (1s - 50ms), before the store frees the lock.
+		if d := time.Since(start); d != 950*time.Millisecond {
+			t.Errorf("told after %v, want 950ms", d)
+		}
+		if heldBy(t, s, "fixed") != h.Owner() {
+			t.Errorf("store freed the lock before the holder was told")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if heldBy(t, s, "fixed") != "" {
+			t.Errorf("fixed lease still held after its lease")
+		}
+		if s.renewCalls.Load() != 0 {
+			t.Errorf("fixed lease was renewed")
+		}
+		if err := h.Unlock(context.Background()); !errors.Is(err, leash.ErrLost) {
+			t.Errorf("Unlock after loss = %v, want the LostError", err)
+		}
+	})
+}
+
+func TestFixedLeaseExplicitRenew(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.Mutex("renewable", &leash.LockOptions{Lease: time.Second, RenewInterval: leash.NoRenewal})
+		h := mustLock(t, m, context.Background())
+		for range 4 {
+			time.Sleep(800 * time.Millisecond)
+			before := h.ValidUntil()
+			if err := h.Renew(context.Background()); err != nil {
+				t.Fatalf("Renew: %v", err)
+			}
+			if !h.ValidUntil().After(before) {
+				t.Errorf("ValidUntil did not move: %v -> %v", before, h.ValidUntil())
+			}
+		}
+		if h.Err() != nil {
+			t.Fatalf("renewed fixed lease lost: %v", h.Err())
+		}
+		mustUnlock(t, h)
+	})
+}
+
+func TestUnreachableStoreToldBeforeExpiry(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		start := time.Now()
+		h := mustLock(t, c.Mutex("partitioned"), context.Background())
+		s.setRenewErr(errors.New("connection refused"))
+		le := wantLost(t, h, leash.ReasonUnreachable)
+		if le.Err == nil || le.Err.Error() != "connection refused" {
+			t.Errorf("LostError.Err = %v, want the last store error", le.Err)
+		}
+		if d := time.Since(start); d != 950*time.Millisecond {
+			t.Errorf("told after %v, want 950ms (lease - margin from the grant)", d)
+		}
+		// The store still has the lock: nobody else can have it yet.
+		if heldBy(t, s, "partitioned") != h.Owner() {
+			t.Errorf("store freed the lock before the holder was told")
+		}
+		if n := s.renewCalls.Load(); n < 3 {
+			t.Errorf("renewal attempts = %d, want retries until the deadline", n)
+		}
+	})
+}
+
+func TestTransientRenewFailureKeepsLock(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		h := mustLock(t, c.Mutex("flaky"), context.Background())
+		s.setRenewErr(errors.New("reset by peer"))
+		time.Sleep(500 * time.Millisecond) // first renewal (333ms) and retries fail
+		s.setRenewErr(nil)
+		time.Sleep(3 * time.Second)
+		if err := h.Err(); err != nil {
+			t.Fatalf("lock lost after a transient failure: %v", err)
+		}
+		mustUnlock(t, h)
+	})
+}
+
+func TestStoreLossIsReported(t *testing.T) {
+	for name, tc := range map[string]struct {
+		steal  bool
+		reason leash.Reason
+	}{
+		"released elsewhere": {false, leash.ReasonReleasedElsewhere},
+		"taken over":         {true, leash.ReasonTakenOver},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				s := newFaultStore(t)
+				c := newClient(t, s, &leash.Options{Lease: 3 * time.Second})
+				other := newClient(t, s, nil)
+				defer c.Close()
+				defer other.Close()
+				h := mustLock(t, c.Mutex("victim"), context.Background())
+				if ok, err := other.ForceUnlock(context.Background(), "victim"); !ok || err != nil {
+					t.Fatalf("ForceUnlock = %v, %v", ok, err)
+				}
+				if tc.steal {
+					h2 := mustLock(t, other.Mutex("victim"), context.Background())
+					defer mustUnlock(t, h2)
+				}
+				start := time.Now()
+				wantLost(t, h, tc.reason)
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("told after %v, want by the next renewal (1s)", d)
+				}
+			})
+		})
+	}
+}
+
+func TestUnlockFindsLockGone(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		h := mustLock(t, c.Mutex("gone"), context.Background())
+		if _, err := s.ForceRelease(context.Background(), "gone"); err != nil {
+			t.Fatal(err)
+		}
+		err := h.Unlock(context.Background())
+		var le *leash.LostError
+		if !errors.As(err, &le) || le.Reason != leash.ReasonReleasedElsewhere || !errors.Is(err, leash.ErrNotHeld) {
+			t.Errorf("Unlock of a force-released lock = %v, want a LostError (released elsewhere) matching ErrNotHeld", err)
+		}
+	})
+}
+
+func TestMaxHoldStopsRenewal(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second, MaxHold: 4 * time.Second})
+		defer c.Close()
+		start := time.Now()
+		h := mustLock(t, c.Mutex("hung"), context.Background())
+		wantLost(t, h, leash.ReasonMaxHold)
+		if d := time.Since(start); d != 4*time.Second {
+			t.Errorf("told after %v, want 4s", d)
+		}
+		renewals := s.renewCalls.Load()
+		time.Sleep(2 * time.Second)
+		if s.renewCalls.Load() != renewals {
+			t.Errorf("renewed after MaxHold")
+		}
+		if heldBy(t, s, "hung") != "" {
+			t.Errorf("lock still held a lease after MaxHold")
+		}
+	})
+}
+
+func TestLivenessStopsRenewalOfStalledHolder(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second, Liveness: 2 * time.Second})
+		defer c.Close()
+		alive := mustLock(t, c.Mutex("alive"), context.Background())
+		stalled := mustLock(t, c.Mutex("stalled"), context.Background())
+		for range 50 { // 5s: the live holder touches every 100ms
+			time.Sleep(100 * time.Millisecond)
+			alive.Touch()
+		}
+		if alive.Err() != nil {
+			t.Errorf("touched hold lost: %v", alive.Err())
+		}
+		wantLost(t, stalled, leash.ReasonStalled)
+		if heldBy(t, s, "stalled") != "" {
+			t.Errorf("stalled holder's lock still renewed")
+		}
+		mustUnlock(t, alive)
+	})
+}
+
+func TestLossCancelsEveryHold(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		m := c.Mutex("nested")
+		h1 := mustLock(t, m, context.Background())
+		h2 := mustLock(t, m, h1.Context())
+		s.setRenewErr(errors.New("down"))
+		wantLost(t, h1, leash.ReasonUnreachable)
+		wantLost(t, h2, leash.ReasonUnreachable)
+		if err := h2.Unlock(context.Background()); !errors.Is(err, leash.ErrLost) {
+			t.Errorf("inner Unlock after loss = %v, want ErrLost", err)
+		}
+	})
+}
+
+func TestRenewalBatching(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: 3 * time.Second})
+		defer c.Close()
+		const n = 1000
+		holds := make([]*leash.Hold, 0, n)
+		for i := range n {
+			holds = append(holds, mustLock(t, c.Mutex(fmt.Sprintf("batch/%d", i)), context.Background()))
+			time.Sleep(3 * time.Millisecond) // acquisitions spread over 3s: two intervals
+		}
+		time.Sleep(3 * time.Second) // cohorts merge within two intervals
+		before := s.renewCalls.Load()
+		time.Sleep(10 * time.Second) // ten intervals
+		if got := s.renewCalls.Load() - before; got > 11 {
+			t.Errorf("renew calls over 10 intervals for %d locks = %d, want at most 11", n, got)
+		}
+		for _, h := range holds {
+			if h.Err() != nil {
+				t.Fatalf("hold lost: %v", h.Err())
+			}
+			mustUnlock(t, h)
+		}
+	})
+}
+
+func TestNoRenewalAfterUnlock(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		var owners []string
+		for i := range 100 {
+			h := mustLock(t, c.Mutex(fmt.Sprintf("n/%d", i)), context.Background())
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			owners = append(owners, h.Owner())
+			mustUnlock(t, h)
+		}
+		seen := make([]int, len(owners))
+		for i, o := range owners {
+			seen[i] = s.renewedOwner(o)
+		}
+		time.Sleep(3 * time.Second)
+		for i, o := range owners {
+			if got := s.renewedOwner(o); got != seen[i] {
+				t.Errorf("lock %d renewed %d more times after Unlock", i, got-seen[i])
+			}
+		}
+	})
+}
+
+func TestGoroutinesDoNotGrowWithLocks(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		synctest.Wait()
+		base := runtime.NumGoroutine()
+		var holds []*leash.Hold
+		for i := range 2000 {
+			holds = append(holds, mustLock(t, c.Mutex(fmt.Sprintf("g/%d", i)), context.Background()))
+		}
+		time.Sleep(2 * time.Second) // several renewal rounds
+		synctest.Wait()
+		if got := runtime.NumGoroutine(); got > base+2 {
+			t.Errorf("goroutines with 2000 held locks = %d, want at most %d", got, base+2)
+		}
+		for _, h := range holds {
+			mustUnlock(t, h)
+		}
+	})
+}
+
+func TestCloseReleasesAndTells(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		other := newClient(t, s, nil)
+		defer other.Close()
+		h1 := mustLock(t, c.Mutex("a"), context.Background())
+		h2 := mustLock(t, c.Mutex("b"), context.Background())
+		blocker := mustLock(t, other.Mutex("c"), context.Background())
+		defer mustUnlock(t, blocker)
+		waitErr := make(chan error, 1)
+		go func() {
+			_, err := c.Mutex("c").Lock(context.Background())
+			waitErr <- err
+		}()
+		synctest.Wait()
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wantLost(t, h1, leash.ReasonClosed)
+		wantLost(t, h2, leash.ReasonClosed)
+		if heldBy(t, s, "a") != "" || heldBy(t, s, "b") != "" {
+			t.Errorf("locks still held after Close")
+		}
+		if err := <-waitErr; !errors.Is(err, leash.ErrClosed) {
+			t.Errorf("waiting Lock after Close = %v, want ErrClosed", err)
+		}
+		if _, err := c.Mutex("a").Lock(context.Background()); !errors.Is(err, leash.ErrClosed) {
+			t.Errorf("Lock after Close = %v, want ErrClosed", err)
+		}
+		if _, err := c.Inspect(context.Background(), "a"); !errors.Is(err, leash.ErrClosed) {
+			t.Errorf("Inspect after Close = %v, want ErrClosed", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("second Close = %v, want nil", err)
+		}
+		if err := h1.Unlock(context.Background()); !errors.Is(err, leash.ErrLost) {
+			t.Errorf("Unlock after Close = %v, want ErrLost", err)
+		}
+	})
+}
