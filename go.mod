@@ -1,3 +1,3 @@
 module github.com/leash-go/leash
 
-go 1.26
+go 1.26.0

@@ -1,0 +1,277 @@
+// Package testserver starts real servers (redis-server, …) on free loopback
+// ports, each in its own directory, for leash's tests and demo. A server can
+// be stopped, killed, paused (SIGSTOP), resumed and restarted on the same
+// port and directory. Readiness is probed over the wire (PING), so the
+// package needs no driver.
+package testserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RedisOptions configures a redis-server.
+type RedisOptions struct {
+	// Dir is the data directory. Empty means a new temporary directory,
+	// removed by Close.
+	Dir string
+	// AOF turns on the append-only file with fsync on every write, so that
+	// data survives a SIGKILL. Default: no persistence at all.
+	AOF bool
+	// Args are extra redis-server arguments, such as "--maxmemory", "10mb".
+	Args []string
+}
+
+// Redis is a redis-server process.
+type Redis struct {
+	// Addr is "127.0.0.1:<port>".
+	Addr string
+	// Port is the TCP port, kept across restarts.
+	Port int
+	// Dir is the data directory; the server log is Dir/redis.log.
+	Dir string
+
+	opts    RedisOptions
+	tempDir bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+// ErrNotInstalled reports that a server binary is not on PATH.
+var ErrNotInstalled = errors.New("testserver: server binary not installed")
+
+// RedisBinary returns the path of redis-server or ErrNotInstalled.
+func RedisBinary() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%w: redis-server not found on PATH (apt-get install redis-server)", ErrNotInstalled)
+	}
+	return p, nil
+}
+
+// StartRedis starts redis-server on a free loopback port and waits until it
+// answers PING.
+func StartRedis(opts RedisOptions) (*Redis, error) {
+	if _, err := RedisBinary(); err != nil {
+		return nil, err
+	}
+	r := &Redis{opts: opts, Dir: opts.Dir}
+	if r.Dir == "" {
+		d, err := os.MkdirTemp("", "leash-redis-")
+		if err != nil {
+			return nil, err
+		}
+		r.Dir, r.tempDir = d, true
+	}
+	var lastErr error
+	for range 5 { // another process may take the free port before redis binds it
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		r.Port = port
+		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if lastErr = r.Start(); lastErr == nil {
+			return r, nil
+		}
+	}
+	r.Close()
+	return nil, lastErr
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start starts the server on its port and directory, if it is not running.
+func (r *Redis) Start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		return nil
+	}
+	bin, err := RedisBinary()
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--port", strconv.Itoa(r.Port), "--bind", "127.0.0.1",
+		"--dir", r.Dir, "--logfile", filepath.Join(r.Dir, "redis.log"),
+		"--daemonize", "no", "--save", "", "--protected-mode", "no",
+		"--enable-debug-command", "local",
+	}
+	if r.opts.AOF {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	args = append(args, r.opts.Args...)
+	cmd := exec.Command(bin, args...)
+	// The server dies with the process that started it, even on a crash.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testserver: start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	// Owner: this Redis. Stops when the process exits.
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := ping(r.Addr); err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("testserver: redis-server exited at start on port %d: %s", r.Port, r.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("testserver: redis-server not answering PING on %s after 15s: %s", r.Addr, r.logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.cmd, r.exited, r.paused = cmd, exited, false
+	return nil
+}
+
+// ping sends PING and expects +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+func (r *Redis) logTail() string {
+	b, err := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// PID returns the server's process id, or 0 when it is not running.
+func (r *Redis) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
+
+// Running reports whether the server process is running (paused or not).
+func (r *Redis) Running() bool { return r.PID() != 0 }
+
+// signal sends sig to the running server.
+func (r *Redis) signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return errors.New("testserver: redis-server is not running")
+	}
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		r.paused = true
+	case syscall.SIGCONT:
+		r.paused = false
+	}
+	return nil
+}
+
+// Pause freezes the server with SIGSTOP. Clients can still connect (the
+// kernel accepts), but nothing is answered until Resume.
+func (r *Redis) Pause() error { return r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (r *Redis) Resume() error { return r.signal(syscall.SIGCONT) }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (r *Redis) Kill() error { return r.end(syscall.SIGKILL) }
+
+// Stop ends the server with SIGTERM and waits for it.
+func (r *Redis) Stop() error { return r.end(syscall.SIGTERM) }
+
+func (r *Redis) end(sig syscall.Signal) error {
+	r.mu.Lock()
+	cmd, exited := r.cmd, r.exited
+	if cmd == nil {
+		r.mu.Unlock()
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process ignores SIGTERM
+	err := cmd.Process.Signal(sig)
+	r.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	r.mu.Lock()
+	r.cmd, r.exited, r.paused = nil, nil, false
+	r.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// Restart kills the server (like a crash) and starts it again on the same
+// port and directory. Without AOF, it comes back empty.
+func (r *Redis) Restart() error {
+	if err := r.Kill(); err != nil {
+		return err
+	}
+	return r.Start()
+}
+
+// Close kills the server and removes its directory if Start made it. It is
+// safe to call more than once.
+func (r *Redis) Close() {
+	_ = r.Kill()
+	if r.tempDir {
+		_ = os.RemoveAll(r.Dir)
+	}
+}

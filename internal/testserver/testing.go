@@ -1,0 +1,39 @@
+package testserver
+
+import (
+	"errors"
+	"os"
+)
+
+// TB is the part of testing.TB the helpers use. It is declared here so that
+// the package does not import testing (the demo uses it too).
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	TempDir() string
+}
+
+// RequireServers reports whether tests must fail, not skip, when a server
+// binary is missing: LEASH_REQUIRE_SERVERS=1, as CI sets it.
+func RequireServers() bool { return os.Getenv("LEASH_REQUIRE_SERVERS") == "1" }
+
+// NewRedis starts a redis-server for the test and kills it at cleanup
+// (SIGCONT first, so a paused server never leaks). When redis-server is not
+// installed it skips the test, or fails it under LEASH_REQUIRE_SERVERS=1.
+func NewRedis(t TB, opts RedisOptions) *Redis {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	r, err := StartRedis(opts)
+	if err != nil {
+		if errors.Is(err, ErrNotInstalled) && !RequireServers() {
+			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", err)
+		}
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}

@@ -1,0 +1,224 @@
+package redisstore_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// helperEnv, when set, makes the test binary run as a lock holder process
+// (see runHolder) instead of running tests.
+const helperEnv = "LEASH_TEST_HOLDER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHolder())
+	}
+	code := m.Run()
+	if shared.srv != nil {
+		shared.srv.Close()
+	}
+	os.Exit(leakcheck.Check(code))
+}
+
+// shared is the package's lazily started redis-server for tests that do not
+// inject faults into the server itself.
+var shared struct {
+	once sync.Once
+	srv  *testserver.Redis
+	err  error
+}
+
+func sharedRedis(t *testing.T) *testserver.Redis {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.srv, shared.err = testserver.StartRedis(testserver.RedisOptions{})
+	})
+	if shared.err != nil {
+		if errors.Is(shared.err, testserver.ErrNotInstalled) && !testserver.RequireServers() {
+			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", shared.err)
+		}
+		t.Fatalf("%v", shared.err)
+	}
+	return shared.srv
+}
+
+// newRDB returns a go-redis client for addr with timeouts short enough for
+// fault tests, closed at cleanup.
+func newRDB(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr:         addr,
+		DialTimeout:  time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		MaxRetries:   1,
+	})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newClient returns a leash Client on a fresh store for addr, closed at cleanup.
+func newClient(t *testing.T, addr string, opts *leash.Options) *leash.Client {
+	t.Helper()
+	c, err := leash.New(redisstore.New(newRDB(t, addr), nil), opts)
+	if err != nil {
+		t.Fatalf("leash.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func lockName(t *testing.T) string { return "test/" + t.Name() }
+
+func bg(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fenceLua is the fenced resource of the tests: it accepts a write only if
+// its token is not below the highest token it has accepted.
+const fenceLua = `
+local seen = tonumber(redis.call('get', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < seen then return 0 end
+redis.call('set', KEYS[1], ARGV[1])
+return 1`
+
+func fencedWrite(ctx context.Context, rdb redis.UniversalClient, resource string, token int64) (bool, error) {
+	n, err := rdb.Eval(ctx, fenceLua, []string{resource}, token).Int()
+	return n == 1, err
+}
+
+// runHolder is the body of a holder child process. It takes the lock named
+// by LEASH_TEST_NAME on LEASH_TEST_ADDR with lease LEASH_TEST_LEASE, then
+// every 200ms checks its hold and makes a fenced write, printing one line per
+// event: "acquired F", "wrote F accepted|rejected", "lost REASON". The long
+// sleep after each write lets a test pause the process right after a write,
+// so that its next action on resuming is the check.
+func runHolder() int {
+	addr, name := os.Getenv("LEASH_TEST_ADDR"), os.Getenv("LEASH_TEST_NAME")
+	lease, err := time.ParseDuration(os.Getenv("LEASH_TEST_LEASE"))
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	c, err := leash.New(redisstore.New(rdb, nil), &leash.Options{Lease: lease})
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	ctx := context.Background()
+	h, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	fmt.Println("acquired", h.Fence())
+	for {
+		if err := h.Err(); err != nil {
+			var le *leash.LostError
+			errors.As(err, &le)
+			fmt.Println("lost", strings.ReplaceAll(le.Reason.String(), " ", "_"))
+			return 3
+		}
+		ok, err := fencedWrite(ctx, rdb, name+"/resource", h.Fence())
+		switch {
+		case err != nil:
+			fmt.Println("error", err)
+		case ok:
+			fmt.Println("wrote", h.Fence(), "accepted")
+		default:
+			fmt.Println("wrote", h.Fence(), "rejected")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// holder is a running holder child process.
+type holder struct {
+	cmd   *exec.Cmd
+	lines chan string
+	fence int64
+}
+
+// startHolder runs a holder child and waits until it holds the lock.
+func startHolder(t *testing.T, addr, name string, lease time.Duration) *holder {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "LEASH_TEST_ADDR="+addr,
+		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start holder: %v", err)
+	}
+	h := &holder{cmd: cmd, lines: make(chan string, 1024)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	// Owner: this holder. Stops when the child's stdout closes.
+	go func() {
+		defer close(h.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			h.lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	line := h.next(t, 30*time.Second)
+	f, ok := strings.CutPrefix(line, "acquired ")
+	if !ok {
+		t.Fatalf("holder said %q, want acquired", line)
+	}
+	h.fence, _ = strconv.ParseInt(f, 10, 64)
+	return h
+}
+
+// next returns the holder's next line.
+func (h *holder) next(t *testing.T, within time.Duration) string {
+	t.Helper()
+	select {
+	case l, ok := <-h.lines:
+		if !ok {
+			t.Fatalf("holder exited")
+		}
+		return l
+	case <-time.After(within):
+		t.Fatalf("holder silent for %v", within)
+	}
+	return ""
+}
+
+// drain discards the lines the holder has printed so far.
+func (h *holder) drain() {
+	for {
+		select {
+		case <-h.lines:
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// notifier multiplexes every watched lock of a Store over one pub/sub
+// connection, read by one goroutine. A channel is subscribed while at least
+// one watch needs it; Watch returns only once Redis has confirmed the
+// SUBSCRIBE, so a release after Watch returns is never missed. The
+// connection is pinged when idle and replaced when a ping goes unanswered;
+// after a replacement or a reconnect, every watcher is woken, because a
+// release may have been published while no one was listening.
+type notifier struct {
+	s      *Store
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	chans  map[string]*channel
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// A channel is the state of one subscribed channel.
+type channel struct {
+	watchers    []*watcher
+	outstanding int           // SUBSCRIBE requests not yet confirmed
+	ready       chan struct{} // closed on the first confirmation
+	confirmed   bool
+}
+
+type watcher struct{ wake func() }
+
+func (n *notifier) init(s *Store) {
+	n.s = s
+	n.chans = make(map[string]*channel)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+}
+
+var errClosed = errors.New("redisstore: store closed")
+
+// Watch implements [leash.Store].
+func (s *Store) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.notify.watch(ctx, name, wake)
+}
+
+func (n *notifier) watch(ctx context.Context, name string, wake func()) (func(), error) {
+	ch := channelName(name)
+	w := &watcher{wake: wake}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, errClosed
+	}
+	n.startLocked()
+	c := n.chans[ch]
+	if c == nil {
+		c = &channel{ready: make(chan struct{})}
+		n.chans[ch] = c
+	}
+	c.watchers = append(c.watchers, w)
+	var err error
+	if !c.confirmed && c.outstanding == 0 {
+		// Issued under n.mu so that SUBSCRIBE and UNSUBSCRIBE of one channel
+		// reach Redis in the order of the state changes. It only writes to
+		// the connection; the confirmation is read by the reader goroutine.
+		c.outstanding++
+		if err = n.ps.Subscribe(ctx, ch); err != nil {
+			c.outstanding--
+		}
+	}
+	ready := c.ready
+	n.mu.Unlock()
+	stop := func() { n.unwatch(ch, w) }
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("redisstore: subscribe %q: %w", ch, err)
+	}
+	timer := time.NewTimer(n.s.opts.SubscribeTimeout)
+	defer timer.Stop()
+	select {
+	case <-ready:
+		var once sync.Once
+		return func() { once.Do(stop) }, nil
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	case <-timer.C:
+		stop()
+		return nil, fmt.Errorf("redisstore: subscribe %q: not confirmed within %v", ch, n.s.opts.SubscribeTimeout)
+	case <-n.ctx.Done():
+		stop()
+		return nil, errClosed
+	}
+}
+
+// startLocked opens the pub/sub connection and starts its reader, once.
+func (n *notifier) startLocked() {
+	if n.ps != nil {
+		return
+	}
+	n.ps = n.s.rdb.Subscribe(n.ctx)
+	// Owner: the Store. Stops when Close cancels n.ctx.
+	n.wg.Go(n.read)
+}
+
+// unwatch removes a watcher; the last one out unsubscribes the channel,
+// unless a SUBSCRIBE is still unconfirmed (then the confirmation does it).
+func (n *notifier) unwatch(ch string, w *watcher) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.chans[ch]
+	if c == nil {
+		return
+	}
+	if i := slices.Index(c.watchers, w); i >= 0 {
+		c.watchers = slices.Delete(c.watchers, i, i+1)
+	}
+	n.dropIfIdleLocked(ch, c)
+}
+
+func (n *notifier) dropIfIdleLocked(ch string, c *channel) {
+	if len(c.watchers) > 0 || c.outstanding > 0 || n.closed {
+		return
+	}
+	delete(n.chans, ch)
+	ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
+	defer cancel()
+	_ = n.ps.Unsubscribe(ctx, ch) // on failure the connection is replaced, without ch
+}
+
+// read is the reader goroutine: it routes confirmations and messages, and
+// keeps the connection healthy.
+func (n *notifier) read() {
+	pinged := false
+	for {
+		n.mu.Lock()
+		ps := n.ps
+		n.mu.Unlock()
+		msg, err := ps.ReceiveTimeout(n.ctx, n.s.opts.HealthCheck)
+		if n.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout() && !pinged:
+				// Idle: ask for a sign of life.
+				pctx, cancel := context.WithTimeout(n.ctx, n.s.opts.HealthCheck)
+				_ = ps.Ping(pctx)
+				cancel()
+				pinged = true
+			case errors.As(err, &ne) && ne.Timeout():
+				n.replace(ps) // the ping went unanswered: the connection is dead
+				pinged = false
+			default:
+				// go-redis reconnects and resubscribes on the next receive;
+				// do not spin while the server is down.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-n.ctx.Done():
+					return
+				}
+			}
+			continue
+		}
+		pinged = false
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				n.confirmed(m.Channel)
+			}
+		case *redis.Message:
+			n.deliver(m.Channel)
+		}
+	}
+}
+
+// confirmed handles a SUBSCRIBE confirmation. One that no request is waiting
+// for is a resubscription after a reconnect: messages may have been missed.
+func (n *notifier) confirmed(ch string) {
+	n.mu.Lock()
+	c := n.chans[ch]
+	if c == nil {
+		n.mu.Unlock()
+		return
+	}
+	resub := c.outstanding == 0
+	if !resub {
+		c.outstanding--
+	}
+	if !c.confirmed {
+		c.confirmed = true
+		close(c.ready)
+	}
+	n.dropIfIdleLocked(ch, c)
+	n.mu.Unlock()
+	if resub {
+		n.deliver(ch)
+	}
+}
+
+// deliver wakes the watchers of ch. A release wakes each watcher once; the
+// leash core turns that into one local waiter per client.
+func (n *notifier) deliver(ch string) {
+	n.mu.Lock()
+	c := n.chans[ch]
+	var wakes []func()
+	if c != nil {
+		for _, w := range c.watchers {
+			wakes = append(wakes, w.wake)
+		}
+	}
+	n.mu.Unlock()
+	for _, wake := range wakes {
+		wake()
+	}
+}
+
+// replace closes a dead pub/sub connection and subscribes every watched
+// channel on a new one, then wakes every watcher.
+func (n *notifier) replace(old *redis.PubSub) {
+	n.mu.Lock()
+	if n.ps != old || n.closed {
+		n.mu.Unlock()
+		return
+	}
+	_ = old.Close()
+	n.ps = n.s.rdb.Subscribe(n.ctx)
+	var chans []string
+	for ch, c := range n.chans {
+		chans = append(chans, ch)
+		c.outstanding = 1
+	}
+	if len(chans) > 0 {
+		ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
+		if err := n.ps.Subscribe(ctx, chans...); err != nil {
+			for _, c := range n.chans {
+				c.outstanding = 0 // go-redis resubscribes on reconnect; those confirmations wake
+			}
+		}
+		cancel()
+	}
+	n.mu.Unlock()
+	for _, ch := range chans {
+		n.deliver(ch)
+	}
+}
+
+func (n *notifier) close() {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.closed = true
+	ps := n.ps
+	n.mu.Unlock()
+	n.cancel()
+	if ps != nil {
+		_ = ps.Close()
+	}
+	n.wg.Wait()
+}

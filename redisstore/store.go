@@ -1,0 +1,280 @@
+// Package redisstore is the Redis [leash.Store]. It works with go-redis v9
+// (redis.UniversalClient: a single server, Sentinel or Cluster) and keeps
+// Redisson's RLock layout, so Go services using leash and Java services using
+// Redisson's RLock or RFencedLock exclude each other on the same name:
+//
+//   - the lock is a hash named exactly as the lock, field "<client-uuid>:<n>"
+//     → hold count, key TTL = lease;
+//   - a release publishes "0" on redisson_lock__channel:{name};
+//   - the fencing counter is redisson_lock_token:{name};
+//   - a release's idempotency latch is redisson_unlock_latch:{name}:<request id>.
+//
+// Companion keys share the lock's hash slot (a name that carries its own
+// {hash tag} keeps it), so every script touches one slot, and every key a
+// script touches is passed in KEYS. Scripts are embedded .lua files run with
+// EVALSHA and reloaded on NOSCRIPT.
+//
+// Fencing tokens are max(counter + 1, server time in µs): they keep growing
+// even when Redis loses the counter (a restart without persistence, a
+// failover to a lagging replica), provided the server clock never steps back
+// past a token issued before the loss and fewer than a million grants of one
+// name are made per second. Lease expiry itself is only as durable as the
+// server's persistence: a restart without AOF forgets held locks.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for Options.
+const (
+	// DefaultBatchSize is how many locks one renewal script renews.
+	DefaultBatchSize = 500
+	// DefaultHealthCheck is how often an idle pub/sub connection is pinged.
+	DefaultHealthCheck = time.Second
+	// DefaultSubscribeTimeout bounds waiting for a SUBSCRIBE to be confirmed.
+	DefaultSubscribeTimeout = 5 * time.Second
+	// MaxBatchSize is the largest BatchSize accepted.
+	MaxBatchSize = 10000
+)
+
+// Options configures a Store. A nil *Options means all defaults; a zero
+// field means that field's default.
+type Options struct {
+	// BatchSize is how many locks one renewal script renews. The scripts of
+	// one renewal round are pipelined, and on Cluster run concurrently per
+	// node. Default DefaultBatchSize (500); at most MaxBatchSize.
+	BatchSize int
+	// HealthCheck is how often the pub/sub connection is pinged when idle; a
+	// connection that misses a ping is replaced, and every waiter is woken
+	// in case a release was missed. Default DefaultHealthCheck (1s).
+	HealthCheck time.Duration
+	// SubscribeTimeout bounds the wait for a SUBSCRIBE confirmation. Default
+	// DefaultSubscribeTimeout (5s). When it passes, the waiting Lock falls
+	// back to polling at the holder's remaining lease.
+	SubscribeTimeout time.Duration
+}
+
+// Store is a Redis lock store. Create it with New; it is safe for concurrent
+// use. A Store belongs to one leash.Client, which closes it (its pub/sub
+// connection, not the redis client you passed) on Close.
+type Store struct {
+	rdb     redis.UniversalClient
+	cluster bool
+	batch   int
+	opts    Options
+	err     error // construction error, reported by Validate and every call
+	reqID   string
+	reqSeq  atomic.Uint64
+	notify  notifier
+}
+
+var (
+	//go:embed lua/acquire.lua
+	acquireLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/force.lua
+	forceLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
+
+	acquireScript = redis.NewScript(acquireLua)
+	renewScript   = redis.NewScript(renewLua)
+	releaseScript = redis.NewScript(releaseLua)
+	forceScript   = redis.NewScript(forceLua)
+	inspectScript = redis.NewScript(inspectLua)
+)
+
+var _ leash.Store = (*Store)(nil)
+
+// New returns a Store on rdb. A nil rdb or bad options are reported by
+// Validate, which leash.New calls, so they surface before any round trip.
+func New(rdb redis.UniversalClient, opts *Options) *Store {
+	s := &Store{rdb: rdb, reqID: newRequestPrefix()}
+	if opts != nil {
+		s.opts = *opts
+	}
+	switch {
+	case rdb == nil || isNilClient(rdb):
+		s.err = errors.New("redisstore: New: the redis client is nil; pass one such as redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+	case s.opts.BatchSize < 0 || s.opts.BatchSize > MaxBatchSize:
+		s.err = fmt.Errorf("redisstore: Options.BatchSize = %d: must be between 1 and %d (zero means %d)", s.opts.BatchSize, MaxBatchSize, DefaultBatchSize)
+	case s.opts.HealthCheck < 0:
+		s.err = fmt.Errorf("redisstore: Options.HealthCheck = %v: must be positive (zero means %v)", s.opts.HealthCheck, DefaultHealthCheck)
+	case s.opts.SubscribeTimeout < 0:
+		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
+	}
+	if s.opts.BatchSize == 0 {
+		s.opts.BatchSize = DefaultBatchSize
+	}
+	if s.opts.HealthCheck == 0 {
+		s.opts.HealthCheck = DefaultHealthCheck
+	}
+	if s.opts.SubscribeTimeout == 0 {
+		s.opts.SubscribeTimeout = DefaultSubscribeTimeout
+	}
+	s.batch = s.opts.BatchSize
+	_, s.cluster = rdb.(*redis.ClusterClient)
+	s.notify.init(s)
+	return s
+}
+
+func isNilClient(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// Validate reports a construction error: a nil client or bad options.
+func (s *Store) Validate() error { return s.err }
+
+// CheckName rejects names whose companion keys would land in another Cluster
+// hash slot under Redisson's naming rule: a name with a '{' must contain a
+// complete hash tag such as "{orders}", and a name without '{' must not
+// contain '}'. leash calls it before any round trip.
+func (s *Store) CheckName(name string) error {
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		if strings.IndexByte(name, '}') >= 0 {
+			return errors.New("has a '}' without a '{': its companion keys would not share its hash slot; use a complete hash tag such as {orders} or neither brace")
+		}
+		return nil
+	}
+	if end := strings.IndexByte(name[open+1:], '}'); end <= 0 {
+		return errors.New("has a '{' without a complete, non-empty hash tag: its companion keys would not share its hash slot; use a complete hash tag such as {orders} or neither brace")
+	}
+	return nil
+}
+
+// Close ends the Store's pub/sub connection. It does not close the redis
+// client passed to New.
+func (s *Store) Close() error {
+	s.notify.close()
+	return nil
+}
+
+// prefixName builds a companion key the way Redisson does: "prefix:{name}",
+// or "prefix:name" when the name already carries a hash tag.
+func prefixName(prefix, name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+func tokenKey(name string) string    { return prefixName("redisson_lock_token", name) }
+func channelName(name string) string { return prefixName("redisson_lock__channel", name) }
+func latchKey(name, id string) string {
+	return prefixName("redisson_unlock_latch", name) + ":" + id
+}
+
+// nextRequestID returns an id unique to one release call of this Store. A
+// transport retry of the same call reuses it, which is what the latch needs.
+func (s *Store) nextRequestID() string {
+	return fmt.Sprintf("%s%x", s.reqID, s.reqSeq.Add(1))
+}
+
+func newRequestPrefix() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never returns an error (crypto/rand docs)
+	return hex.EncodeToString(b[:]) + "-"
+}
+
+// ms converts a lease to whole milliseconds, at least 1.
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// Acquire implements [leash.Store].
+func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+	if s.err != nil {
+		return leash.Grant{}, s.err
+	}
+	v, err := acquireScript.Run(ctx, s.rdb, []string{req.Name, tokenKey(req.Name)}, ms(req.Lease), req.Owner).Result()
+	if err != nil {
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
+	}
+	g, err := parseGrant(v)
+	if err != nil {
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
+	}
+	return g, nil
+}
+
+// Release implements [leash.Store].
+func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	m := "all"
+	if mode == leash.ReleaseOne {
+		m = "one"
+	}
+	latchTTL := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		latchTTL = min(latchTTL, time.Until(dl)+time.Second)
+	}
+	keys := []string{req.Name, channelName(req.Name), latchKey(req.Name, s.nextRequestID())}
+	v, err := releaseScript.Run(ctx, s.rdb, keys, req.Owner, ms(req.Lease), m, ms(latchTTL)).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, leash.ErrNotHeld)
+	}
+	if err != nil {
+		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, err)
+	}
+	n, ok := v.(int64)
+	if !ok || (n != 0 && n != 1) {
+		return false, fmt.Errorf("redisstore: release %q: unexpected reply %v", req.Name, v)
+	}
+	return n == 1, nil
+}
+
+// ForceRelease implements [leash.Store].
+func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	n, err := forceScript.Run(ctx, s.rdb, []string{name, channelName(name)}).Int64()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// Inspect implements [leash.Store].
+func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
+	if s.err != nil {
+		return leash.Info{}, s.err
+	}
+	v, err := inspectScript.Run(ctx, s.rdb, []string{name, tokenKey(name)}).Result()
+	if err != nil {
+		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+	}
+	info, err := parseInfo(name, v)
+	if err != nil {
+		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+	}
+	info.Waiters = -1
+	if subs, err := s.rdb.PubSubNumSub(ctx, channelName(name)).Result(); err == nil {
+		info.Waiters = int(subs[channelName(name)])
+	}
+	return info, nil
+}

@@ -1,0 +1,154 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/storetest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConformance(t *testing.T) {
+	srv := sharedRedis(t)
+	s := redisstore.New(newRDB(t, srv.Addr), nil)
+	t.Cleanup(func() { s.Close() })
+	storetest.Run(t, func(*testing.T) leash.Store { return s })
+}
+
+// TestConformanceSmallBatches runs the suite with batches of 7 locks, so that
+// renewals span many pipelined scripts.
+func TestConformanceSmallBatches(t *testing.T) {
+	srv := sharedRedis(t)
+	s := redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{BatchSize: 7})
+	t.Cleanup(func() { s.Close() })
+	storetest.Run(t, func(*testing.T) leash.Store { return s })
+}
+
+func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
+	var nilClient *redis.Client
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for name, s := range map[string]*redisstore.Store{
+		"nil interface":   redisstore.New(nil, nil),
+		"nil *Client":     redisstore.New(nilClient, nil),
+		"batch too large": redisstore.New(rdb, &redisstore.Options{BatchSize: redisstore.MaxBatchSize + 1}),
+		"negative batch":  redisstore.New(rdb, &redisstore.Options{BatchSize: -1}),
+		"negative health": redisstore.New(rdb, &redisstore.Options{HealthCheck: -time.Second}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := leash.New(s, nil)
+			if err == nil {
+				c.Close()
+			}
+			if !errors.Is(err, leash.ErrInvalidArgument) || !strings.Contains(err.Error(), "redisstore") {
+				t.Errorf("leash.New = %v, want ErrInvalidArgument naming redisstore", err)
+			}
+		})
+	}
+}
+
+func TestNamesThatBreakHashSlotsAreRejected(t *testing.T) {
+	// The client points nowhere: a round trip would fail, not ErrInvalidName.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer rdb.Close()
+	c, err := leash.New(redisstore.New(rdb, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, name := range []string{"a}b", "a{b", "a{}b", "}{"} {
+		if _, err := c.Mutex(name).TryLock(context.Background()); !errors.Is(err, leash.ErrInvalidName) {
+			t.Errorf("TryLock(%q) = %v, want ErrInvalidName", name, err)
+		}
+	}
+	for _, name := range []string{"{orders}:42", "x{y}z}", "plain:name"} {
+		if _, err := c.Mutex(name).TryLock(context.Background()); errors.Is(err, leash.ErrInvalidName) {
+			t.Errorf("TryLock(%q) = %v, want it accepted (and a connection error)", name, err)
+		}
+	}
+}
+
+func TestWrongTypeKeyGivesClearError(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	name := lockName(t)
+	if err := rdb.Set(bg(t), name, "not a lock", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv.Addr, nil)
+	_, err := c.Mutex(name).TryLock(bg(t))
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || errors.Is(err, leash.ErrNotAcquired) {
+		t.Errorf("TryLock on a string key = %v, want a WRONGTYPE store error", err)
+	}
+	if _, err := c.Inspect(bg(t), name); err == nil {
+		t.Errorf("Inspect on a string key = nil error, want one")
+	}
+}
+
+// TestScriptCacheFlush checks that every script is reloaded after SCRIPT
+// FLUSH (as after a restart or failover), including pipelined renewals.
+func TestScriptCacheFlush(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, &leash.Options{Lease: 600 * time.Millisecond})
+	name := lockName(t)
+	for i := range 3 {
+		if err := rdb.ScriptFlush(bg(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		h, err := c.Mutex(name).Lock(bg(t))
+		if err != nil {
+			t.Fatalf("Lock after SCRIPT FLUSH: %v", err)
+		}
+		if err := rdb.ScriptFlush(bg(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond) // renewals run on an empty cache
+		if err := h.Err(); err != nil {
+			t.Fatalf("round %d: hold lost after SCRIPT FLUSH: %v", i, err)
+		}
+		if err := rdb.ScriptFlush(bg(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Inspect(bg(t), name); err != nil {
+			t.Fatalf("Inspect after SCRIPT FLUSH: %v", err)
+		}
+		if err := rdb.ScriptFlush(bg(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(bg(t)); err != nil {
+			t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
+		}
+	}
+}
+
+// TestFencingSurvivesCounterLoss deletes the fencing counter, as a restart
+// without persistence would, and checks that tokens still grow.
+func TestFencingSurvivesCounterLoss(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	name := lockName(t)
+	var last int64
+	for i := range 5 {
+		h, err := c.Mutex(name).Lock(bg(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Fence() <= last {
+			t.Fatalf("grant %d token %d, want > %d", i, h.Fence(), last)
+		}
+		last = h.Fence()
+		if err := h.Unlock(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(bg(t), "redisson_lock_token:{"+name+"}").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
