@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs every check and test of every leash module against real servers:
+# gofmt, go vet, staticcheck, and go test with the race detector.
+#
+# Servers the tests need are installed with apt-get when missing (as root);
+# when one cannot be installed, this fails loudly. Tests never skip a
+# missing server here: LEASH_REQUIRE_SERVERS=1 turns a skip into a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+say() { printf '\n== %s\n' "$*"; }
+die() { printf '\nFAIL: %s\n' "$*" >&2; exit 1; }
+
+# need BINARY PACKAGE: make sure BINARY is on PATH, installing PACKAGE if not.
+need() {
+	local bin=$1 pkg=$2
+	command -v "$bin" >/dev/null 2>&1 && return 0
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		say "installing $pkg (for $bin)"
+		if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null; }; then
+			die "apt-get could not install $pkg; the tests need $bin"
+		fi
+	fi
+	command -v "$bin" >/dev/null 2>&1 || die "$bin is not installed and could not be installed (apt-get install $pkg, as root); the tests need it"
+}
+
+need go golang
+need redis-server redis-server
+export LEASH_REQUIRE_SERVERS=1
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+
+say "versions"
+go version
+redis-server --version
+
+say "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+[ -z "$unformatted" ] || die "gofmt would change: $unformatted"
+
+modules=$(go list -m -f '{{.Dir}}')
+for dir in $modules; do
+	rel=${dir#"$PWD"}; rel=${rel#/}; rel=${rel:-.}
+	say "vet and staticcheck: $rel"
+	(cd "$dir" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
+done
+for dir in $modules; do
+	rel=${dir#"$PWD"}; rel=${rel#/}; rel=${rel:-.}
+	say "test: $rel"
+	(cd "$dir" && go test -race -shuffle=on -count=1 -timeout 20m ./...) || die "tests failed in $rel"
+done
+say "all checks and tests passed"
