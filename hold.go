@@ -363,6 +363,73 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	return nil
 }
 
+// UnlockAfter ends this hold now but, when it is the tenure's last hold,
+// leaves the lock held in the store for d more: the watchdog stops, the lease
+// is set to d by the server's clock, and the lock frees itself then. Nobody
+// needs to stay alive for that, which is what a scheduled job wants when it
+// must not run again on another instance before d has passed (ShedLock's
+// lockAtLeastFor). The hold's context ends with ErrReleased, as after Unlock.
+// A d of zero or less is a plain Unlock; d is capped at MaxLease.
+//
+// UnlockAfter returns a *LostError if the lock was lost before the call (the
+// store then keeps nothing), or a wrapped store error if the round trip
+// failed, in which case the lock keeps its current lease and expires on its
+// own within one lease.
+func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return h.Unlock(ctx)
+	}
+	d = min(d, MaxLease)
+	t := h.t
+	if !h.done.CompareAndSwap(false, true) {
+		return fmt.Errorf("leash: unlock %q: %w: this hold was already unlocked", t.name, ErrNotHeld)
+	}
+	t.check()
+	t.mu.Lock()
+	if i := slices.Index(t.holds, h); i >= 0 {
+		t.holds = slices.Delete(t.holds, i, i+1)
+	}
+	t.depth--
+	last := t.depth == 0
+	lostErr := t.lostErr
+	if last && t.state == stateHeld {
+		t.state = stateReleased
+	}
+	t.mu.Unlock()
+	h.cancel(ErrReleased)
+	if lostErr != nil {
+		if last {
+			t.c.sched.remove(t)
+			t.c.forget(t)
+		}
+		return lostErr
+	}
+	if !last {
+		return nil
+	}
+	c := t.c
+	c.sched.remove(t)
+	c.forget(t)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	defer cancel()
+	req := t.request()
+	req.Lease = d
+	res := c.store.Renew(rctx, []Request{req})
+	switch {
+	case len(res) != 1:
+		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for 1 request", t.name, d, len(res))
+	case res[0].Err != nil:
+		return fmt.Errorf("leash: unlock %q after %v: %w (the lock keeps its current lease, at most %v)",
+			t.name, d, res[0].Err, t.cfg.lease)
+	case res[0].Status == RenewGone:
+		return &LostError{Name: t.name, Fence: t.fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+	case res[0].Status == RenewTaken:
+		return &LostError{Name: t.name, Fence: t.fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
+	}
+	c.log.Debug("lock left to expire", slog.String(attrLock, t.name), slog.Duration("after", d))
+	return nil
+}
+
 // mayStillHold reports whether, after a loss for this reason, the server may
 // still record the owner (so a release is worth sending).
 func (r Reason) mayStillHold() bool {

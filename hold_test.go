@@ -47,3 +47,52 @@ func TestHolderSeesDeadlineBeforeScheduler(t *testing.T) {
 		})
 	}
 }
+
+func TestUnlockAfterLeavesLockUntilThen(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		h := mustLock(t, c.Mutex("job"), context.Background())
+		inner := mustLock(t, c.Mutex("job"), h.Context())
+		if err := inner.UnlockAfter(context.Background(), time.Minute); err != nil {
+			t.Fatalf("inner UnlockAfter: %v", err)
+		}
+		start := time.Now()
+		if err := h.UnlockAfter(context.Background(), 5*time.Second); err != nil {
+			t.Fatalf("UnlockAfter: %v", err)
+		}
+		if !errors.Is(h.Err(), leash.ErrReleased) || context.Cause(h.Context()) != leash.ErrReleased {
+			t.Errorf("after UnlockAfter: Err %v, cause %v; want ErrReleased", h.Err(), context.Cause(h.Context()))
+		}
+		renewals := s.renewCalls.Load()
+		other := newClient(t, s, nil)
+		defer other.Close()
+		h2 := mustLock(t, other.Mutex("job"), context.Background()) // waits for the lease to run out
+		defer mustUnlock(t, h2)
+		if d := time.Since(start); d < 5*time.Second || d > 5*time.Second+200*time.Millisecond {
+			t.Errorf("lock free %v after UnlockAfter(5s), want 5s", d)
+		}
+		if s.renewCalls.Load() != renewals {
+			t.Errorf("the watchdog renewed after UnlockAfter")
+		}
+		if err := h.UnlockAfter(context.Background(), time.Second); !errors.Is(err, leash.ErrNotHeld) {
+			t.Errorf("second UnlockAfter = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+func TestUnlockAfterZeroIsUnlock(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		h := mustLock(t, c.Mutex("job"), context.Background())
+		if err := h.UnlockAfter(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		if heldBy(t, s, "job") != "" {
+			t.Errorf("lock held after UnlockAfter(0)")
+		}
+	})
+}
