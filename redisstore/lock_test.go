@@ -369,9 +369,9 @@ func TestRenewalBatching(t *testing.T) {
 }
 
 // evalCalls returns the server's count of EVALSHA and EVAL calls.
-func evalCalls(t *testing.T, rdb *redis.Client) int64 {
+func evalCalls(t testing.TB, rdb *redis.Client) int64 {
 	t.Helper()
-	info, err := rdb.Info(bg(t), "commandstats").Result()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

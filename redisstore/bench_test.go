@@ -1,0 +1,189 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// Run with:
+//
+//	cd redisstore && go test -run '^$' -bench . -benchmem
+//
+// Each benchmark starts its own redis-server (no persistence) on loopback.
+
+func benchRedis(b *testing.B) (*testserver.Redis, *redis.Client) {
+	b.Helper()
+	srv := testserver.NewRedis(b, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
+	b.Cleanup(func() { rdb.Close() })
+	return srv, rdb
+}
+
+func benchClient(b *testing.B, rdb redis.UniversalClient, opts *leash.Options) *leash.Client {
+	b.Helper()
+	c, err := leash.New(redisstore.New(rdb, nil), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BenchmarkLockUnlock is an uncontended Lock+Unlock: two round trips. The
+// parallel variants give each goroutine its own lock name.
+func BenchmarkLockUnlock(b *testing.B) {
+	for _, par := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			_, rdb := benchRedis(b)
+			c := benchClient(b, rdb, nil)
+			ctx := context.Background()
+			var id atomic.Int64
+			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				m := c.Mutex(fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
+				for pb.Next() {
+					h, err := m.Lock(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if err := h.Unlock(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkHandOff has 16 goroutines, each with its own Client (as separate
+// instances would have), contend for one name with no work in the critical
+// section. ns/op is the time per grant: release, wake-up by pub/sub, and the
+// next acquire.
+func BenchmarkHandOff(b *testing.B) {
+	_, rdb := benchRedis(b)
+	const workers = 16
+	clients := make([]*leash.Client, workers)
+	for i := range clients {
+		clients[i] = benchClient(b, rdb, nil)
+	}
+	ctx := context.Background()
+	var (
+		left    atomic.Int64
+		holders atomic.Int32
+		wg      sync.WaitGroup
+	)
+	left.Store(int64(b.N))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, c := range clients {
+		wg.Go(func() {
+			m := c.Mutex("bench/handoff")
+			for left.Add(-1) >= 0 {
+				h, err := m.Lock(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if holders.Add(1) != 1 {
+					b.Error("two holders at once")
+				}
+				holders.Add(-1)
+				if err := h.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// BenchmarkHeldLockMemory holds b.N locks and reports the client heap per
+// held lock (the store's connection pool is shared and excluded).
+func BenchmarkHeldLockMemory(b *testing.B) {
+	_, rdb := benchRedis(b)
+	c := benchClient(b, rdb, nil)
+	ctx := context.Background()
+	names := make([]*leash.Mutex, b.N)
+	for i := range names {
+		names[i] = c.Mutex(fmt.Sprintf("bench/held/%d", i))
+	}
+	holds := make([]*leash.Hold, b.N)
+	// Warm the pool and the scheduler before measuring.
+	if h, err := c.Mutex("bench/warm").Lock(ctx); err == nil {
+		_ = h.Unlock(ctx)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range holds {
+		h, err := names[i].Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		holds[i] = h
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heap-B/held-lock")
+	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+	for _, h := range holds {
+		_ = h.Unlock(ctx)
+	}
+	runtime.KeepAlive(names)
+}
+
+// BenchmarkRenew100k renews 100,000 held locks in one Store.Renew call, as
+// the watchdog does once per interval: 200 scripts of 500 locks, pipelined in
+// one round trip. ns/op is the time of one whole renewal round.
+func BenchmarkRenew100k(b *testing.B) {
+	const n = 100_000
+	_, rdb := benchRedis(b)
+	s := redisstore.New(rdb, nil)
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	reqs := make([]leash.Request, n)
+	pipe := rdb.Pipeline()
+	for i := range reqs {
+		reqs[i] = leash.Request{Name: fmt.Sprintf("bench/renew/%d", i), Owner: "bench:1", Lease: 30 * time.Second}
+		pipe.HSet(ctx, reqs[i].Name, "bench:1", 1)
+		pipe.PExpire(ctx, reqs[i].Name, 30*time.Second)
+		if i%5000 == 4999 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s.Renew(ctx, reqs[:1]) // load the script, so no round pays for NOSCRIPT
+	before := evalCalls(b, rdb)
+	b.ResetTimer()
+	for range b.N {
+		for i, r := range s.Renew(ctx, reqs) {
+			if r.Err != nil || r.Status != leash.Renewed {
+				b.Fatalf("lock %d: %+v", i, r)
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(evalCalls(b, rdb)-before)/float64(b.N), "scripts/round")
+}
