@@ -20,6 +20,7 @@ const (
 	attrReason = "reason"
 	attrError  = "error"
 	attrCount  = "count"
+	attrKind   = "kind"
 )
 
 // Validator is implemented by a Store that can report a construction error,
@@ -53,7 +54,10 @@ type Client struct {
 	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
 }
 
-type ownedKey struct{ name, owner string }
+type ownedKey struct {
+	name, owner string
+	kind        Kind // family(kind): a writer and a reader of one owner are two tenures
+}
 
 // New returns a Client that takes locks on store. A nil opts means all
 // defaults; see [Options]. New starts the Client's renewal goroutine; Close
@@ -101,38 +105,6 @@ func (c *Client) ID() string { return c.id }
 
 // now returns the Client's monotonic clock in nanoseconds.
 func (c *Client) now() int64 { return int64(time.Since(c.epoch)) }
-
-// Mutex returns the exclusive, reentrant lock called name. It makes no round
-// trip and allocates little, so it is fine to call per use. opts, at most
-// one, overrides the Client's lock options for this lock; a bad name or bad
-// options make every Lock and TryLock fail with ErrInvalidArgument.
-func (c *Client) Mutex(name string, opts ...*LockOptions) *Mutex {
-	m := &Mutex{c: c, name: name}
-	var o *LockOptions
-	switch len(opts) {
-	case 0:
-	case 1:
-		o = opts[0]
-	default:
-		m.err = fmt.Errorf("%w: Mutex(%q) takes at most one *LockOptions, got %d", ErrInvalidOptions, truncate(name), len(opts))
-		return m
-	}
-	if err := checkName(c.store, name); err != nil {
-		m.err = err
-		return m
-	}
-	if o == nil {
-		m.cfg = c.cfg.lock
-		return m
-	}
-	base := Options{Lease: c.cfg.lock.lease, RenewInterval: c.cfg.lock.interval, SafetyMargin: c.cfg.lock.margin,
-		MaxHold: c.cfg.lock.maxHold, Liveness: c.cfg.lock.liveness}
-	if base.RenewInterval == 0 {
-		base.RenewInterval = NoRenewal
-	}
-	m.cfg, m.err = resolve(&base, o)
-	return m
-}
 
 // Inspect reports the state of the lock name as the store sees it. It is
 // meant for operators and tests; a decision taken on its answer can be stale
@@ -195,7 +167,7 @@ func (c *Client) close() error {
 	defer cancel()
 	reqs := make([]Request, 0, len(lost)+len(orphans))
 	for _, t := range lost {
-		reqs = append(reqs, t.request())
+		reqs = append(reqs, t.requests()...)
 	}
 	for _, o := range orphans {
 		reqs = append(reqs, o.req)
@@ -245,7 +217,7 @@ func (c *Client) forget(t *tenure) {
 	if t.explicit == "" {
 		return
 	}
-	k := ownedKey{t.name, t.explicit}
+	k := ownedKey{t.name(), t.explicit, family(t.kind)}
 	c.mu.Lock()
 	if c.owned[k] == t {
 		delete(c.owned, k)
@@ -254,8 +226,11 @@ func (c *Client) forget(t *tenure) {
 }
 
 // newTenure makes a tenure that is not yet granted.
-func (c *Client) newTenure(name, explicit string, cfg lockConfig) *tenure {
-	t := &tenure{c: c, name: name, explicit: explicit, cfg: cfg, idx: -1}
+func (c *Client) newTenure(kind Kind, names []string, explicit string, cfg lockConfig) *tenure {
+	t := &tenure{c: c, kind: kind, explicit: explicit, cfg: cfg, idx: -1, parts: make([]part, len(names))}
+	for i, n := range names {
+		t.parts[i].name = n
+	}
 	if explicit != "" {
 		t.owner = explicitOwner(c.id, explicit)
 	} else {

@@ -84,10 +84,10 @@ func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.Relea
 	return f.Store.Release(ctx, r, m)
 }
 
-func (f *faultStore) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+func (f *faultStore) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
 	f.guard()
 	f.watches.Add(1)
-	return f.Store.Watch(ctx, name, wake)
+	return f.Store.Watch(ctx, kind, name, wake)
 }
 
 // renewedOwners returns how many renewal requests named owner.

@@ -20,15 +20,17 @@ const (
 
 // A tenure is one continuous holding of a lock by one owner: from the grant
 // to the last Unlock or the loss. Re-entries share it (and its fencing token);
-// each Lock call gets its own Hold on it.
+// each Lock call gets its own Hold on it. A MultiLock tenure has one part per
+// name; every other tenure has one part.
 type tenure struct {
 	c        *Client
-	name     string
+	kind     Kind
+	parts    []part
 	owner    string // store owner
 	explicit string // owner given with WithOwner, "" for anonymous tenures
 	cfg      lockConfig
-	fence    int64
-	grantAt  int64 // monotonic ns: send time of the granting acquire
+	grantAt  int64   // monotonic ns: send time of the granting acquire
+	parent   *tenure // the tenure on the same name this one was taken inside, if any
 
 	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
@@ -49,8 +51,36 @@ type tenure struct {
 	lastErr    error
 }
 
-func (t *tenure) request() Request {
-	return Request{Name: t.name, Owner: t.owner, Lease: t.cfg.lease}
+// A part is one name of a tenure and the token it was granted.
+type part struct {
+	name  string
+	fence int64
+}
+
+// name is the tenure's first (for most kinds, only) name.
+func (t *tenure) name() string { return t.parts[0].name }
+
+// fence is the tenure's token: the highest of its parts'.
+func (t *tenure) fence() int64 {
+	f := t.parts[0].fence
+	for _, p := range t.parts[1:] {
+		f = max(f, p.fence)
+	}
+	return f
+}
+
+// request is the store request for part i, with the tenure's lease.
+func (t *tenure) request(i int) Request {
+	return Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
+}
+
+// requests is one request per part.
+func (t *tenure) requests() []Request {
+	reqs := make([]Request, len(t.parts))
+	for i := range t.parts {
+		reqs[i] = t.request(i)
+	}
+	return reqs
 }
 
 // setValid moves the validity deadline forward to send+lease-margin, never back.
@@ -90,6 +120,14 @@ func expiryReason(lastErr error) Reason {
 	return ReasonExpired
 }
 
+// alive reports whether the tenure is held, checking its deadline first.
+func (t *tenure) alive() bool {
+	t.check()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state == stateHeld
+}
+
 // lose ends a held tenure: it records why, closes Lost, cancels every hold's
 // context and stops renewal. It reports whether it made the transition.
 func (t *tenure) lose(reason Reason, cause error) bool {
@@ -99,38 +137,43 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 		return false
 	}
 	t.state = stateLost
-	le := &LostError{Name: t.name, Fence: t.fence, Reason: reason, Err: cause}
+	le := &LostError{Name: t.name(), Fence: t.fence(), Reason: reason, Err: cause}
 	t.lostErr = le
+	// Contexts first, then Lost: whoever sees Lost closed also sees every
+	// hold's context cancelled. Cancelling runs no user code synchronously.
+	for _, h := range t.holds {
+		h.cancel(le)
+	}
 	if t.lostCh == nil {
 		t.lostCh = closedChan
 	} else {
 		close(t.lostCh)
 	}
-	holds := slices.Clone(t.holds)
 	t.mu.Unlock()
 
 	t.c.sched.remove(t)
 	t.c.forget(t)
-	for _, h := range holds {
-		h.cancel(le)
-	}
 	lvl := slog.LevelError
 	if reason == ReasonClosed {
 		lvl = slog.LevelWarn
 	}
 	t.c.log.Log(context.Background(), lvl, "lock lost",
-		slog.String(attrLock, t.name), slog.Int64(attrToken, t.fence),
+		slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()), slog.Int64(attrToken, t.fence()),
 		slog.String(attrReason, reason.String()), slog.Any(attrError, cause))
 	return true
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// newHold adds a hold to a held tenure. ctx is the Lock call's context: the
-// hold's context keeps its values but not its cancellation.
+// newHold adds a hold to a held tenure; the caller holds t.mu. ctx is the
+// Lock call's context: the hold's context keeps its values but not its
+// cancellation.
 func (t *tenure) newHold(ctx context.Context) *Hold {
 	h := &Hold{t: t}
-	base := context.WithValue(context.WithoutCancel(ctx), tenureKey{t.c, t.name}, t)
+	base := context.WithoutCancel(ctx)
+	for _, p := range t.parts {
+		base = context.WithValue(base, tenureKey{t.c, p.name}, t)
+	}
 	inner, cancel := context.WithCancelCause(base)
 	h.ctx = &holdCtx{Context: inner, t: t}
 	h.cancel = cancel
@@ -141,8 +184,7 @@ func (t *tenure) newHold(ctx context.Context) *Hold {
 
 // reenter adds a hold if the tenure is still held, or returns nil.
 func (t *tenure) reenter(ctx context.Context) *Hold {
-	if t.c.now() >= t.validUntil.Load() {
-		t.check()
+	if !t.alive() {
 		return nil
 	}
 	t.mu.Lock()
@@ -159,6 +201,12 @@ type tenureKey struct {
 	name string
 }
 
+// tenureIn returns the innermost tenure of c on name carried by ctx.
+func tenureIn(ctx context.Context, c *Client, name string) *tenure {
+	t, _ := ctx.Value(tenureKey{c, name}).(*tenure)
+	return t
+}
+
 // holdCtx is a hold's context. Its Err checks the validity deadline first, so
 // that code asking "may I still write?" gets a fresh answer even when the
 // scheduler has not run yet (a process resuming from SIGSTOP).
@@ -172,11 +220,12 @@ func (c *holdCtx) Err() error {
 	return c.Context.Err()
 }
 
-func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context", c.t.name) }
+func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context", c.t.name()) }
 
-// Hold is a held lock, returned by Lock and TryLock. Each successful Lock call
-// returns its own Hold, re-entries included; release it with Unlock exactly
-// once. A Hold is safe for concurrent use by multiple goroutines.
+// Hold is a held lock, returned by Lock, TryLock and the other acquiring
+// methods. Each successful call returns its own Hold, re-entries included;
+// release it with Unlock exactly once. A Hold is safe for concurrent use by
+// multiple goroutines.
 //
 // A Hold does NOT guarantee that no one else holds the lock: a lease can
 // always be lost to a pause or a partition longer than the lease. What leash
@@ -192,14 +241,38 @@ type Hold struct {
 	done   atomic.Bool
 }
 
-// Name returns the lock name.
-func (h *Hold) Name() string { return h.t.name }
+// Name returns the lock name (for a MultiLock hold, its first name).
+func (h *Hold) Name() string { return h.t.name() }
+
+// Names returns the names the hold covers: one, except for a MultiLock hold.
+func (h *Hold) Names() []string {
+	names := make([]string, len(h.t.parts))
+	for i, p := range h.t.parts {
+		names[i] = p.name
+	}
+	return names
+}
+
+// Kind returns the kind of lock held.
+func (h *Hold) Kind() Kind { return h.t.kind }
 
 // Fence returns the tenure's fencing token: strictly greater than the token
 // of every earlier grant of this lock name, and the same for every re-entry.
 // Give it to the protected resource with each write, and have the resource
-// reject tokens lower than the highest it has seen.
-func (h *Hold) Fence() int64 { return h.t.fence }
+// reject tokens lower than the highest it has seen. For a MultiLock hold it
+// is the highest of its names' tokens; see FenceOf.
+func (h *Hold) Fence() int64 { return h.t.fence() }
+
+// FenceOf returns the fencing token of one of the hold's names, or 0 if the
+// hold does not cover name.
+func (h *Hold) FenceOf(name string) int64 {
+	for _, p := range h.t.parts {
+		if p.name == name {
+			return p.fence
+		}
+	}
+	return 0
+}
 
 // Owner returns the owner string the store records for this hold:
 // "<client-id>:<n>", or "<client-id>:@<owner>" for an owner set with WithOwner.
@@ -268,26 +341,31 @@ func (h *Hold) Renew(ctx context.Context) error {
 	}
 	t := h.t
 	send := t.c.now()
-	res := t.c.store.Renew(ctx, []Request{t.request()})
-	if len(res) != 1 {
-		return fmt.Errorf("leash: renew %q: store returned %d results for 1 request", t.name, len(res))
+	reqs := t.requests()
+	res := t.c.store.Renew(ctx, reqs)
+	if len(res) != len(reqs) {
+		return fmt.Errorf("leash: renew %q: store returned %d results for %d requests", t.name(), len(res), len(reqs))
 	}
-	r := res[0]
-	if r.Err != nil {
-		return fmt.Errorf("leash: renew %q: %w", t.name, r.Err)
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
+		}
 	}
-	switch r.Status {
-	case Renewed:
-		t.c.sched.renewed(t, send, 0)
-		return nil
-	case RenewGone:
-		t.lose(ReasonReleasedElsewhere, nil)
-	case RenewTaken:
-		t.lose(ReasonTakenOver, nil)
-	default:
-		return fmt.Errorf("leash: renew %q: store returned unknown status %d", t.name, r.Status)
+	for _, r := range res {
+		switch r.Status {
+		case Renewed:
+		case RenewGone:
+			t.lose(ReasonReleasedElsewhere, nil)
+			return h.Err()
+		case RenewTaken:
+			t.lose(ReasonTakenOver, nil)
+			return h.Err()
+		default:
+			return fmt.Errorf("leash: renew %q: store returned unknown status %d", t.name(), r.Status)
+		}
 	}
-	return h.Err()
+	t.c.sched.renewed(t, send, 0)
+	return nil
 }
 
 // Unlock releases this hold. The lock itself is released only by the last
@@ -302,65 +380,45 @@ func (h *Hold) Renew(ctx context.Context) error {
 // the release round trip failed, in which case leash keeps retrying in the
 // background until the lease would have run out anyway.
 func (h *Hold) Unlock(ctx context.Context) error {
-	t := h.t
-	if !h.done.CompareAndSwap(false, true) {
-		return fmt.Errorf("leash: unlock %q: %w: this hold was already unlocked", t.name, ErrNotHeld)
-	}
-	t.check()
-	t.mu.Lock()
-	if i := slices.Index(t.holds, h); i >= 0 {
-		t.holds = slices.Delete(t.holds, i, i+1)
-	}
-	t.depth--
-	last := t.depth == 0
-	state := t.state
-	lostErr := t.lostErr
-	if last && state == stateHeld {
-		t.state = stateReleased
-	}
-	t.mu.Unlock()
-	h.cancel(ErrReleased)
-
-	if !last {
-		if lostErr != nil {
-			return lostErr
-		}
-		return nil
+	t, last, lostErr, err := h.end("unlock")
+	if err != nil || !last {
+		return err
 	}
 	c := t.c
-	// Unregister before the release round trip: no renewal may outlive an
-	// unlock (a renewal already in flight cannot resurrect the lock, because
-	// the store renews only what the owner still holds).
-	c.sched.remove(t)
-	c.forget(t)
-	if state == stateLost && !lostErr.Reason.mayStillHold() {
+	if lostErr != nil && !lostErr.Reason.mayStillHold() {
 		return lostErr
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
-	_, err := c.store.Release(rctx, t.request(), ReleaseAll)
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrNotHeld):
-		if lostErr == nil {
-			// The store had lost the lock before we noticed: someone
-			// force-unlocked it or it expired on the server.
-			lostErr = &LostError{Name: t.name, Fence: t.fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+	var errs []error
+	for i := range t.parts {
+		req := t.request(i)
+		_, err := c.store.Release(rctx, req, ReleaseAll)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotHeld):
+			if lostErr == nil {
+				// The store had lost the lock before we noticed: someone
+				// force-unlocked it or it expired on the server.
+				lostErr = &LostError{Name: req.Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+			}
+		default:
+			c.sched.cleanup(req, c.now()+int64(t.cfg.lease), false)
+			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
+				req.Name, err, t.cfg.lease))
 		}
-	default:
-		c.sched.cleanup(t.request(), t.c.now()+int64(t.cfg.lease), false)
-		err = fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
-			t.name, err, t.cfg.lease)
-		if lostErr != nil {
-			return errors.Join(lostErr, err)
-		}
-		return err
 	}
-	c.log.Debug("lock released", slog.String(attrLock, t.name), slog.Int64(attrToken, t.fence))
+	c.log.Debug("lock released", slog.String(attrLock, t.name()), slog.Int64(attrToken, t.fence()))
 	if lostErr != nil {
-		return lostErr
+		errs = append([]error{lostErr}, errs...)
 	}
-	return nil
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // UnlockAfter ends this hold now but, when it is the tenure's last hold,
@@ -380,9 +438,51 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return h.Unlock(ctx)
 	}
 	d = min(d, MaxLease)
-	t := h.t
+	t, last, lostErr, err := h.end("unlock")
+	if err != nil || !last {
+		return err
+	}
+	if lostErr != nil {
+		return lostErr
+	}
+	c := t.c
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	defer cancel()
+	reqs := t.requests()
+	for i := range reqs {
+		reqs[i].Lease = d
+	}
+	res := c.store.Renew(rctx, reqs)
+	if len(res) != len(reqs) {
+		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for %d requests", t.name(), d, len(res), len(reqs))
+	}
+	for i, r := range res {
+		switch {
+		case r.Err != nil:
+			return fmt.Errorf("leash: unlock %q after %v: %w (the lock keeps its current lease, at most %v)",
+				reqs[i].Name, d, r.Err, t.cfg.lease)
+		case r.Status == RenewGone:
+			return &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+		case r.Status == RenewTaken:
+			return &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
+		}
+	}
+	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
+	return nil
+}
+
+// end ends hold h: it marks it done, drops it from its tenure and cancels its
+// context. When h was the tenure's last hold, the tenure is released and
+// unregistered (before any release round trip, so that no renewal outlives
+// an unlock: one already in flight cannot resurrect the lock, because the
+// store renews only what the owner still holds), and last is true. lostErr is
+// the tenure's loss, if it was lost. err is non-nil when there is nothing
+// more to do: h was already unlocked, or it was not the last hold and the
+// tenure was lost.
+func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err error) {
+	t = h.t
 	if !h.done.CompareAndSwap(false, true) {
-		return fmt.Errorf("leash: unlock %q: %w: this hold was already unlocked", t.name, ErrNotHeld)
+		return t, false, nil, fmt.Errorf("leash: %s %q: %w: this hold was already unlocked", op, t.name(), ErrNotHeld)
 	}
 	t.check()
 	t.mu.Lock()
@@ -390,44 +490,22 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		t.holds = slices.Delete(t.holds, i, i+1)
 	}
 	t.depth--
-	last := t.depth == 0
-	lostErr := t.lostErr
+	last = t.depth == 0
+	lostErr = t.lostErr
 	if last && t.state == stateHeld {
 		t.state = stateReleased
 	}
 	t.mu.Unlock()
 	h.cancel(ErrReleased)
-	if lostErr != nil {
-		if last {
-			t.c.sched.remove(t)
-			t.c.forget(t)
-		}
-		return lostErr
-	}
 	if !last {
-		return nil
+		if lostErr != nil {
+			return t, false, lostErr, lostErr
+		}
+		return t, false, nil, nil
 	}
-	c := t.c
-	c.sched.remove(t)
-	c.forget(t)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
-	req := t.request()
-	req.Lease = d
-	res := c.store.Renew(rctx, []Request{req})
-	switch {
-	case len(res) != 1:
-		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for 1 request", t.name, d, len(res))
-	case res[0].Err != nil:
-		return fmt.Errorf("leash: unlock %q after %v: %w (the lock keeps its current lease, at most %v)",
-			t.name, d, res[0].Err, t.cfg.lease)
-	case res[0].Status == RenewGone:
-		return &LostError{Name: t.name, Fence: t.fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
-	case res[0].Status == RenewTaken:
-		return &LostError{Name: t.name, Fence: t.fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
-	}
-	c.log.Debug("lock left to expire", slog.String(attrLock, t.name), slog.Duration("after", d))
-	return nil
+	t.c.sched.remove(t)
+	t.c.forget(t)
+	return t, true, lostErr, nil
 }
 
 // mayStillHold reports whether, after a loss for this reason, the server may

@@ -280,9 +280,9 @@ func (s *scheduler) tick() int64 {
 // a round that hangs must not keep its locks from being retried.
 func (s *scheduler) renew(r *round) {
 	timeout := time.Duration(forever)
-	reqs := make([]Request, len(r.ts))
-	for i, t := range r.ts {
-		reqs[i] = t.request()
+	var reqs []Request
+	for _, t := range r.ts {
+		reqs = append(reqs, t.requests()...)
 		timeout = min(timeout, t.cfg.interval, time.Duration(t.validUntil.Load()-r.send))
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, time.Millisecond))
@@ -301,6 +301,23 @@ func (s *scheduler) renew(r *round) {
 	}
 }
 
+// outcome folds the results of a tenure's parts into one: a part gone or
+// taken loses the tenure; otherwise any error makes the outcome unknown.
+func outcome(res []RenewResult) RenewResult {
+	out := RenewResult{Status: Renewed}
+	for _, r := range res {
+		switch {
+		case r.Err == nil && (r.Status == RenewGone || r.Status == RenewTaken):
+			return r
+		case r.Err != nil:
+			out = r
+		case r.Status != Renewed && out.Err == nil:
+			out = RenewResult{Err: errors.New("leash: store returned an unknown renewal status")}
+		}
+	}
+	return out
+}
+
 // finish applies a round's results.
 func (s *scheduler) finish(r *round) {
 	now := s.c.now()
@@ -310,12 +327,14 @@ func (s *scheduler) finish(r *round) {
 		lastErr error
 	)
 	s.mu.Lock()
-	for i, t := range r.ts {
+	off := 0
+	for _, t := range r.ts {
+		res := outcome(r.res[off : off+len(t.parts)])
+		off += len(t.parts)
 		t.renewing = false
 		if t.idx < 0 {
 			continue // released or lost meanwhile
 		}
-		res := r.res[i]
 		switch {
 		case res.Err != nil:
 			t.lastErr = res.Err
@@ -332,10 +351,6 @@ func (s *scheduler) finish(r *round) {
 			lost = append(lost, loss{t, ReasonReleasedElsewhere, nil})
 		case res.Status == RenewTaken:
 			lost = append(lost, loss{t, ReasonTakenOver, nil})
-		default:
-			t.lastErr = errors.New("leash: store returned an unknown renewal status")
-			t.dueAt = now + int64(retryDelay(t.cfg.interval))
-			failed++
 		}
 	}
 	s.mu.Unlock()

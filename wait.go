@@ -3,105 +3,192 @@ package leash
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
+	"time"
 )
 
-// waiters groups the Client's waiting Lock calls by lock name, so that one
-// store subscription per name serves every local waiter, and each release
-// notification wakes exactly one of them.
+// waiters groups the Client's waiting calls by the store watch they need,
+// so that one watch per (kind, name) serves every local waiter, and each
+// notification wakes exactly the waiters it is for.
 type waiters struct {
 	c      *Client
 	mu     sync.Mutex
-	groups map[string]*waitGroup
+	groups map[watchKey]*waitGroup
 }
 
-// A waitGroup is the local waiters for one name and their shared watch.
+// watchKey names one store watch: readers and writers share one, as do the
+// holds that are one lock in the store but notify differently.
+type watchKey struct {
+	kind Kind
+	name string
+}
+
+func watchKeyOf(kind Kind, name string) watchKey {
+	if kind == KindRead {
+		kind = KindWrite
+	}
+	return watchKey{kind, name}
+}
+
+// A waitGroup is the local waiters of one watch.
 type waitGroup struct {
-	name  string
+	key   watchKey
 	ready chan struct{} // closed once the watch is established or failed
 	err   error         // why the watch failed; set before ready is closed
 	stop  func()        // ends the watch; set before ready is closed
 	list  []*waiter     // in arrival order
 }
 
-// A waiter is one waiting Lock call. ch holds at most one pending wake-up, so
-// a notification that arrives while the waiter is busy trying is kept.
+// A waiter is one waiting call. ch holds at most one pending wake-up, so a
+// notification that arrives while the waiter is busy trying is kept. A
+// MultiLock waiter sits in one group per name.
 type waiter struct {
-	g  *waitGroup
-	ch chan struct{}
+	groups []*waitGroup
+	kind   Kind
+	owner  string
+	ch     chan struct{}
+	poll   bool // no watch: the waiter polls
 }
 
 func (ws *waiters) init(c *Client) {
 	ws.c = c
-	ws.groups = make(map[string]*waitGroup)
+	ws.groups = make(map[watchKey]*waitGroup)
 }
 
-// join adds a waiter for name and returns once the store's watch for name is
-// established, so that any release from then on wakes someone.
-func (ws *waiters) join(ctx context.Context, name string) (*waiter, error) {
+// polling returns a waiter that no notification wakes.
+func (ws *waiters) polling() *waiter { return &waiter{ch: make(chan struct{}, 1), poll: true} }
+
+// watchFor joins the watches for kind on names. When the store cannot watch,
+// it logs and returns a polling waiter: waiting degrades, it does not fail.
+// The error is ctx's or ErrClosed.
+func (c *Client) watchFor(ctx context.Context, kind Kind, names []string, owner string) (*waiter, error) {
+	w, err := c.waiters.join(ctx, kind, names, owner)
+	switch {
+	case err == nil:
+		return w, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case c.closed.Load():
+		return nil, ErrClosed
+	}
+	c.log.Warn("cannot watch for releases; polling", slog.String(attrLock, names[0]), slog.Any(attrError, err))
+	return c.waiters.polling(), nil
+}
+
+// A sleeper is the reusable timer of one waiting call.
+type sleeper struct{ t *time.Timer }
+
+func (s *sleeper) stop() {
+	if s.t != nil {
+		s.t.Stop()
+	}
+}
+
+// sleep waits until w is woken or d passes. It returns ctx's error or
+// ErrClosed when the wait ends because ctx or the Client did.
+func (c *Client) sleep(ctx context.Context, w *waiter, s *sleeper, d time.Duration) error {
+	if s.t == nil {
+		s.t = time.NewTimer(d)
+	} else {
+		s.t.Reset(d)
+	}
+	select {
+	case <-w.ch:
+	case <-s.t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+	return nil
+}
+
+// join adds a waiter for kind on names and returns once the store's watches
+// are established, so that any notification from then on reaches it.
+func (ws *waiters) join(ctx context.Context, kind Kind, names []string, owner string) (*waiter, error) {
+	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
+	for _, name := range names {
+		if err := ws.joinOne(ctx, w, watchKeyOf(kind, name)); err != nil {
+			ws.leave(w)
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 	for {
 		ws.mu.Lock()
-		g := ws.groups[name]
+		g := ws.groups[key]
 		creator := g == nil
 		if creator {
-			g = &waitGroup{name: name, ready: make(chan struct{})}
-			ws.groups[name] = g
+			g = &waitGroup{key: key, ready: make(chan struct{})}
+			ws.groups[key] = g
 		}
-		w := &waiter{g: g, ch: make(chan struct{}, 1)}
 		g.list = append(g.list, w)
+		w.groups = append(w.groups, g)
 		ws.mu.Unlock()
 
 		if creator {
-			stop, err := ws.c.store.Watch(ctx, name, func() { ws.wake(g) })
+			stop, err := ws.c.store.Watch(ctx, key.kind, key.name, func(msg string) { ws.wake(g, msg) })
 			ws.mu.Lock()
 			g.stop, g.err = stop, err
 			close(g.ready)
-			if err != nil && ws.groups[name] == g {
-				delete(ws.groups, name)
+			if err != nil && ws.groups[key] == g {
+				delete(ws.groups, key)
 			}
 			ws.mu.Unlock()
-			if err != nil {
-				ws.leave(w)
-				return nil, err
-			}
-			return w, nil
+			return err
 		}
 		select {
 		case <-g.ready:
 		case <-ctx.Done():
-			ws.leave(w)
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 		if g.err != nil {
-			ws.leave(w)
+			ws.leaveGroup(w, g)
 			if errors.Is(g.err, context.Canceled) || errors.Is(g.err, context.DeadlineExceeded) {
 				continue // the first waiter gave up while subscribing; try ourselves
 			}
-			return nil, g.err
+			return g.err
 		}
-		return w, nil
+		return nil
 	}
 }
 
-// leave removes a waiter. A wake-up it received but did not use passes to the
-// next waiter; the last waiter out ends the watch.
+// leave removes a waiter from its groups. A wake-up it received but did not
+// use passes to another waiter; the last waiter out of a group ends its watch.
 func (ws *waiters) leave(w *waiter) {
-	g := w.g
+	ws.mu.Lock()
+	pending := false
+	select {
+	case <-w.ch:
+		pending = true
+	default:
+	}
+	groups := w.groups
+	w.groups = nil
+	ws.mu.Unlock()
+	for _, g := range groups {
+		ws.leaveGroup(w, g)
+		if pending {
+			ws.wake(g, WakeOne)
+		}
+	}
+}
+
+func (ws *waiters) leaveGroup(w *waiter, g *waitGroup) {
 	ws.mu.Lock()
 	if i := slices.Index(g.list, w); i >= 0 {
 		g.list = slices.Delete(g.list, i, i+1)
 	}
-	select {
-	case <-w.ch:
-		ws.wakeLocked(g)
-	default:
-	}
 	var stop func()
-	if len(g.list) == 0 && ws.groups[g.name] == g {
+	if len(g.list) == 0 && ws.groups[g.key] == g {
 		select {
 		case <-g.ready:
-			delete(ws.groups, g.name)
+			delete(ws.groups, g.key)
 			stop = g.stop
 		default: // the creator is still subscribing and will clean up
 		}
@@ -112,20 +199,48 @@ func (ws *waiters) leave(w *waiter) {
 	}
 }
 
-// wake wakes one waiter of g: the longest-waiting one without a pending
-// wake-up. It never blocks, as Store.Watch requires.
-func (ws *waiters) wake(g *waitGroup) {
+// wake delivers a notification to g's waiters. It never blocks, as
+// Store.Watch requires.
+func (ws *waiters) wake(g *waitGroup, msg string) {
 	ws.mu.Lock()
-	ws.wakeLocked(g)
-	ws.mu.Unlock()
-}
-
-func (ws *waiters) wakeLocked(g *waitGroup) {
-	for _, w := range g.list {
+	defer ws.mu.Unlock()
+	signal := func(w *waiter) bool {
 		select {
 		case w.ch <- struct{}{}:
-			return
+			return true
 		default:
+			return false
+		}
+	}
+	switch msg {
+	case WakeOne: // the longest-waiting waiter without a pending wake-up
+		for _, w := range g.list {
+			if signal(w) {
+				return
+			}
+		}
+	case WakeAll, "":
+		for _, w := range g.list {
+			signal(w)
+		}
+	case WakeReaders:
+		for _, w := range g.list {
+			if w.kind == KindRead {
+				signal(w)
+			}
+		}
+	case WakeWriter:
+		for _, w := range g.list {
+			if w.kind == KindWrite && signal(w) {
+				return
+			}
+		}
+	default: // the owner at the head of a fair queue
+		for _, w := range g.list {
+			if w.owner == msg {
+				signal(w)
+				return
+			}
 		}
 	}
 }

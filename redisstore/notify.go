@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +39,7 @@ type channel struct {
 	confirmed   bool
 }
 
-type watcher struct{ wake func() }
+type watcher struct{ wake func(string) }
 
 func (n *notifier) init(s *Store) {
 	n.s = s
@@ -48,16 +49,16 @@ func (n *notifier) init(s *Store) {
 
 var errClosed = errors.New("redisstore: store closed")
 
-// Watch implements [leash.Store].
-func (s *Store) Watch(ctx context.Context, name string, wake func()) (func(), error) {
+// Watch implements [leash.Store]. Each kind has its own channel (readers and
+// writers share one); the payload is the wake message.
+func (s *Store) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.notify.watch(ctx, name, wake)
+	return s.notify.watch(ctx, watchChannel(kind, name), wake)
 }
 
-func (n *notifier) watch(ctx context.Context, name string, wake func()) (func(), error) {
-	ch := channelName(name)
+func (n *notifier) watch(ctx context.Context, ch string, wake func(string)) (func(), error) {
 	w := &watcher{wake: wake}
 	n.mu.Lock()
 	if n.closed {
@@ -183,7 +184,7 @@ func (n *notifier) read() {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.deliver(m.Channel)
+			n.deliver(m.Channel, m.Payload)
 		}
 	}
 }
@@ -208,16 +209,16 @@ func (n *notifier) confirmed(ch string) {
 	n.dropIfIdleLocked(ch, c)
 	n.mu.Unlock()
 	if resub {
-		n.deliver(ch)
+		n.deliver(ch, leash.WakeAll)
 	}
 }
 
-// deliver wakes the watchers of ch. A release wakes each watcher once; the
-// leash core turns that into one local waiter per client.
-func (n *notifier) deliver(ch string) {
+// deliver passes msg to the watchers of ch. The leash core turns it into the
+// local waiters it is for: one, all, the readers, one writer, a queue head.
+func (n *notifier) deliver(ch, msg string) {
 	n.mu.Lock()
 	c := n.chans[ch]
-	var wakes []func()
+	var wakes []func(string)
 	if c != nil {
 		for _, w := range c.watchers {
 			wakes = append(wakes, w.wake)
@@ -225,7 +226,7 @@ func (n *notifier) deliver(ch string) {
 	}
 	n.mu.Unlock()
 	for _, wake := range wakes {
-		wake()
+		wake(msg)
 	}
 }
 
@@ -255,7 +256,7 @@ func (n *notifier) replace(old *redis.PubSub) {
 	}
 	n.mu.Unlock()
 	for _, ch := range chans {
-		n.deliver(ch)
+		n.deliver(ch, leash.WakeAll)
 	}
 }
 

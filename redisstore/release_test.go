@@ -24,7 +24,7 @@ func TestReleaseIsIdempotentAcrossRetries(t *testing.T) {
 	const name, owner = "retry", "client:1"
 	req := leash.Request{Name: name, Owner: owner, Lease: time.Minute}
 	release := func(id, mode string) (any, error) {
-		return releaseScript.Run(ctx, rdb, []string{name, channelName(name), latchKey(name, id)},
+		return releaseScript.Run(ctx, rdb, releaseKeys(name, latchKey(name, id)),
 			owner, 60000, mode, 10000).Result()
 	}
 

@@ -8,11 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Renew implements [leash.Store]. It groups the requests by Cluster hash slot
-// (a single server is one group), cuts each group into batches of BatchSize,
-// and runs every batch's script in one pipeline: one round trip per node,
-// nodes in parallel. A batch that fails (a node down, a timeout) reports its
-// error in its own results only.
+// Renew implements [leash.Store]. It groups the requests by script (locks
+// held in the name's hash: Mutex, FairMutex, writers; per-owner leases:
+// readers, permits) and by Cluster hash slot (a single server is one slot
+// group), cuts each group into batches of BatchSize, and runs every batch's
+// script in one pipeline: one round trip per node, nodes in parallel. A batch
+// that fails (a node down, a timeout) reports its error in its own results
+// only.
 func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
 	res := make([]leash.RenewResult, len(reqs))
 	if s.err != nil {
@@ -35,7 +37,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 		all[i] = i
 	}
 	run(func(pipe redis.Pipeliner, b batch) *redis.Cmd {
-		return renewScript.EvalSha(ctx, pipe, b.keys, b.args...)
+		return b.script.EvalSha(ctx, pipe, b.keys, b.args...)
 	}, all)
 	var reload []int
 	for i, c := range cmds {
@@ -45,7 +47,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 	}
 	if len(reload) > 0 {
 		run(func(pipe redis.Pipeliner, b batch) *redis.Cmd {
-			return renewScript.Eval(ctx, pipe, b.keys, b.args...)
+			return b.script.Eval(ctx, pipe, b.keys, b.args...)
 		}, reload)
 	}
 	for i, b := range batches {
@@ -67,34 +69,53 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 
 // A batch is the requests one renewal script handles.
 type batch struct {
-	idx  []int // positions in the request slice
-	keys []string
-	args []any
+	script *redis.Script
+	idx    []int // positions in the request slice
+	keys   []string
+	args   []any
 }
 
-// batches groups reqs by hash slot (on Cluster) and cuts groups into batches.
+// leased reports whether a kind's holds are per-owner leases in a zset.
+func leased(k leash.Kind) bool { return k == leash.KindRead || k == leash.KindPermit }
+
+// batches groups reqs by script and hash slot, and cuts groups into batches.
 func (s *Store) batches(reqs []leash.Request) []batch {
-	groups := map[int][]int{}
-	var order []int
+	type group struct {
+		leased bool
+		slot   int
+	}
+	groups := map[group][]int{}
+	var order []group
 	for i, r := range reqs {
-		sl := 0
+		g := group{leased: leased(r.Kind)}
 		if s.cluster {
-			sl = slot(r.Name)
+			g.slot = slot(r.Name)
 		}
-		if _, ok := groups[sl]; !ok {
-			order = append(order, sl)
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
 		}
-		groups[sl] = append(groups[sl], i)
+		groups[g] = append(groups[g], i)
 	}
 	var out []batch
-	for _, sl := range order {
-		idx := groups[sl]
+	for _, g := range order {
+		idx := groups[g]
 		for len(idx) > 0 {
 			n := min(len(idx), s.batch)
-			b := batch{idx: idx[:n], keys: make([]string, n), args: make([]any, 0, 2*n)}
-			for j, k := range b.idx {
-				b.keys[j] = reqs[k].Name
-				b.args = append(b.args, reqs[k].Owner, ms(reqs[k].Lease))
+			b := batch{script: renewScript, idx: idx[:n], args: make([]any, 0, 2*n)}
+			if g.leased {
+				b.script = renewLeaseScript
+			}
+			for _, k := range b.idx {
+				r := reqs[k]
+				switch r.Kind {
+				case leash.KindRead: // the reader's lease, and the hash kept alive as long
+					b.keys = append(b.keys, readersKey(r.Name), r.Name)
+				case leash.KindPermit: // the permit's lease, in the semaphore's own zset
+					b.keys = append(b.keys, r.Name, r.Name)
+				default:
+					b.keys = append(b.keys, r.Name)
+				}
+				b.args = append(b.args, r.Owner, ms(r.Lease))
 			}
 			out = append(out, b)
 			idx = idx[n:]

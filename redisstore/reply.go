@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -57,41 +58,139 @@ func parseRenew(v any, n int) ([]leash.RenewStatus, error) {
 	return out, nil
 }
 
-// parseInfo decodes inspect.lua's reply: {fields, pttl, token}.
+// parseMultiGrant decodes acquire_many.lua's reply for n locks:
+// {1, token, ...} or {0, pttl}.
+func parseMultiGrant(v any, n int) (leash.MultiGrant, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 {
+		return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+	}
+	ints := make([]int64, len(a))
+	for i, x := range a {
+		if ints[i], ok = x.(int64); !ok {
+			return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+		}
+	}
+	switch {
+	case ints[0] == 1 && len(ints) == n+1 && !slices.ContainsFunc(ints[1:], func(f int64) bool { return f <= 0 }):
+		return leash.MultiGrant{Acquired: true, Fences: ints[1:]}, nil
+	case ints[0] == 0 && len(ints) == 2:
+		rem := time.Duration(-1)
+		if ints[1] >= 0 {
+			rem = time.Duration(ints[1]) * time.Millisecond
+		}
+		return leash.MultiGrant{Remaining: rem}, nil
+	}
+	return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v for %d locks", v, n)
+}
+
+// parseInfo decodes inspect.lua's reply: {type, contents, pttl, token, now,
+// readers, queued, permit count}.
 func parseInfo(name string, v any) (leash.Info, error) {
 	info := leash.Info{Name: name, Remaining: -1}
 	a, ok := v.([]any)
-	if !ok || len(a) < 2 || len(a) > 3 {
+	if !ok || len(a) != 8 {
 		return info, fmt.Errorf("unexpected inspect reply %#v", v)
 	}
-	fields, ok := a[0].([]any)
-	if !ok || len(fields)%2 != 0 {
-		return info, fmt.Errorf("unexpected inspect fields %#v", a[0])
+	typ, ok1 := a[0].(string)
+	contents, ok2 := a[1].([]any)
+	pttl, ok3 := a[2].(int64)
+	now, ok4 := a[4].(int64)
+	readers, ok5 := a[5].([]any)
+	queued, ok6 := a[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || len(contents)%2 != 0 || len(readers)%2 != 0 {
+		return info, fmt.Errorf("unexpected inspect reply %#v", v)
 	}
-	for i := 0; i < len(fields); i += 2 {
-		owner, ok1 := fields[i].(string)
-		count, ok2 := fields[i+1].(string)
-		holds, err := strconv.Atoi(count)
-		if !ok1 || !ok2 || err != nil {
-			return info, fmt.Errorf("key %q is not a lock hash: field %#v = %#v", name, fields[i], fields[i+1])
+	info.Queued = int(queued)
+	var err error
+	if info.Fence, err = optInt(a[3]); err != nil {
+		return info, fmt.Errorf("fencing counter of %q: %w", name, err)
+	}
+	permits, err := optInt(a[7])
+	if err != nil {
+		return info, fmt.Errorf("permit count of %q: %w", name, err)
+	}
+	// leases appends owners with per-owner deadlines (readers, permits).
+	leases := func(kind leash.Kind, flat []any) error {
+		for i := 0; i < len(flat); i += 2 {
+			owner, ok1 := flat[i].(string)
+			score, ok2 := flat[i+1].(string)
+			end, err := strconv.ParseFloat(score, 64)
+			if !ok1 || !ok2 || err != nil {
+				return fmt.Errorf("unexpected lease %#v = %#v", flat[i], flat[i+1])
+			}
+			if rem := time.Duration(int64(end)-now) * time.Millisecond; rem > 0 {
+				info.Owners = append(info.Owners, leash.OwnerHolds{Owner: owner, Holds: 1, Kind: kind, Remaining: rem})
+				info.Remaining = max(info.Remaining, rem)
+			}
 		}
-		info.Owners = append(info.Owners, leash.OwnerHolds{Owner: owner, Holds: holds})
+		return nil
+	}
+	switch typ {
+	case "none":
+		if permits > 0 {
+			info.Kind, info.Permits = leash.KindPermit, int(permits)
+		}
+	case "hash":
+		info.Kind = leash.KindMutex
+		var holders []leash.OwnerHolds
+		for i := 0; i < len(contents); i += 2 {
+			field, ok1 := contents[i].(string)
+			value, ok2 := contents[i+1].(string)
+			if !ok1 || !ok2 {
+				return info, fmt.Errorf("key %q is not a lock hash: field %#v = %#v", name, contents[i], contents[i+1])
+			}
+			if field == "mode" {
+				switch value {
+				case "write":
+					info.Kind = leash.KindWrite
+				case "read":
+					info.Kind = leash.KindRead
+				default:
+					return info, fmt.Errorf("key %q is not a leash lock hash: mode %q", name, value)
+				}
+				continue
+			}
+			holds, err := strconv.Atoi(value)
+			if err != nil {
+				return info, fmt.Errorf("key %q is not a lock hash: field %q = %q", name, field, value)
+			}
+			holders = append(holders, leash.OwnerHolds{Owner: field, Holds: holds, Remaining: -1})
+		}
+		for i := range holders {
+			holders[i].Kind = info.Kind
+		}
+		info.Owners = holders
+		if len(holders) > 0 && pttl >= 0 {
+			info.Remaining = time.Duration(pttl) * time.Millisecond
+		}
+		if err := leases(leash.KindRead, readers); err != nil {
+			return info, err
+		}
+	case "zset":
+		info.Kind, info.Permits = leash.KindPermit, int(permits)
+		if err := leases(leash.KindPermit, contents); err != nil {
+			return info, err
+		}
+	default:
+		return info, fmt.Errorf("key %q is a Redis %s, not a lock", name, typ)
 	}
 	info.Held = len(info.Owners) > 0
-	pttl, ok := a[1].(int64)
-	if !ok {
-		return info, fmt.Errorf("unexpected inspect pttl %#v", a[1])
-	}
-	if info.Held && pttl >= 0 {
-		info.Remaining = time.Duration(pttl) * time.Millisecond
-	}
-	if len(a) == 3 && a[2] != nil {
-		tok, ok := a[2].(string)
-		f, err := strconv.ParseInt(tok, 10, 64)
-		if !ok || err != nil {
-			return info, fmt.Errorf("fencing counter of %q is not an integer: %#v", name, a[2])
-		}
-		info.Fence = f
-	}
 	return info, nil
+}
+
+// optInt decodes an integer string reply that may be nil.
+func optInt(v any) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return 0, fmt.Errorf("not an integer: %#v", v)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer: %q", s)
+	}
+	return n, nil
 }

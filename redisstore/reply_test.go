@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,18 +36,38 @@ func TestParseGrant(t *testing.T) {
 }
 
 func TestParseInfo(t *testing.T) {
-	in := []any{[]any{"uuid:1", "2"}, int64(1500), "1234"}
-	got, err := parseInfo("x", in)
-	if err != nil || !got.Held || len(got.Owners) != 1 || got.Owners[0] != (leash.OwnerHolds{Owner: "uuid:1", Holds: 2}) ||
-		got.Remaining != 1500*time.Millisecond || got.Fence != 1234 {
-		t.Errorf("parseInfo = %+v, %v", got, err)
+	const now = 1_000_000
+	for name, tc := range map[string]struct {
+		in   []any
+		want leash.Info
+	}{
+		"mutex": {[]any{"hash", []any{"uuid:1", "2"}, int64(1500), "1234", int64(now), []any{}, int64(0), nil},
+			leash.Info{Name: "x", Kind: leash.KindMutex, Held: true, Remaining: 1500 * time.Millisecond, Fence: 1234,
+				Owners: []leash.OwnerHolds{{Owner: "uuid:1", Holds: 2, Kind: leash.KindMutex, Remaining: -1}}}},
+		"readers and a queued writer": {[]any{"hash", []any{"mode", "read"}, int64(900), "7", int64(now),
+			[]any{"r:1", "1000500", "r:2", "1000900", "r:3", "999999"}, int64(1), nil},
+			leash.Info{Name: "x", Kind: leash.KindRead, Held: true, Remaining: 900 * time.Millisecond, Fence: 7, Queued: 1,
+				Owners: []leash.OwnerHolds{{Owner: "r:1", Holds: 1, Kind: leash.KindRead, Remaining: 500 * time.Millisecond},
+					{Owner: "r:2", Holds: 1, Kind: leash.KindRead, Remaining: 900 * time.Millisecond}}}},
+		"semaphore": {[]any{"zset", []any{"p:1", "1002000"}, int64(2000), "9", int64(now), []any{}, int64(0), "3"},
+			leash.Info{Name: "x", Kind: leash.KindPermit, Held: true, Remaining: 2 * time.Second, Fence: 9, Permits: 3,
+				Owners: []leash.OwnerHolds{{Owner: "p:1", Holds: 1, Kind: leash.KindPermit, Remaining: 2 * time.Second}}}},
+		"absent": {[]any{"none", []any{}, int64(-2), nil, int64(now), []any{}, int64(0), nil},
+			leash.Info{Name: "x", Remaining: -1}},
+	} {
+		got, err := parseInfo("x", tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: parseInfo = %+v, %v;\nwant %+v", name, got, err, tc.want)
+		}
 	}
-	for name, bad := range map[string]any{
-		"not a hash":      []any{[]any{"mode", "write", "uuid:1:write", "x"}, int64(1), nil},
-		"odd fields":      []any{[]any{"uuid:1"}, int64(1), nil},
-		"bad token":       []any{[]any{}, int64(-2), "abc"},
-		"missing pttl":    []any{[]any{}},
-		"pttl not an int": []any{[]any{}, "1", nil},
+	for name, bad := range map[string][]any{
+		"a Redis list":      {"list", []any{}, int64(-1), nil, int64(now), []any{}, int64(0), nil},
+		"a non-lock hash":   {"hash", []any{"name", "bob"}, int64(-1), nil, int64(now), []any{}, int64(0), nil},
+		"odd fields":        {"hash", []any{"uuid:1"}, int64(1), nil, int64(now), []any{}, int64(0), nil},
+		"bad token":         {"none", []any{}, int64(-2), "abc", int64(now), []any{}, int64(0), nil},
+		"bad mode":          {"hash", []any{"mode", "both"}, int64(1), nil, int64(now), []any{}, int64(0), nil},
+		"short reply":       {"hash", []any{}},
+		"pttl not a number": {"hash", []any{}, "1", nil, int64(now), []any{}, int64(0), nil},
 	} {
 		if _, err := parseInfo("x", bad); err == nil {
 			t.Errorf("parseInfo(%s) = nil error", name)
@@ -80,20 +101,24 @@ func FuzzParseGrant(f *testing.F) {
 }
 
 func FuzzParseInfo(f *testing.F) {
-	f.Add("uuid:1\x002", int64(1500), "12", true)
-	f.Add("", int64(-2), "", false)
-	f.Fuzz(func(t *testing.T, fields string, pttl int64, token string, hasToken bool) {
-		var fs []any
-		if fields != "" {
-			for _, p := range strings.Split(fields, "\x00") {
-				fs = append(fs, p)
+	f.Add("hash", "uuid:1\x002", int64(1500), "12", true, "r:1\x001000500", int64(1000000))
+	f.Add("zset", "p:1\x001002000", int64(-1), "", false, "", int64(1000000))
+	f.Add("none", "", int64(-2), "", false, "", int64(0))
+	f.Fuzz(func(t *testing.T, typ, contents string, pttl int64, token string, hasToken bool, readers string, now int64) {
+		split := func(s string) []any {
+			var out []any
+			if s != "" {
+				for _, p := range strings.Split(s, "\x00") {
+					out = append(out, p)
+				}
 			}
+			return out
 		}
 		var tok any
 		if hasToken {
 			tok = token
 		}
-		info, err := parseInfo("x", []any{fs, pttl, tok})
+		info, err := parseInfo("x", []any{typ, split(contents), pttl, tok, now, split(readers), int64(0), nil})
 		if err != nil {
 			return
 		}

@@ -23,7 +23,6 @@
 package redisstore
 
 import (
-	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
@@ -81,23 +80,61 @@ type Store struct {
 }
 
 var (
+	//go:embed lua/lib.lua
+	libLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
+	//go:embed lua/acquire_fair.lua
+	acquireFairLua string
+	//go:embed lua/acquire_read.lua
+	acquireReadLua string
+	//go:embed lua/acquire_write.lua
+	acquireWriteLua string
+	//go:embed lua/acquire_permit.lua
+	acquirePermitLua string
+	//go:embed lua/acquire_many.lua
+	acquireManyLua string
 	//go:embed lua/renew.lua
 	renewLua string
+	//go:embed lua/renew_lease.lua
+	renewLeaseLua string
 	//go:embed lua/release.lua
 	releaseLua string
+	//go:embed lua/release_read.lua
+	releaseReadLua string
+	//go:embed lua/release_write.lua
+	releaseWriteLua string
+	//go:embed lua/release_permit.lua
+	releasePermitLua string
+	//go:embed lua/withdraw.lua
+	withdrawLua string
 	//go:embed lua/force.lua
 	forceLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/set_permits.lua
+	setPermitsLua string
 
-	acquireScript = redis.NewScript(acquireLua)
-	renewScript   = redis.NewScript(renewLua)
-	releaseScript = redis.NewScript(releaseLua)
-	forceScript   = redis.NewScript(forceLua)
-	inspectScript = redis.NewScript(inspectLua)
+	acquireScript       = withLib(acquireLua)
+	acquireFairScript   = withLib(acquireFairLua)
+	acquireReadScript   = withLib(acquireReadLua)
+	acquireWriteScript  = withLib(acquireWriteLua)
+	acquirePermitScript = withLib(acquirePermitLua)
+	acquireManyScript   = withLib(acquireManyLua)
+	renewScript         = redis.NewScript(renewLua)
+	renewLeaseScript    = withLib(renewLeaseLua)
+	releaseScript       = withLib(releaseLua)
+	releaseReadScript   = withLib(releaseReadLua)
+	releaseWriteScript  = withLib(releaseWriteLua)
+	releasePermitScript = withLib(releasePermitLua)
+	withdrawScript      = withLib(withdrawLua)
+	forceScript         = redis.NewScript(forceLua)
+	inspectScript       = withLib(inspectLua)
+	setPermitsScript    = redis.NewScript(setPermitsLua)
 )
+
+// withLib makes a script of lib.lua's shared functions followed by body.
+func withLib(body string) *redis.Script { return redis.NewScript(libLua + "\n" + body) }
 
 var _ leash.Store = (*Store)(nil)
 
@@ -182,10 +219,30 @@ func prefixName(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
-func tokenKey(name string) string    { return prefixName("redisson_lock_token", name) }
-func channelName(name string) string { return prefixName("redisson_lock__channel", name) }
-func latchKey(name, id string) string {
-	return prefixName("redisson_unlock_latch", name) + ":" + id
+// The keys and channels of one name. Every one shares the name's hash slot.
+func tokenKey(name string) string      { return prefixName("redisson_lock_token", name) }
+func channelName(name string) string   { return prefixName("redisson_lock__channel", name) }
+func fairQueueKey(name string) string  { return prefixName("leash_fair_queue", name) }
+func fairPlacesKey(name string) string { return prefixName("leash_fair_places", name) }
+func fairChannel(name string) string   { return prefixName("leash_fair__channel", name) }
+func readersKey(name string) string    { return prefixName("leash_rw_readers", name) }
+func writersKey(name string) string    { return prefixName("leash_rw_writers", name) }
+func rwChannel(name string) string     { return prefixName("leash_rw__channel", name) }
+func semSizeKey(name string) string    { return prefixName("leash_semaphore_size", name) }
+func semChannel(name string) string    { return prefixName("leash_semaphore__channel", name) }
+func latchKey(name, id string) string  { return prefixName("redisson_unlock_latch", name) + ":" + id }
+
+// watchChannel is the channel a watch of kind on name listens to.
+func watchChannel(kind leash.Kind, name string) string {
+	switch kind {
+	case leash.KindFair:
+		return fairChannel(name)
+	case leash.KindRead, leash.KindWrite:
+		return rwChannel(name)
+	case leash.KindPermit:
+		return semChannel(name)
+	}
+	return channelName(name)
 }
 
 // nextRequestID returns an id unique to one release call of this Store. A
@@ -202,79 +259,3 @@ func newRequestPrefix() string {
 
 // ms converts a lease to whole milliseconds, at least 1.
 func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
-
-// Acquire implements [leash.Store].
-func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
-	if s.err != nil {
-		return leash.Grant{}, s.err
-	}
-	v, err := acquireScript.Run(ctx, s.rdb, []string{req.Name, tokenKey(req.Name)}, ms(req.Lease), req.Owner).Result()
-	if err != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
-	}
-	g, err := parseGrant(v)
-	if err != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
-	}
-	return g, nil
-}
-
-// Release implements [leash.Store].
-func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
-	if s.err != nil {
-		return false, s.err
-	}
-	m := "all"
-	if mode == leash.ReleaseOne {
-		m = "one"
-	}
-	latchTTL := 30 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		latchTTL = min(latchTTL, time.Until(dl)+time.Second)
-	}
-	keys := []string{req.Name, channelName(req.Name), latchKey(req.Name, s.nextRequestID())}
-	v, err := releaseScript.Run(ctx, s.rdb, keys, req.Owner, ms(req.Lease), m, ms(latchTTL)).Result()
-	if errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, leash.ErrNotHeld)
-	}
-	if err != nil {
-		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, err)
-	}
-	n, ok := v.(int64)
-	if !ok || (n != 0 && n != 1) {
-		return false, fmt.Errorf("redisstore: release %q: unexpected reply %v", req.Name, v)
-	}
-	return n == 1, nil
-}
-
-// ForceRelease implements [leash.Store].
-func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
-	if s.err != nil {
-		return false, s.err
-	}
-	n, err := forceScript.Run(ctx, s.rdb, []string{name, channelName(name)}).Int64()
-	if err != nil {
-		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
-	}
-	return n == 1, nil
-}
-
-// Inspect implements [leash.Store].
-func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
-	if s.err != nil {
-		return leash.Info{}, s.err
-	}
-	v, err := inspectScript.Run(ctx, s.rdb, []string{name, tokenKey(name)}).Result()
-	if err != nil {
-		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
-	}
-	info, err := parseInfo(name, v)
-	if err != nil {
-		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
-	}
-	info.Waiters = -1
-	if subs, err := s.rdb.PubSubNumSub(ctx, channelName(name)).Result(); err == nil {
-		info.Waiters = int(subs[channelName(name)])
-	}
-	return info, nil
-}

@@ -67,6 +67,7 @@ func Run(t *testing.T, newStore NewStore) {
 			tc.fn(t, newStore(t), newNamer(t))
 		})
 	}
+	runKinds(t, newStore)
 }
 
 // namer makes lock names and owners unique to one subtest run.
@@ -365,25 +366,30 @@ func testReleaseAbsent(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-// wakeCounter counts wake calls and signals each on a channel.
+// wakeCounter counts wake calls and passes each message on a channel.
 type wakeCounter struct {
 	n  atomic.Int64
-	ch chan struct{}
+	ch chan string
 }
 
-func newWakeCounter() *wakeCounter { return &wakeCounter{ch: make(chan struct{}, 64)} }
+func newWakeCounter() *wakeCounter { return &wakeCounter{ch: make(chan string, 64)} }
 
-func (w *wakeCounter) wake() {
+func (w *wakeCounter) wake(msg string) {
 	w.n.Add(1)
 	select {
-	case w.ch <- struct{}{}:
+	case w.ch <- msg:
 	default:
 	}
 }
 
 func watch(t *testing.T, s leash.Store, name string, w *wakeCounter) func() {
 	t.Helper()
-	stop, err := s.Watch(ctx(t), name, w.wake)
+	return watchKind(t, s, leash.KindMutex, name, w)
+}
+
+func watchKind(t *testing.T, s leash.Store, kind leash.Kind, name string, w *wakeCounter) func() {
+	t.Helper()
+	stop, err := s.Watch(ctx(t), kind, name, w.wake)
 	if err != nil {
 		t.Fatalf("Watch(%q) error: %v", name, err)
 	}
@@ -392,12 +398,29 @@ func watch(t *testing.T, s leash.Store, name string, w *wakeCounter) func() {
 	return func() { once.Do(stop) }
 }
 
-func wantWoken(t *testing.T, w *wakeCounter, what string) {
+func wantWoken(t *testing.T, w *wakeCounter, what string) string {
 	t.Helper()
 	select {
-	case <-w.ch:
+	case msg := <-w.ch:
+		return msg
 	case <-time.After(wakeWait):
 		t.Fatalf("%s: watcher not woken within %v", what, wakeWait)
+	}
+	return ""
+}
+
+// wantMessage waits for a wake-up with message want, skipping WakeAll ones
+// (a store may send those after a reconnect).
+func wantMessage(t *testing.T, w *wakeCounter, what, want string) {
+	t.Helper()
+	for {
+		msg := wantWoken(t, w, what)
+		if msg == want {
+			return
+		}
+		if msg != leash.WakeAll {
+			t.Fatalf("%s: watcher woken with %q, want %q", what, msg, want)
+		}
 	}
 }
 
@@ -419,8 +442,8 @@ func testReleaseNotifies(t *testing.T, s leash.Store, n *namer) {
 	if _, err := s.Release(ctx(t), req(name, o, long), leash.ReleaseAll); err != nil {
 		t.Fatalf("Release error: %v", err)
 	}
-	wantWoken(t, a, "release")
-	wantWoken(t, b, "release")
+	wantMessage(t, a, "release", leash.WakeOne)
+	wantMessage(t, b, "release", leash.WakeOne)
 }
 
 func testPartialReleaseQuiet(t *testing.T, s leash.Store, n *namer) {

@@ -1,7 +1,18 @@
--- inspect.lua: read a lock's owners, remaining lease and last fencing token in one snapshot.
--- KEYS[1]  lock hash
--- KEYS[2]  fencing counter, redisson_lock_token:{name}
--- Returns  {fields, pttl, token}: fields is the flat HGETALL array (owner, holds, ...),
---          pttl in ms (-2 absent, -1 no expiry), token the counter (nil if none).
--- Read-only. Touches only KEYS.
-return {redis.call('hgetall', KEYS[1]), redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
+-- inspect.lua: read everything held on a name in one snapshot. Uses lib.lua. Read-only.
+-- KEYS[1]  the lock hash or semaphore zset, named as the lock
+-- KEYS[2]  fencing counter       KEYS[3]  fair queue
+-- KEYS[4]  readers               KEYS[5]  waiting writers
+-- KEYS[6]  semaphore permit count
+-- Returns  {type of KEYS[1], its contents (HGETALL, or ZRANGE WITHSCORES), its PTTL, the last
+--          token (nil if none), the server time in ms, the readers (ZRANGE WITHSCORES),
+--          queued waiters (fair places + waiting writers), the permit count (nil if none)}.
+local typ = redis.call('type', KEYS[1]).ok
+local main = {}
+if typ == 'hash' then
+    main = redis.call('hgetall', KEYS[1])
+elseif typ == 'zset' then
+    main = redis.call('zrange', KEYS[1], 0, -1, 'withscores')
+end
+return {typ, main, redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]), now_ms(),
+    redis.call('zrange', KEYS[4], 0, -1, 'withscores'),
+    redis.call('zcard', KEYS[3]) + redis.call('zcard', KEYS[5]), redis.call('get', KEYS[6])}

@@ -1,0 +1,103 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/redis/go-redis/v9"
+)
+
+// Acquire implements [leash.Store].
+func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+	if s.err != nil {
+		return leash.Grant{}, s.err
+	}
+	n := req.Name
+	var (
+		script *redis.Script
+		keys   []string
+		args   []any
+	)
+	switch req.Kind {
+	case leash.KindMutex:
+		script, keys, args = acquireScript, []string{n, tokenKey(n)}, []any{ms(req.Lease), req.Owner}
+	case leash.KindFair:
+		script, keys = acquireFairScript, []string{n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n)}
+		args = []any{ms(req.Lease), req.Owner, waitMS(req.Wait)}
+	case leash.KindRead:
+		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
+		args = []any{ms(req.Lease), req.Owner}
+	case leash.KindWrite:
+		script, keys = acquireWriteScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
+		args = []any{ms(req.Lease), req.Owner, waitMS(req.Wait)}
+	case leash.KindPermit:
+		script, keys = acquirePermitScript, []string{n, tokenKey(n), semSizeKey(n)}
+		args = []any{ms(req.Lease), req.Owner, req.Permits}
+	default:
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
+	}
+	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "LEASH_UPGRADE") {
+			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, leash.ErrUpgrade)
+		}
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
+	}
+	g, err := parseGrant(v)
+	if err != nil {
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
+	}
+	return g, nil
+}
+
+// waitMS is a place lifetime in milliseconds; 0 means no place.
+func waitMS(d time.Duration) int64 { return max(d.Milliseconds(), 0) }
+
+// Partition implements [leash.MultiStore]: on one server every name can be
+// taken together; on Cluster, names are grouped by hash slot, groups in slot
+// order and names sorted within each, which is the global order MultiLock
+// follows.
+func (s *Store) Partition(names []string) [][]string {
+	sorted := slices.Sorted(slices.Values(names))
+	if !s.cluster {
+		return [][]string{sorted}
+	}
+	bySlot := map[int][]string{}
+	for _, n := range sorted {
+		bySlot[slot(n)] = append(bySlot[slot(n)], n)
+	}
+	var out [][]string
+	for _, sl := range slices.Sorted(maps.Keys(bySlot)) {
+		out = append(out, bySlot[sl])
+	}
+	return out
+}
+
+// AcquireMany implements [leash.MultiStore]. The requests must be in one
+// group of Partition.
+func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.MultiGrant, error) {
+	if s.err != nil {
+		return leash.MultiGrant{}, s.err
+	}
+	if len(reqs) == 0 {
+		return leash.MultiGrant{Acquired: true}, nil
+	}
+	keys := make([]string, 0, 2*len(reqs))
+	for _, r := range reqs {
+		keys = append(keys, r.Name, tokenKey(r.Name))
+	}
+	v, err := acquireManyScript.Run(ctx, s.rdb, keys, ms(reqs[0].Lease), reqs[0].Owner).Result()
+	if err != nil {
+		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
+	}
+	mg, err := parseMultiGrant(v, len(reqs))
+	if err != nil {
+		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
+	}
+	return mg, nil
+}

@@ -1,0 +1,33 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leash-go/leash"
+)
+
+// Inspect implements [leash.Store].
+func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
+	if s.err != nil {
+		return leash.Info{}, s.err
+	}
+	keys := []string{name, tokenKey(name), fairQueueKey(name), readersKey(name), writersKey(name), semSizeKey(name)}
+	v, err := inspectScript.Run(ctx, s.rdb, keys).Result()
+	if err != nil {
+		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+	}
+	info, err := parseInfo(name, v)
+	if err != nil {
+		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+	}
+	info.Waiters = -1
+	chans := []string{channelName(name), fairChannel(name), rwChannel(name), semChannel(name)}
+	if subs, err := s.rdb.PubSubNumSub(ctx, chans...).Result(); err == nil {
+		info.Waiters = 0
+		for _, c := range chans {
+			info.Waiters += int(subs[c])
+		}
+	}
+	return info, nil
+}

@@ -1,0 +1,47 @@
+-- acquire_fair.lua: take a lock in arrival order, or take/refresh a place in its queue.
+-- Uses lib.lua. Serves FairMutex.
+-- KEYS[1]  lock hash (the Mutex layout: a FairMutex and a Mutex on one name are one lock)
+-- KEYS[2]  fencing counter, redisson_lock_token:{name}
+-- KEYS[3]  queue, leash_fair_queue:{name}: zset owner -> arrival time in microseconds
+-- KEYS[4]  places, leash_fair_places:{name}: zset owner -> deadline of the place in ms
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner field
+-- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
+--          until now + ARGV[3]; 0 takes no place (TryLock)
+-- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
+--          or, when the lock is free but another waiter is first, the head's place lifetime.
+-- The lock is granted only when it is free and the caller is first in the queue (or the
+-- queue is empty). Places whose deadline passed (dead or departed waiters) are dropped
+-- first, so a dead waiter blocks the queue for at most one place lifetime. Deadlines use
+-- the server's clock. Touches only KEYS.
+local now = now_ms()
+purge_queue(KEYS[3], KEYS[4], now)
+local free = redis.call('exists', KEYS[1]) == 0
+if free then
+    local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+    if head == nil or head == ARGV[2] then
+        redis.call('zrem', KEYS[3], ARGV[2])
+        redis.call('zrem', KEYS[4], ARGV[2])
+        return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    end
+else
+    local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    if held then
+        return held
+    end
+end
+local wait = tonumber(ARGV[3])
+if wait > 0 then
+    if redis.call('zscore', KEYS[3], ARGV[2]) == false then
+        local t = redis.call('time')
+        redis.call('zadd', KEYS[3], string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])), ARGV[2])
+    end
+    redis.call('zadd', KEYS[4], now + wait, ARGV[2])
+    extend(KEYS[3], wait)
+    extend(KEYS[4], wait)
+end
+if free then
+    local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+    return {0, tonumber(redis.call('zscore', KEYS[4], head)) - now}
+end
+return {0, redis.call('pttl', KEYS[1])}

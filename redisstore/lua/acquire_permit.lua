@@ -1,0 +1,32 @@
+-- acquire_permit.lua: lease one permit of a semaphore to an owner.
+-- Uses lib.lua. Serves Semaphore.
+-- KEYS[1]  permits, a zset named exactly as the semaphore: owner -> end of its lease in ms
+-- KEYS[2]  fencing counter, redisson_lock_token:{name}
+-- KEYS[3]  permit count, leash_semaphore_size:{name} (no TTL: it is configuration)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner (one per permit)
+-- ARGV[3]  permit count to set if the semaphore does not exist yet
+-- Returns  {1, token, 1} when granted; {0, ms} when every permit is held: until the first
+--          permit's lease ends.
+-- Expired permits are dropped first: a holder that crashed returns its permit within one
+-- lease. A lock hash under the name fails with WRONGTYPE. Touches only KEYS.
+local now = now_ms()
+local lease = tonumber(ARGV[1])
+local held = purge(KEYS[1], now)
+local size = tonumber(redis.call('get', KEYS[3]))
+if not size then
+    size = tonumber(ARGV[3])
+    redis.call('set', KEYS[3], size)
+end
+if redis.call('zscore', KEYS[1], ARGV[2]) then -- a retry of a granted permit
+    redis.call('zadd', KEYS[1], now + lease, ARGV[2])
+    extend(KEYS[1], lease)
+    return {1, last_token(KEYS[2]), 1}
+end
+if held < size then
+    local token = next_token(KEYS[2])
+    redis.call('zadd', KEYS[1], now + lease, ARGV[2])
+    extend(KEYS[1], lease)
+    return {1, token, 1}
+end
+return {0, first_score(KEYS[1]) - now}

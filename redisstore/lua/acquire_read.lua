@@ -1,0 +1,40 @@
+-- acquire_read.lua: take a reader's lease of a readers-writer lock.
+-- Uses lib.lua. Serves RWMutex.RLock.
+-- KEYS[1]  lock hash: field "mode" = "read" while only readers hold, "write" while a writer
+--          holds (with its field "<owner>" -> hold count); TTL covers every holder
+-- KEYS[2]  fencing counter, redisson_lock_token:{name}
+-- KEYS[3]  readers, leash_rw_readers:{name}: zset owner -> end of that reader's lease in ms
+-- KEYS[4]  waiting writers, leash_rw_writers:{name}: zset owner -> end of the mark in ms
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner
+-- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
+--          waits (until its mark ends).
+-- Each reader has its own lease, so a crashed reader frees its share alone. While a writer
+-- waits, new readers are refused (no writer starvation), except the writer itself taking a
+-- read lease (a downgrade). Touches only KEYS.
+local now = now_ms()
+local lease = tonumber(ARGV[1])
+purge(KEYS[3], now)
+purge(KEYS[4], now)
+if redis.call('zscore', KEYS[3], ARGV[2]) then -- a retry of a granted read
+    redis.call('zadd', KEYS[3], now + lease, ARGV[2])
+    extend(KEYS[3], lease)
+    extend(KEYS[1], lease)
+    return {1, last_token(KEYS[2]), 1}
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+local downgrade = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+if redis.call('exists', KEYS[1]) == 1 and mode ~= 'read' and not downgrade then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+if not downgrade and redis.call('zcard', KEYS[4]) > 0 then
+    return {0, first_score(KEYS[4]) - now}
+end
+local token = next_token(KEYS[2])
+redis.call('zadd', KEYS[3], now + lease, ARGV[2])
+if not downgrade then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+extend(KEYS[3], lease)
+extend(KEYS[1], lease)
+return {1, token, 1}

@@ -1,0 +1,41 @@
+-- acquire_write.lua: take the writer lock of a readers-writer lock, or mark a waiting writer.
+-- Uses lib.lua. Serves RWMutex.Lock.
+-- KEYS[1]  lock hash ("mode" and the writer's "<owner>" -> hold count; see acquire_read.lua)
+-- KEYS[2]  fencing counter, redisson_lock_token:{name}
+-- KEYS[3]  readers, leash_rw_readers:{name}: zset owner -> lease end in ms
+-- KEYS[4]  waiting writers, leash_rw_writers:{name}: zset owner -> mark end in ms
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner
+-- ARGV[3]  mark lifetime in ms: a writer that is not granted is marked as waiting until
+--          now + ARGV[3], which keeps new readers out; 0 marks nothing (TryLock)
+-- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
+--          or until the last reader's lease ends. An owner that holds a read lease gets the
+--          error LEASH_UPGRADE: it would wait for itself.
+-- Touches only KEYS.
+local now = now_ms()
+purge(KEYS[3], now)
+purge(KEYS[4], now)
+if redis.call('zscore', KEYS[3], ARGV[2]) then
+    return redis.error_reply('LEASH_UPGRADE the owner holds a read lease on this lock')
+end
+if redis.call('hget', KEYS[1], 'mode') == 'read' and redis.call('zcard', KEYS[3]) == 0 then
+    redis.call('del', KEYS[1]) -- every reader's lease has ended
+end
+if redis.call('exists', KEYS[1]) == 0 then
+    redis.call('zrem', KEYS[4], ARGV[2])
+    redis.call('hset', KEYS[1], 'mode', 'write')
+    return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+end
+local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+if held then
+    return held
+end
+local wait = tonumber(ARGV[3])
+if wait > 0 then
+    redis.call('zadd', KEYS[4], now + wait, ARGV[2])
+    extend(KEYS[4], wait)
+end
+if redis.call('hget', KEYS[1], 'mode') == 'read' then
+    return {0, last_score(KEYS[3]) - now}
+end
+return {0, redis.call('pttl', KEYS[1])}

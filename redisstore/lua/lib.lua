@@ -1,0 +1,113 @@
+-- lib.lua: functions shared by the scripts. The Go side prepends this file to every
+-- script whose header says "uses lib.lua". Every time is the server's (TIME), never a
+-- client's, so deadlines mean the same to every client whatever their clocks.
+redis.replicate_commands()
+
+-- now_ms returns the server time in milliseconds.
+local function now_ms()
+    local t = redis.call('time')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- next_token stores and returns the next fencing token of a name: max(counter + 1,
+-- server time in microseconds). Tokens keep growing even when the counter is lost (a
+-- restart without persistence, a failover to a lagging replica), as long as the server
+-- clock does not step back past the lost counter. Redisson's RFencedLock INCRs the same
+-- counter, so Java and Go tokens interleave in one increasing sequence.
+local function next_token(key)
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local token = math.max((tonumber(redis.call('get', key)) or 0) + 1, now)
+    redis.call('set', key, string.format('%.0f', token))
+    return token
+end
+
+-- last_token returns a name's last fencing token, 0 if none.
+local function last_token(key)
+    return tonumber(redis.call('get', key)) or 0
+end
+
+-- extend raises key's time to live to at least ms milliseconds; it never lowers it.
+local function extend(key, ms)
+    if redis.call('pttl', key) < tonumber(ms) then
+        redis.call('pexpire', key, ms)
+    end
+end
+
+-- purge drops from zset z the members whose score, a deadline in ms, has passed, and
+-- returns how many remain.
+local function purge(z, now)
+    redis.call('zremrangebyscore', z, '-inf', now)
+    return redis.call('zcard', z)
+end
+
+-- purge_queue drops from a fair queue (owner -> arrival) the owners whose place
+-- (places: owner -> deadline in ms) has run out.
+local function purge_queue(queue, places, now)
+    for _, owner in ipairs(redis.call('zrangebyscore', places, '-inf', now)) do
+        redis.call('zrem', queue, owner)
+        redis.call('zrem', places, owner)
+    end
+end
+
+-- first_score and last_score return the lowest and highest score of zset z, or nil.
+local function first_score(z)
+    return tonumber(redis.call('zrange', z, 0, 0, 'withscores')[2])
+end
+local function last_score(z)
+    return tonumber(redis.call('zrange', z, -1, -1, 'withscores')[2])
+end
+
+-- grant gives the free exclusive lock to owner: a new token, one hold, the lease. It
+-- returns the acquire reply {1, token, 1}.
+local function grant(lock, tokenkey, owner, lease)
+    local token = next_token(tokenkey)
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return {1, token, 1}
+end
+
+-- reenter adds a hold to the exclusive lock if owner holds it, refreshing the lease, and
+-- returns the acquire reply {1, token, holds} (the tenure keeps its token); nil otherwise.
+local function reenter(lock, tokenkey, owner, lease)
+    if redis.call('hexists', lock, owner) == 0 then
+        return nil
+    end
+    local holds = redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return {1, last_token(tokenkey), holds}
+end
+
+-- latched returns the answer recorded for a release request that already ran (a transport
+-- retry), or nil.
+local function latched(latch)
+    local done = redis.call('get', latch)
+    if done then
+        return tonumber(done)
+    end
+    return nil
+end
+
+-- drop_hold begins the release of an owner's exclusive hold. It returns true and the reply
+-- when the release ends here: a retried request's first answer, nil when the owner holds
+-- nothing, or 0 when one of several holds was dropped (mode "one", the lease re-applied).
+-- It returns false when the owner's last hold must go: the caller frees the lock, wakes
+-- waiters and records 1 in the latch.
+local function drop_hold(lock, latch, owner, lease, mode, latchms)
+    local done = latched(latch)
+    if done then
+        return true, done
+    end
+    if redis.call('hexists', lock, owner) == 0 then
+        return true, nil
+    end
+    if mode == 'one' then
+        local holds = redis.call('hincrby', lock, owner, -1)
+        if holds > 0 then
+            redis.call('pexpire', lock, lease)
+            redis.call('set', latch, 0, 'px', latchms)
+            return true, 0
+        end
+    end
+    return false
+end

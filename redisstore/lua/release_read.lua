@@ -1,0 +1,41 @@
+-- release_read.lua: end a reader's lease; when the last reader leaves, wake a waiting writer.
+-- Uses lib.lua. Serves RWMutex readers.
+-- KEYS[1]  lock hash (see acquire_read.lua)
+-- KEYS[2]  readers, leash_rw_readers:{name}
+-- KEYS[3]  waiting writers, leash_rw_writers:{name}
+-- KEYS[4]  channel, leash_rw__channel:{name}
+-- KEYS[5]  unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  owner
+-- ARGV[2]  latch lifetime in milliseconds
+-- Returns  1 when the last reader left; 0 when readers remain; nil when the owner had no
+--          live read lease (ErrNotHeld).
+-- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Keeps the
+-- hash's TTL at the longest remaining reader lease. Touches only KEYS.
+local done = latched(KEYS[5])
+if done then
+    return done
+end
+local now = now_ms()
+local s = redis.call('zscore', KEYS[2], ARGV[1])
+if not s then
+    return nil
+end
+redis.call('zrem', KEYS[2], ARGV[1])
+if tonumber(s) <= now then
+    return nil -- its lease had already ended
+end
+local freed = 0
+local mode = redis.call('hget', KEYS[1], 'mode')
+if purge(KEYS[2], now) == 0 then
+    freed = 1
+    if mode == 'read' then
+        redis.call('del', KEYS[1])
+    end
+    if purge(KEYS[3], now) > 0 then
+        redis.call('publish', KEYS[4], 'w')
+    end
+elseif mode == 'read' then
+    redis.call('pexpire', KEYS[1], math.max(1, last_score(KEYS[2]) - now))
+end
+redis.call('set', KEYS[5], freed, 'px', ARGV[2])
+return freed

@@ -1,0 +1,28 @@
+-- withdraw.lua: drop a waiter's place in a fair queue and its waiting-writer mark.
+-- Uses lib.lua. Serves FairMutex and RWMutex waiters that stop waiting.
+-- KEYS[1]  lock hash
+-- KEYS[2]  fair queue, leash_fair_queue:{name}
+-- KEYS[3]  fair places, leash_fair_places:{name}
+-- KEYS[4]  fair channel, leash_fair__channel:{name}
+-- KEYS[5]  waiting writers, leash_rw_writers:{name}
+-- KEYS[6]  readers-writer channel, leash_rw__channel:{name}
+-- ARGV[1]  owner
+-- Returns  1. If the owner was the head of the queue and the lock is free, the new head is
+--          published on KEYS[4]; if it was the last waiting writer and no writer holds, "r"
+--          is published on KEYS[6] so that readers it kept out come in. Touches only KEYS.
+local now = now_ms()
+purge_queue(KEYS[2], KEYS[3], now)
+local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('zrem', KEYS[3], ARGV[1])
+if head == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
+    local nexthead = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if nexthead then
+        redis.call('publish', KEYS[4], nexthead)
+    end
+end
+if redis.call('zrem', KEYS[5], ARGV[1]) == 1 and purge(KEYS[5], now) == 0
+    and redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+    redis.call('publish', KEYS[6], 'r')
+end
+return 1

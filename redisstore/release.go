@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/redis/go-redis/v9"
+)
+
+// Release implements [leash.Store].
+func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	n := req.Name
+	if mode == leash.Withdraw {
+		keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
+		if err := withdrawScript.Run(ctx, s.rdb, keys, req.Owner).Err(); err != nil {
+			return false, fmt.Errorf("redisstore: withdraw from %q: %w", n, err)
+		}
+		return false, nil
+	}
+	m := "all"
+	if mode == leash.ReleaseOne {
+		m = "one"
+	}
+	// The latch lives as long as a transport retry of this call may arrive.
+	latchTTL := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		latchTTL = min(latchTTL, time.Until(dl)+time.Second)
+	}
+	latch := latchKey(n, s.nextRequestID())
+	var (
+		script *redis.Script
+		keys   []string
+		args   []any
+	)
+	switch req.Kind {
+	case leash.KindMutex, leash.KindFair:
+		script, keys = releaseScript, releaseKeys(n, latch)
+		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
+	case leash.KindWrite:
+		script = releaseWriteScript
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
+	case leash.KindRead:
+		script = releaseReadScript
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		args = []any{req.Owner, ms(latchTTL)}
+	case leash.KindPermit:
+		script = releasePermitScript
+		keys = []string{n, semChannel(n), latch}
+		args = []any{req.Owner, ms(latchTTL)}
+	default:
+		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
+	}
+	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, fmt.Errorf("redisstore: release %q: %w", n, leash.ErrNotHeld)
+	}
+	if err != nil {
+		return false, fmt.Errorf("redisstore: release %q: %w", n, err)
+	}
+	r, ok := v.(int64)
+	if !ok || (r != 0 && r != 1) {
+		return false, fmt.Errorf("redisstore: release %q: unexpected reply %v", n, v)
+	}
+	return r == 1, nil
+}
+
+// releaseKeys are the KEYS of release.lua.
+func releaseKeys(name, latch string) []string {
+	return []string{name, channelName(name), latch, fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}
+}
+
+// ForceRelease implements [leash.Store].
+func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	keys := []string{name, fairQueueKey(name), fairPlacesKey(name), readersKey(name), writersKey(name),
+		channelName(name), fairChannel(name), rwChannel(name), semChannel(name)}
+	r, err := forceScript.Run(ctx, s.rdb, keys).Int64()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
+	}
+	return r == 1, nil
+}
+
+// SetPermits implements [leash.PermitSetter].
+func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
+	if s.err != nil {
+		return s.err
+	}
+	keys := []string{semSizeKey(name), semChannel(name), name}
+	if err := setPermitsScript.Run(ctx, s.rdb, keys, n).Err(); err != nil {
+		return fmt.Errorf("redisstore: set permits of %q: %w", name, err)
+	}
+	return nil
+}
+
+var _ leash.PermitSetter = (*Store)(nil)
+var _ leash.MultiStore = (*Store)(nil)
