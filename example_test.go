@@ -91,3 +91,104 @@ func ExampleHold_Lost() {
 	// lost: expired
 	// context cancelled: true
 }
+
+// A FairMutex serves waiters in arrival order and wakes only the next one.
+func ExampleClient_FairMutex() {
+	c, _ := leash.New(memstore.New(), nil)
+	defer c.Close()
+	ctx := context.Background()
+	m := c.FairMutex("settlement", nil) // nil: a waiter's place lasts DefaultQueueLease unrenewed
+
+	first, _ := m.Lock(ctx)
+	done := make(chan string, 3)
+	for _, who := range []string{"a", "b", "c"} {
+		go func() {
+			h, err := m.Lock(ctx)
+			if err != nil {
+				panic(err)
+			}
+			done <- who
+			_ = h.Unlock(ctx)
+		}()
+		for { // let each waiter take its place before the next arrives
+			if info, _ := c.Inspect(ctx, "settlement"); info.Queued == len(who)+int(who[0]-'a') {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_ = first.Unlock(ctx)
+	fmt.Println(<-done, <-done, <-done)
+	// Output: a b c
+}
+
+// An RWMutex admits many readers or one writer; a writer can downgrade.
+func ExampleClient_RWMutex() {
+	c, _ := leash.New(memstore.New(), nil)
+	defer c.Close()
+	ctx := context.Background()
+	rw := c.RWMutex("catalog", nil)
+
+	r1, _ := rw.RLock(ctx)
+	r2, _ := rw.RLock(ctx)
+	_, err := rw.TryLock(ctx)
+	fmt.Println("writer while reading:", errors.Is(err, leash.ErrNotAcquired))
+	_ = r1.Unlock(ctx)
+	_ = r2.Unlock(ctx)
+
+	w, _ := rw.Lock(ctx)
+	r, _ := rw.RLock(w.Context()) // downgrade: the writer also takes a read lease
+	_ = w.Unlock(ctx)             // now only a reader
+	_, err = rw.Lock(r.Context()) // an upgrade would wait for itself
+	fmt.Println("upgrade refused:", errors.Is(err, leash.ErrUpgrade))
+	_ = r.Unlock(ctx)
+	// Output:
+	// writer while reading: true
+	// upgrade refused: true
+}
+
+// A Semaphore bounds how many holders work at once; each permit is a lease.
+func ExampleClient_Semaphore() {
+	c, _ := leash.New(memstore.New(), nil)
+	defer c.Close()
+	ctx := context.Background()
+	sem := c.Semaphore("exports", 2) // 2 permits, unless the server already has a count
+
+	a, _ := sem.Acquire(ctx)
+	b, _ := sem.Acquire(ctx)
+	_, err := sem.TryAcquire(ctx)
+	fmt.Println("third permit:", errors.Is(err, leash.ErrNotAcquired))
+
+	_ = sem.SetPermits(ctx, 3) // for every client
+	third, err := sem.TryAcquire(ctx)
+	fmt.Println("after SetPermits(3):", err == nil)
+	for _, h := range []*leash.Hold{a, b, third} {
+		_ = h.Unlock(ctx)
+	}
+	// Output:
+	// third permit: true
+	// after SetPermits(3): true
+}
+
+// A MultiLock takes several locks all or nothing, with a token per name.
+func ExampleClient_MultiLock() {
+	c, _ := leash.New(memstore.New(), nil)
+	defer c.Close()
+	ctx := context.Background()
+
+	other, _ := c.Mutex("account:B").Lock(ctx)
+	transfer := c.MultiLock([]string{"account:A", "account:B"})
+	_, err := transfer.TryLock(ctx)
+	fmt.Println("while B is held:", errors.Is(err, leash.ErrNotAcquired))
+	info, _ := c.Inspect(ctx, "account:A") // nothing was taken
+	fmt.Println("A is held:", info.Held)
+	_ = other.Unlock(ctx)
+
+	h, _ := transfer.Lock(ctx)
+	fmt.Println("holds", h.Names(), h.FenceOf("account:A") > 0)
+	_ = h.Unlock(ctx)
+	// Output:
+	// while B is held: true
+	// A is held: false
+	// holds [account:A account:B] true
+}

@@ -112,11 +112,16 @@ func newClient(t *testing.T, s leash.Store, o *leash.Options) *leash.Client {
 	return c
 }
 
-func mustLock(t *testing.T, m *leash.Mutex, ctx context.Context) *leash.Hold {
+// locker is any lock type's Lock.
+type locker interface {
+	Lock(ctx context.Context) (*leash.Hold, error)
+}
+
+func mustLock(t *testing.T, m locker, ctx context.Context) *leash.Hold {
 	t.Helper()
 	h, err := m.Lock(ctx)
 	if err != nil {
-		t.Fatalf("Lock(%q): %v", m.Name(), err)
+		t.Fatalf("%T.Lock: %v", m, err)
 	}
 	return h
 }

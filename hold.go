@@ -385,7 +385,9 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return err
 	}
 	c := t.c
-	if lostErr != nil && !lostErr.Reason.mayStillHold() {
+	if lostErr != nil && !lostErr.Reason.mayStillHold() && len(t.parts) == 1 {
+		// The store no longer has it. (A MultiLock that lost one name still
+		// holds the others: they are released below, owner-checked.)
 		return lostErr
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)

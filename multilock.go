@@ -158,8 +158,9 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 		every = t.cfg.lease / 3
 	}
 	var (
-		held     []Request // parts taken so far
-		sent     = make([]int64, len(t.parts))
+		held     []Request                     // parts taken so far
+		heldIdx  []int                         // their part indexes
+		sent     = make([]int64, len(t.parts)) // per part: send time of its last grant or renewal
 		w        *waiter
 		nap      sleeper
 		finished bool
@@ -195,6 +196,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 				sent[p] = send
 			}
 			held = append(held, reqs...)
+			heldIdx = append(heldIdx, groups[gi]...)
 			gi++
 			if w != nil {
 				c.waiters.leave(w)
@@ -220,8 +222,12 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 		l := locker{cfg: t.cfg}
 		d := l.fallback(mg.Remaining, w)
 		renewAt := int64(-1)
-		if len(held) > 0 {
-			renewAt = slices.Min(sent) + int64(every)
+		if len(heldIdx) > 0 {
+			oldest := sent[heldIdx[0]]
+			for _, p := range heldIdx[1:] {
+				oldest = min(oldest, sent[p])
+			}
+			renewAt = oldest + int64(every)
 			d = min(d, max(time.Duration(renewAt-c.now()), 0))
 		}
 		if err := c.sleep(ctx, w, &nap, d); err != nil {
@@ -231,8 +237,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 			if err := m.renewHeld(ctx, t, held, sent); err != nil {
 				// A group taken earlier was lost while waiting: start over.
 				c.releaseParts(ctx, held, c.now()+int64(t.cfg.lease))
-				held, gi = nil, 0
-				clear(sent)
+				held, heldIdx, gi = nil, nil, 0
 			}
 		}
 	}

@@ -104,29 +104,35 @@ func TestWatchdogAndFixedLease(t *testing.T) {
 	}
 }
 
+// holderKinds pairs each lock kind with a contender it excludes.
+var holderKinds = []struct{ holder, contender string }{
+	{"mutex", "mutex"}, {"fair", "fair"}, {"read", "write"}, {"write", "read"}, {"permit", "permit"},
+}
+
 func TestCrashedHolderFreesWithinOneLease(t *testing.T) {
 	srv := sharedRedis(t)
 	const lease = time.Second
-	name := lockName(t)
-	child := startHolder(t, srv.Addr, name, lease)
-	c := newClient(t, srv.Addr, nil)
-	if _, err := c.Mutex(name).TryLock(bg(t)); !errors.Is(err, leash.ErrNotAcquired) {
-		t.Fatalf("TryLock while the child holds = %v, want ErrNotAcquired", err)
-	}
-	killed := time.Now()
-	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	h, err := c.Mutex(name).Lock(bg(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Unlock(bg(t))
-	if d := time.Since(killed); d > lease+time.Second {
-		t.Errorf("lock free %v after the holder was killed, want within one lease (%v) plus slack", d, lease)
-	}
-	if h.Fence() <= child.fence {
-		t.Errorf("next token %d, want > the crashed holder's %d", h.Fence(), child.fence)
+	for _, k := range holderKinds {
+		t.Run(k.holder, func(t *testing.T) {
+			name := lockName(t)
+			child := startKindHolder(t, srv.Addr, name, lease, k.holder)
+			c := newClient(t, srv.Addr, nil)
+			killed := time.Now()
+			if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			h, err := lockKind(bg(t), c, k.contender, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Unlock(bg(t))
+			if d := time.Since(killed); d > lease+time.Second {
+				t.Errorf("%s free %v after its holder was killed, want within one lease (%v) plus slack", k.holder, d, lease)
+			}
+			if h.Fence() <= child.fence {
+				t.Errorf("next token %d, want > the crashed holder's %d", h.Fence(), child.fence)
+			}
+		})
 	}
 }
 
@@ -139,37 +145,41 @@ func TestPausedHolderIsToldBeforeItWrites(t *testing.T) {
 	srv := sharedRedis(t)
 	rdb := newRDB(t, srv.Addr)
 	const lease = time.Second
-	name := lockName(t)
-	child := startHolder(t, srv.Addr, name, lease)
-	if l := child.next(t, 5*time.Second); l != fmt.Sprintf("wrote %d accepted", child.fence) {
-		t.Fatalf("holder said %q, want its first accepted write", l)
-	}
-	if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	paused := time.Now()
-	c := newClient(t, srv.Addr, nil)
-	h, err := c.Mutex(name).Lock(bg(t)) // granted once the paused holder's lease runs out
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Unlock(bg(t))
-	if h.Fence() <= child.fence {
-		t.Fatalf("new token %d, want > %d", h.Fence(), child.fence)
-	}
-	if ok, err := fencedWrite(bg(t), rdb, name+"/resource", h.Fence()); !ok || err != nil {
-		t.Fatalf("new holder's write = %v, %v; want accepted", ok, err)
-	}
-	time.Sleep(time.Until(paused.Add(3 * lease / 2)))
-	child.drain()
-	if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if l := child.next(t, 5*time.Second); l != "lost expired" {
-		t.Fatalf("resumed holder's first line = %q, want \"lost expired\" before any write", l)
-	}
-	if seen, _ := rdb.Get(bg(t), name+"/resource").Int64(); seen != h.Fence() {
-		t.Errorf("resource holds token %d, want the new holder's %d", seen, h.Fence())
+	for _, k := range holderKinds {
+		t.Run(k.holder, func(t *testing.T) {
+			name := lockName(t)
+			child := startKindHolder(t, srv.Addr, name, lease, k.holder)
+			if l := child.next(t, 5*time.Second); l != fmt.Sprintf("wrote %d accepted", child.fence) {
+				t.Fatalf("holder said %q, want its first accepted write", l)
+			}
+			if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			paused := time.Now()
+			c := newClient(t, srv.Addr, nil)
+			h, err := lockKind(bg(t), c, k.contender, name) // granted once the paused lease runs out
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Unlock(bg(t))
+			if h.Fence() <= child.fence {
+				t.Fatalf("new token %d, want > %d", h.Fence(), child.fence)
+			}
+			if ok, err := fencedWrite(bg(t), rdb, name+"/resource", h.Fence()); !ok || err != nil {
+				t.Fatalf("new holder's write = %v, %v; want accepted", ok, err)
+			}
+			time.Sleep(time.Until(paused.Add(3 * lease / 2)))
+			child.drain()
+			if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if l := child.next(t, 5*time.Second); l != "lost expired" {
+				t.Fatalf("resumed holder's first line = %q, want \"lost expired\" before any write", l)
+			}
+			if seen, _ := rdb.Get(bg(t), name+"/resource").Int64(); seen != h.Fence() {
+				t.Errorf("resource holds token %d, want the new holder's %d", seen, h.Fence())
+			}
+		})
 	}
 }
 
@@ -201,37 +211,6 @@ func TestServerRestartWithoutPersistenceTellsEveryHolder(t *testing.T) {
 		}
 	}
 	t.Logf("all holders told within %v of the restart", time.Since(restarted))
-}
-
-func TestCancelledWaiterLeavesNoLockAndNoSubscription(t *testing.T) {
-	srv := sharedRedis(t)
-	rdb := newRDB(t, srv.Addr)
-	name := lockName(t)
-	holder, waiter := newClient(t, srv.Addr, nil), newClient(t, srv.Addr, nil)
-	h, err := holder.Mutex(name).Lock(bg(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(bg(t))
-	errc := make(chan error, 1)
-	go func() {
-		_, err := waiter.Mutex(name).Lock(ctx)
-		errc <- err
-	}()
-	channel := "redisson_lock__channel:{" + name + "}"
-	waitFor(t, "the waiter to subscribe", func() bool { return numSub(t, rdb, channel) == 1 })
-	cancel()
-	if err := <-errc; !errors.Is(err, leash.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled Lock = %v, want ErrNotAcquired and Canceled", err)
-	}
-	waitFor(t, "the subscription to end", func() bool { return numSub(t, rdb, channel) == 0 })
-	if err := h.Unlock(bg(t)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if n, _ := rdb.Exists(bg(t), name).Result(); n != 0 {
-		t.Errorf("lock key exists after the holder's Unlock: the cancelled waiter left a lock")
-	}
 }
 
 // TestCancelAtRandomMomentsLeavesNothingBehind races a waiter's cancellation

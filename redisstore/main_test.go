@@ -126,7 +126,10 @@ func runHolder() int {
 		return 2
 	}
 	ctx := context.Background()
-	h, err := c.Mutex(name).Lock(ctx)
+	if os.Getenv("LEASH_TEST_WAITER") == "1" {
+		fmt.Println("waiting") // the lock is held: this process queues for it
+	}
+	h, err := lockKind(ctx, c, os.Getenv("LEASH_TEST_KIND"), name)
 	if err != nil {
 		fmt.Println("error", err)
 		return 2
@@ -152,6 +155,22 @@ func runHolder() int {
 	}
 }
 
+// lockKind takes the lock called name of the given kind: "mutex" (the
+// default), "fair", "read", "write" or "permit" (a semaphore of one permit).
+func lockKind(ctx context.Context, c *leash.Client, kind, name string) (*leash.Hold, error) {
+	switch kind {
+	case "fair":
+		return c.FairMutex(name, nil).Lock(ctx)
+	case "read":
+		return c.RWMutex(name, nil).RLock(ctx)
+	case "write":
+		return c.RWMutex(name, nil).Lock(ctx)
+	case "permit":
+		return c.Semaphore(name, 1).Acquire(ctx)
+	}
+	return c.Mutex(name).Lock(ctx)
+}
+
 // holder is a running holder child process.
 type holder struct {
 	cmd   *exec.Cmd
@@ -159,12 +178,29 @@ type holder struct {
 	fence int64
 }
 
-// startHolder runs a holder child and waits until it holds the lock.
-func startHolder(t *testing.T, addr, name string, lease time.Duration) *holder {
+// startKindHolder runs a holder child that takes a lock of kind (see
+// lockKind) and waits until it holds it.
+func startKindHolder(t *testing.T, addr, name string, lease time.Duration, kind string) *holder {
 	t.Helper()
+	return startChild(t, addr, name, lease, kind, false)
+}
+
+// startWaiter runs a child that waits for a lock of kind that is held; it
+// returns once the child is about to wait.
+func startWaiter(t *testing.T, addr, name string, kind string) *holder {
+	t.Helper()
+	return startChild(t, addr, name, time.Second, kind, true)
+}
+
+func startChild(t *testing.T, addr, name string, lease time.Duration, kind string, waiter bool) *holder {
+	t.Helper()
+	w := "0"
+	if waiter {
+		w = "1"
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "LEASH_TEST_ADDR="+addr,
-		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String())
+	cmd.Env = append(os.Environ(), helperEnv+"=1", "LEASH_TEST_ADDR="+addr, "LEASH_TEST_WAITER="+w,
+		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String(), "LEASH_TEST_KIND="+kind)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -188,6 +224,12 @@ func startHolder(t *testing.T, addr, name string, lease time.Duration) *holder {
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
+	if waiter {
+		if l := h.next(t, 30*time.Second); l != "waiting" {
+			t.Fatalf("waiter said %q, want waiting", l)
+		}
+		return h
+	}
 	line := h.next(t, 30*time.Second)
 	f, ok := strings.CutPrefix(line, "acquired ")
 	if !ok {

@@ -1,0 +1,525 @@
+package leash_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/memstore"
+)
+
+func TestFairMutexServesArrivalOrder(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		holder := newClient(t, s, nil)
+		defer holder.Close()
+		h := mustLock(t, holder.FairMutex("fifo", nil), context.Background())
+		const n = 6
+		var (
+			mu    sync.Mutex
+			order []int
+			wg    sync.WaitGroup
+		)
+		for i := range n {
+			c := newClient(t, s, nil) // one client per waiter: the release reaches all of them
+			defer c.Close()
+			wg.Go(func() {
+				h, err := c.FairMutex("fifo", nil).Lock(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond)
+				_ = h.Unlock(context.Background())
+			})
+			synctest.Wait() // waiter i is queued before waiter i+1 arrives
+		}
+		before := s.acquires.Load()
+		mustUnlock(t, h)
+		wg.Wait()
+		for i, got := range order {
+			if got != i {
+				t.Fatalf("grant order = %v, want arrival order 0..%d", order, n-1)
+			}
+		}
+		// Each release woke only the head: one attempt per grant.
+		if got := s.acquires.Load() - before; got != n {
+			t.Errorf("acquire attempts for %d hand-offs = %d, want %d (no herd)", n, got, n)
+		}
+	})
+}
+
+func TestFairMutexWaiterThatGivesUpLeavesAtOnce(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.FairMutex("quit", nil)
+		h := mustLock(t, m, context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		quit := make(chan error, 1)
+		go func() {
+			_, err := m.Lock(ctx)
+			quit <- err
+		}()
+		synctest.Wait()
+		got := make(chan time.Time, 1)
+		go func() {
+			h2, err := m.Lock(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+			_ = h2.Unlock(context.Background())
+		}()
+		synctest.Wait()
+		if info, _ := s.Inspect(context.Background(), "quit"); info.Queued != 2 {
+			t.Fatalf("queued = %d, want 2", info.Queued)
+		}
+		cancel()
+		if err := <-quit; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled Lock = %v", err)
+		}
+		synctest.Wait()
+		if info, _ := s.Inspect(context.Background(), "quit"); info.Queued != 1 {
+			t.Errorf("queued after the head gave up = %d, want 1", info.Queued)
+		}
+		released := time.Now()
+		mustUnlock(t, h)
+		if at := <-got; at != released {
+			t.Errorf("the remaining waiter got the lock %v after the release, want at once", at.Sub(released))
+		}
+	})
+}
+
+func TestFairMutexDeadWaiterBlocksOneQueueLease(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		q := &leash.QueueOptions{QueueLease: 2 * time.Second}
+		m := c.FairMutex("dead", q)
+		h := mustLock(t, m, context.Background())
+		// A waiter that took a place and died: nobody renews its place.
+		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindFair, Name: "dead",
+			Owner: "dead-client:1", Lease: time.Minute, Wait: 2 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			h2, err := m.Lock(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+			_ = h2.Unlock(context.Background())
+		}()
+		synctest.Wait()
+		start := time.Now()
+		mustUnlock(t, h)
+		if d := (<-got).Sub(start); d > 2*time.Second+100*time.Millisecond {
+			t.Errorf("behind a dead waiter, got the lock after %v, want within one queue lease (2s)", d)
+		}
+	})
+}
+
+func TestFairMutexTryLockDoesNotQueue(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.FairMutex("try", nil)
+		h := mustLock(t, m, context.Background())
+		if _, err := m.TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("TryLock of a held fair lock = %v", err)
+		}
+		if info, _ := s.Inspect(context.Background(), "try"); info.Queued != 0 {
+			t.Errorf("TryLock took a place: queued = %d", info.Queued)
+		}
+		h2 := mustLock(t, m, h.Context()) // re-entry
+		if h2.Fence() != h.Fence() {
+			t.Errorf("fair re-entry fence %d, want %d", h2.Fence(), h.Fence())
+		}
+		mustUnlock(t, h2)
+		mustUnlock(t, h)
+	})
+}
+
+func TestRWMutexReadersShareAndWriterIsNotStarved(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c1, c2 := newClient(t, s, &leash.Options{Lease: time.Second}), newClient(t, s, nil)
+		defer c1.Close()
+		defer c2.Close()
+		rw1, rw2 := c1.RWMutex("doc", nil), c2.RWMutex("doc", nil)
+		r1 := mustLock(t, readLocker{rw1}, context.Background())
+		r2 := mustLock(t, readLocker{rw2}, context.Background())
+		if r2.Kind() != leash.KindRead || r1.Fence() == r2.Fence() {
+			t.Errorf("readers: kind %v, fences %d and %d; want two read grants with their own tokens", r2.Kind(), r1.Fence(), r2.Fence())
+		}
+		time.Sleep(3 * time.Second) // three leases: each reader renewed by its watchdog
+		wrote := make(chan *leash.Hold, 1)
+		go func() {
+			w, err := rw2.Lock(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			wrote <- w
+		}()
+		synctest.Wait()
+		// A writer waits: a new reader must wait too.
+		if _, err := rw1.TryRLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("new reader while a writer waits = %v, want ErrNotAcquired", err)
+		}
+		lateReader := make(chan *leash.Hold, 1)
+		go func() {
+			r, err := rw1.RLock(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			lateReader <- r
+		}()
+		synctest.Wait()
+		mustUnlock(t, r1)
+		synctest.Wait()
+		if len(wrote) != 0 {
+			t.Fatal("writer got the lock while a reader still held it")
+		}
+		mustUnlock(t, r2)
+		w := <-wrote
+		synctest.Wait()
+		if len(lateReader) != 0 {
+			t.Fatal("reader got in while the writer held the lock")
+		}
+		mustUnlock(t, w)
+		r3 := <-lateReader
+		mustUnlock(t, r3)
+	})
+}
+
+// readLocker adapts RLock to mustLock.
+type readLocker struct{ rw *leash.RWMutex }
+
+func (r readLocker) Lock(ctx context.Context) (*leash.Hold, error) { return r.rw.RLock(ctx) }
+
+func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c, other := newClient(t, s, nil), newClient(t, s, nil)
+		defer c.Close()
+		defer other.Close()
+		rw := c.RWMutex("rw", nil)
+		w := mustLock(t, rw, context.Background())
+		w2 := mustLock(t, rw, w.Context()) // writer re-entry
+		if w2.Fence() != w.Fence() {
+			t.Errorf("write re-entry fence %d, want %d", w2.Fence(), w.Fence())
+		}
+		mustUnlock(t, w2)
+		r := mustLock(t, readLocker{rw}, w.Context()) // downgrade: at once
+		if r.Kind() != leash.KindRead {
+			t.Fatalf("downgrade hold kind = %v", r.Kind())
+		}
+		// Inside the read hold, Lock re-enters the write lock it came from.
+		w3 := mustLock(t, rw, r.Context())
+		if w3.Fence() != w.Fence() {
+			t.Errorf("write lock from inside the downgrade = fence %d, want the writer's %d", w3.Fence(), w.Fence())
+		}
+		mustUnlock(t, w3)
+		mustUnlock(t, w)
+		if _, err := other.RWMutex("rw", nil).TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("writer after the downgrade = %v, want ErrNotAcquired (a reader holds)", err)
+		}
+		r2 := mustLock(t, readLocker{other.RWMutex("rw", nil)}, context.Background())
+		mustUnlock(t, r2)
+		// Now only a reader: upgrading through its context is refused at once.
+		if _, err := rw.Lock(r.Context()); !errors.Is(err, leash.ErrUpgrade) {
+			t.Errorf("Lock with a read hold's context = %v, want ErrUpgrade", err)
+		}
+		// An explicit owner holding a read lease is refused by the store.
+		ctx := leash.WithOwner(context.Background(), "job-1")
+		jr := mustLock(t, readLocker{rw}, ctx)
+		if _, err := rw.Lock(ctx); !errors.Is(err, leash.ErrUpgrade) {
+			t.Errorf("write Lock by an owner holding a read lease = %v, want ErrUpgrade", err)
+		}
+		mustUnlock(t, jr)
+		mustUnlock(t, r)
+		h := mustLock(t, other.RWMutex("rw", nil), context.Background())
+		mustUnlock(t, h)
+	})
+}
+
+func TestRWMutexCrashedReaderFreesItsShareAlone(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		// A reader that crashed: its lease is never renewed.
+		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindRead, Name: "share",
+			Owner: "crashed:1", Lease: 3 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		live := mustLock(t, readLocker{c.RWMutex("share", nil)}, context.Background())
+		start := time.Now()
+		got := make(chan time.Time, 1)
+		go func() {
+			w, err := c.RWMutex("share", nil).Lock(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+			_ = w.Unlock(context.Background())
+		}()
+		time.Sleep(5 * time.Second)
+		mustUnlock(t, live) // the live reader leaves at 5s; the crashed one left at 3s
+		if d := (<-got).Sub(start); d != 5*time.Second {
+			t.Errorf("writer got the lock at %v, want 5s (when the live reader left)", d)
+		}
+	})
+}
+
+func TestSemaphore(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		sem := c.Semaphore("pool", 2)
+		a := mustLock(t, semLocker{sem}, context.Background())
+		b := mustLock(t, semLocker{sem}, a.Context()) // no re-entry: another permit
+		if b.Fence() <= a.Fence() || b.Owner() == a.Owner() {
+			t.Errorf("second permit = owner %q fence %d, want a permit of its own", b.Owner(), b.Fence())
+		}
+		time.Sleep(3 * time.Second) // permits renewed by the watchdog
+		if _, err := sem.TryAcquire(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("third permit of 2 = %v, want ErrNotAcquired", err)
+		}
+		got := make(chan *leash.Hold, 1)
+		go func() {
+			h, err := sem.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		synctest.Wait()
+		released := time.Now()
+		mustUnlock(t, a)
+		third := <-got
+		if time.Since(released) != 0 {
+			t.Errorf("waiter got the permit %v after the release, want at once", time.Since(released))
+		}
+		if err := a.Unlock(context.Background()); !errors.Is(err, leash.ErrNotHeld) {
+			t.Errorf("releasing a permit twice = %v, want ErrNotHeld", err)
+		}
+		// Grow the semaphore while permits are held: a waiter gets in.
+		go func() {
+			h, err := sem.Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		synctest.Wait()
+		if err := c.Semaphore("pool", 99).SetPermits(context.Background(), 3); err != nil {
+			t.Fatal(err)
+		}
+		fourth := <-got
+		if info, _ := s.Inspect(context.Background(), "pool"); info.Permits != 3 || len(info.Owners) != 3 {
+			t.Errorf("Inspect = %+v, want 3 permits, 3 held", info)
+		}
+		for _, h := range []*leash.Hold{b, third, fourth} {
+			mustUnlock(t, h)
+		}
+		if err := sem.SetPermits(context.Background(), 0); !errors.Is(err, leash.ErrInvalidArgument) {
+			t.Errorf("SetPermits(0) = %v, want ErrInvalidArgument", err)
+		}
+		if _, err := c.Semaphore("bad", 0).Acquire(context.Background()); !errors.Is(err, leash.ErrInvalidArgument) {
+			t.Errorf("Semaphore with 0 permits = %v, want ErrInvalidArgument", err)
+		}
+	})
+}
+
+type semLocker struct{ s *leash.Semaphore }
+
+func (l semLocker) Lock(ctx context.Context) (*leash.Hold, error) { return l.s.Acquire(ctx) }
+
+func TestSemaphoreCrashedHolderReturnsPermit(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindPermit, Name: "one",
+			Owner: "crashed:1", Lease: 2 * time.Second, Permits: 1}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		h := mustLock(t, semLocker{c.Semaphore("one", 1)}, context.Background())
+		defer mustUnlock(t, h)
+		if d := time.Since(start); d < 2*time.Second || d > 2*time.Second+100*time.Millisecond {
+			t.Errorf("permit of a crashed holder returned after %v, want one lease (2s)", d)
+		}
+	})
+}
+
+func TestMultiLockAllOrNothing(t *testing.T) {
+	for name, newStore := range map[string]func() leash.Store{
+		"one step":     func() leash.Store { return memstore.New() },
+		"name by name": func() leash.Store { return singleStore{memstore.New()} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				s := newStore()
+				c, other := newClient(t, s, nil), newClient(t, s, nil)
+				defer c.Close()
+				defer other.Close()
+				blocker := mustLock(t, other.Mutex("b"), context.Background())
+				m := c.MultiLock([]string{"c", "a", "b"})
+				if _, err := m.TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+					t.Fatalf("TryLock with b held = %v", err)
+				}
+				for _, n := range []string{"a", "c"} {
+					if heldBy(t, s, n) != "" {
+						t.Errorf("%q held after a failed TryLock: not all or nothing", n)
+					}
+				}
+				got := make(chan *leash.Hold, 1)
+				go func() {
+					h, err := m.Lock(context.Background())
+					if err != nil {
+						t.Error(err)
+					}
+					got <- h
+				}()
+				time.Sleep(90 * time.Second) // three leases: groups held while waiting stay renewed
+				mustUnlock(t, blocker)
+				h := <-got
+				if got := h.Names(); fmt.Sprint(got) != "[a b c]" {
+					t.Errorf("Names = %v", got)
+				}
+				for _, n := range []string{"a", "b", "c"} {
+					if heldBy(t, s, n) != h.Owner() || h.FenceOf(n) <= 0 {
+						t.Errorf("%q: held by %q with fence %d, want the multi-lock", n, heldBy(t, s, n), h.FenceOf(n))
+					}
+				}
+				if h.FenceOf("b") <= blocker.Fence() || h.Fence() < h.FenceOf("a") {
+					t.Errorf("fences: b %d (blocker %d), max %d", h.FenceOf("b"), blocker.Fence(), h.Fence())
+				}
+				h2 := mustLock(t, m, h.Context()) // re-entry
+				mustUnlock(t, h2)
+				if _, err := c.Mutex("a").Lock(h.Context()); !errors.Is(err, leash.ErrInvalidArgument) {
+					t.Errorf("Mutex on a name held by a MultiLock in this context = %v, want ErrInvalidArgument", err)
+				}
+				mustUnlock(t, h)
+				for _, n := range []string{"a", "b", "c"} {
+					if heldBy(t, s, n) != "" {
+						t.Errorf("%q held after Unlock", n)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestMultiLockRollsBackWhenItGivesUp(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := singleStore{memstore.New()}
+		c, other := newClient(t, s, nil), newClient(t, s, nil)
+		defer c.Close()
+		defer other.Close()
+		blocker := mustLock(t, other.Mutex("z"), context.Background())
+		defer mustUnlock(t, blocker)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.MultiLock([]string{"a", "z"}).Lock(ctx)
+		if !errors.Is(err, leash.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock = %v, want ErrNotAcquired and DeadlineExceeded", err)
+		}
+		if heldBy(t, s, "a") != "" {
+			t.Errorf("\"a\" left held after the multi-lock gave up")
+		}
+	})
+}
+
+func TestMultiLocksOverlappingDoNotDeadlock(t *testing.T) {
+	for name, s := range map[string]leash.Store{"one step": memstore.New(), "name by name": singleStore{memstore.New()}} {
+		t.Run(name, func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				sets := [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}, {"a", "b", "c"}}
+				var (
+					wg   sync.WaitGroup
+					held [3]atomic.Int32
+				)
+				for i, set := range sets {
+					c := newClient(t, s, nil)
+					defer c.Close()
+					wg.Go(func() {
+						for range 20 {
+							h, err := c.MultiLock(set).Lock(context.Background())
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							for _, n := range set {
+								if held[n[0]-'a'].Add(1) != 1 {
+									t.Errorf("client %d: %q held twice", i, n)
+								}
+							}
+							time.Sleep(time.Millisecond)
+							for _, n := range set {
+								held[n[0]-'a'].Add(-1)
+							}
+							_ = h.Unlock(context.Background())
+						}
+					})
+				}
+				wg.Wait() // a deadlock would block the bubble here
+			})
+		})
+	}
+}
+
+func TestMultiLockLosesWholeHold(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: 3 * time.Second})
+		defer c.Close()
+		h := mustLock(t, c.MultiLock([]string{"x", "y"}), context.Background())
+		if _, err := s.ForceRelease(context.Background(), "y"); err != nil {
+			t.Fatal(err)
+		}
+		wantLost(t, h, leash.ReasonReleasedElsewhere)
+		if err := h.Unlock(context.Background()); !errors.Is(err, leash.ErrLost) {
+			t.Errorf("Unlock = %v, want the loss", err)
+		}
+		if heldBy(t, s, "x") != "" {
+			t.Errorf("\"x\" left held")
+		}
+	})
+}
+
+func TestMultiLockRejectsBadNames(t *testing.T) {
+	c := newClient(t, memstore.New(), nil)
+	defer c.Close()
+	for name, names := range map[string][]string{"none": nil, "twice": {"a", "b", "a"}, "bad name": {"a", ""}} {
+		if _, err := c.MultiLock(names).TryLock(context.Background()); !errors.Is(err, leash.ErrInvalidArgument) {
+			t.Errorf("%s: TryLock = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+}
+
+// singleStore hides memstore's MultiStore, so MultiLock takes names one at
+// a time in order: its Partition method, of another signature, shadows the
+// promoted one, and the type no longer implements leash.MultiStore.
+type singleStore struct{ *memstore.Store }
+
+func (singleStore) Partition() {}
+
+var _ = func() bool { _, ok := leash.Store(singleStore{}).(leash.MultiStore); return !ok }
