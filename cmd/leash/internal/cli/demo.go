@@ -96,10 +96,9 @@ func runDemo(e *env, args []string) int {
 		d.prefix = "leash-demo/" + hex.EncodeToString(b[:]) + "/"
 		fmt.Fprintf(e.stdout, "leash demo: on %s (%s), lock names under %s\n", redact(url), storeEnv, d.prefix)
 	}
-	c, err := openStore(ctx, url)
+	c, err := openStore(ctx, storeFlags{url: url})
 	if err != nil {
-		e.errorf("demo: %v", err)
-		return exitStore
+		return e.fail("demo", err)
 	}
 	defer c.Close()
 	d.url, d.rdb, d.store = url, c.rdb, c
@@ -458,10 +457,9 @@ func cmdDemoHolder() *command {
 
 func demoHolderMain(e *env, url, name, mode string) int {
 	ctx := context.Background()
-	conn, err := openStore(ctx, url)
+	conn, err := openStore(ctx, storeFlags{url: url})
 	if err != nil {
-		e.errorf("demo-holder: %v", err)
-		return exitStore
+		return e.fail("demo-holder", err)
 	}
 	defer conn.Close()
 	c, err := leash.New(conn.store, &leash.Options{Lease: time.Second})
