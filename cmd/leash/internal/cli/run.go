@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -132,10 +133,8 @@ type runConfig struct {
 	quiet     bool
 }
 
-// parseRun parses and checks leash run's command line, without any network call.
-func parseRun(e *env, argv []string) (*runConfig, error) {
-	c := cmdRun()
-	fs := flags(e, c)
+// defineRunFlags defines leash run's flags on fs, bound to a new runConfig.
+func defineRunFlags(fs *flag.FlagSet) *runConfig {
 	r := &runConfig{}
 	r.store.register(fs)
 	r.wait = durationVar(fs, "wait", 0, "give up when the lock is not free within `duration`")
@@ -145,6 +144,14 @@ func parseRun(e *env, argv []string) (*runConfig, error) {
 	r.atLeast = durationVar(fs, "at-least", 0, "keep the lock this `duration` after taking it")
 	r.killAfter = durationVar(fs, "kill-after", defaultKillAfter, "SIGKILL the command this `duration` after SIGTERM on loss")
 	fs.BoolVar(&r.quiet, "quiet", false, "print nothing when the lock is not acquired")
+	return r
+}
+
+// parseRun parses and checks leash run's command line, without any network call.
+func parseRun(e *env, argv []string) (*runConfig, error) {
+	c := cmdRun()
+	fs := flags(e, c)
+	r := defineRunFlags(fs)
 	a, err := parseArgs(e, c, fs, argv)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,10 @@ const storeEnv = "LEASH_STORE"
 const (
 	// dialTimeout bounds each connection attempt unless the URL sets dial_timeout.
 	dialTimeout = 3 * time.Second
+	// dialerRetries is how many times go-redis dials before a command fails,
+	// unless the URL sets dialer_retries: a refused connection is reported
+	// in a fraction of a second, not after go-redis's five tries per retry.
+	dialerRetries = 1
 	// pingTimeout bounds the first round trip, which proves the store answers.
 	pingTimeout = 5 * time.Second
 )
@@ -62,7 +66,8 @@ A Redis ACL user for leash needs the lock and companion keys, the release
 channels, and the commands its scripts run. For example:
 
   ACL SETUSER leash on >PASSWORD ~* &redisson_lock__channel:* \
-      +@read +@write +@scripting +@pubsub +@connection +@keyspace -@dangerous +cluster|slots +cluster|shards
+      +@read +@write +@scripting +@pubsub +@connection +@keyspace +time -@dangerous \
+      +cluster|slots +cluster|shards
 
 Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 
@@ -173,6 +178,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 		cfg.single, err = redis.ParseURL(u.String())
 		if err == nil {
 			cfg.single.DialTimeout = orDefault(cfg.single.DialTimeout, dialTimeout)
+			cfg.single.DialerRetries = max(cfg.single.DialerRetries, dialerRetries)
 			cfg.single.ContextTimeoutEnabled = true
 		}
 	case "sentinel":
@@ -195,6 +201,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 			cfg.failover.SentinelUsername, cfg.failover.SentinelPassword = user, pass
 			cfg.failover.Username, cfg.failover.Password = userPassword(u)
 			cfg.failover.DialTimeout = orDefault(cfg.failover.DialTimeout, dialTimeout)
+			cfg.failover.DialerRetries = max(cfg.failover.DialerRetries, dialerRetries)
 			cfg.failover.ContextTimeoutEnabled = true
 		}
 	case "cluster":
@@ -210,6 +217,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 		cfg.cluster, err = redis.ParseClusterURL(cu.String())
 		if err == nil {
 			cfg.cluster.DialTimeout = orDefault(cfg.cluster.DialTimeout, dialTimeout)
+			cfg.cluster.DialerRetries = max(cfg.cluster.DialerRetries, dialerRetries)
 			cfg.cluster.ContextTimeoutEnabled = true
 		}
 	}
@@ -399,7 +407,7 @@ func (c *conn) fail(err error) error {
 		badCert   x509.CertificateInvalidError
 		verify    *tls.CertificateVerificationError
 		notTLS    tls.RecordHeaderError
-		alert     tls.AlertError
+		opErr     *net.OpError
 		dnsErr    *net.DNSError
 		netErr    net.Error
 		msg       = strings.TrimPrefix(err.Error(), "leash: ")
@@ -411,13 +419,13 @@ func (c *conn) fail(err error) error {
 	case redis.IsAuthError(err) || redis.HasErrorPrefix(err, "ERR AUTH") || redis.HasErrorPrefix(err, "ERR invalid password"):
 		status, format = exitAuth, "the store at %s refused the credentials: %s"
 		whatToDo = "check the user and password in the URL"
-	case redis.IsPermissionError(err):
+	case redis.IsPermissionError(err) || strings.Contains(msg, "user executing the script can't run"):
 		status, format = exitAuth, "the store at %s denied a command to this user: %s"
 		whatToDo = "the ACL user needs the commands and channels in 'leash help store'"
 	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert), errors.As(err, &verify):
 		status, format = exitAuth, "cannot verify the TLS certificate of the store at %s: %s"
 		whatToDo = "pass --ca-file with the CA that signed it, and connect by a name the certificate carries"
-	case errors.As(err, &alert):
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
 		status, format = exitAuth, "the store at %s refused the TLS handshake: %s"
 		whatToDo = "if it verifies clients, pass --cert-file and --key-file"
 	case errors.As(err, &notTLS):
@@ -430,6 +438,9 @@ func (c *conn) fail(err error) error {
 		whatToDo = "the server closed the connection; if it serves TLS on this port, use rediss://"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		format = "the store at %s did not answer in time: %s"
+		if strings.HasPrefix(c.desc, "rediss") {
+			whatToDo = "if the server does not serve TLS on this port, use redis://"
+		}
 	}
 	line := fmt.Sprintf(format, c.desc, msg)
 	if whatToDo != "" {
