@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 //	start <unix ns> <id> name=<LEASH_NAME> fence=<LEASH_FENCE> owner=<LEASH_OWNER> pid=<pid>
 //	grandchild <pid>      (with -grandchild)
 //	ready <id>            signal handlers are installed
+//	read "<line>" <err>   with -read, the line read from stdin
 //	signal <id> <SIGNAME> for each forwarded signal
 //	end <unix ns> <id>    just before a normal exit with -exit
 func childMain(args []string) int {
@@ -65,6 +66,7 @@ func childMain(args []string) int {
 	code := fs.Int("exit", 0, "exit status")
 	ignoreTerm := fs.Bool("ignore-term", false, "log SIGTERM and keep running")
 	grandchild := fs.Bool("grandchild", false, "start a grandchild that ignores SIGTERM")
+	readLine := fs.Bool("read", false, "read a line from stdin and log it")
 	_ = fs.Parse(args)
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, forwarded...)
@@ -86,6 +88,10 @@ func childMain(args []string) int {
 		say("grandchild %d", gc.Process.Pid)
 	}
 	say("ready %s", *id)
+	if *readLine {
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		say("read %q %v", strings.TrimSpace(line), err)
+	}
 	done := time.After(*sleep)
 	for {
 		select {

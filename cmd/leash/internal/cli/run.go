@@ -57,8 +57,9 @@ is left to the lease on the server, not to a sleeping process. Use it with
 --no-wait, or a late host would wait for the lock and then run the job too.
 
 The command. COMMAND is looked up in PATH before the lock is taken. It runs
-in its own process group, with leash's standard input and output, and gets
-these variables in its environment:
+in its own process group (at an interactive terminal, that group gets the
+terminal, so the command can read it), with leash's standard input and
+output, and gets these variables in its environment:
 
   LEASH_NAME    the lock name
   LEASH_FENCE   the fencing token of this hold: larger than that of every
@@ -348,6 +349,12 @@ func (rn *runner) run() int {
 	// Its own process group, so that a lost lock stops all of it; SIGKILL
 	// if leash dies, since then nobody renews the lock.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	tty := foregroundTTY()
+	if tty >= 0 {
+		// At a terminal, the command's group gets it (see terminal.go).
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+		defer reclaimTTY(tty)
+	}
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		_ = hold.Unlock(context.Background())
