@@ -164,7 +164,14 @@ type proc struct {
 // startLeash starts the leash binary with args against the store URL.
 func startLeash(t *testing.T, store string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(leashBinary(t), args...), done: make(chan struct{})}
+	return startCommand(t, store, append([]string{leashBinary(t)}, args...))
+}
+
+// startCommand starts argv, a command line that runs leash, against the
+// store URL.
+func startCommand(t *testing.T, store string, argv []string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	// GORACE: a race-enabled binary otherwise sleeps 1s at exit.
 	p.cmd.Env = append(os.Environ(), storeEnv+"="+store, roleEnv+"=child", "GORACE=atexit_sleep_ms=0 "+os.Getenv("GORACE"))
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr

@@ -69,7 +69,8 @@ output, and gets these variables in its environment:
 
 Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
 are passed on to the command's process group. While leash is still waiting
-for the lock, they make it stop waiting and exit with 128+N.
+for the lock, they make it stop waiting and exit with 128+N. A signal that
+leash was started with ignored (SIGHUP under nohup) stays ignored.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -206,7 +207,7 @@ func runRun(e *env, argv []string) int {
 	// From here on, the forwarded signals are ours: they stop the wait, or
 	// go to the command.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, caught()...)
 	defer signal.Stop(sigs)
 
 	conn, err := newConn(r.store, r.name)
@@ -234,6 +235,19 @@ func runRun(e *env, argv []string) int {
 	}
 	defer c.Close()
 	return (&runner{e: e, r: r, c: c, conn: conn, sigs: sigs}).run()
+}
+
+// caught returns the forwarded signals that leash was not started with
+// ignored. An ignored signal stays ignored, for leash and the command alike:
+// under nohup, SIGHUP must not reach the command through leash.
+func caught() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range forwarded {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
 }
 
 // lookPath finds the command before the lock is taken, so that a typo in a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -321,6 +322,37 @@ func TestRunForwardsSignals(t *testing.T) {
 		t.Errorf("leash run exited %d after the command exited on SIGTERM, want %d; stderr:\n%s", status, exitSignal+15, p.stderr.String())
 	}
 	assertFree(t, newRDB(t, srv.Addr), name)
+}
+
+func TestRunKeepsIgnoredSignalsIgnored(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup")
+	}
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	// nohup starts leash with SIGHUP ignored.
+	p := startCommand(t, "redis://"+srv.Addr, append([]string{nohup, leashBinary(t)}, runArgs(name, nil, child(log, "-sleep", "1m"))...))
+	waitLog(t, log, "ready ", 30*time.Second)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Signals reach leash in order: once SIGUSR1 is through, SIGHUP would be.
+	waitLog(t, log, "signal child SIGUSR1", 10*time.Second)
+	for _, l := range readLog(log) {
+		if l == "signal child SIGHUP" {
+			t.Error("SIGHUP reached the command although leash runs under nohup")
+		}
+	}
+	if p.exited() {
+		t.Fatalf("leash exited on SIGHUP under nohup; stderr:\n%s", p.stderr.String())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if status := p.wait(t, 10*time.Second); status != exitSignal+int(syscall.SIGTERM) {
+		t.Errorf("leash exited %d, want %d", status, exitSignal+15)
+	}
 }
 
 func TestRunSignalWhileWaiting(t *testing.T) {
