@@ -91,6 +91,12 @@ func TestShowLsUnlock(t *testing.T) {
 				t.Errorf("column %s is not aligned:\n%s", col, out)
 			}
 		}
+		// A key of the same name that is no lock is an error from the store, not an outage.
+		rdb := newRDB(t, srv.Addr)
+		rdb.Set(ctx, prefix+"string", "x", time.Minute)
+		if status, _, stderr := run(t, "show", prefix+"string"); status != exitStore || !strings.Contains(stderr, "answered with an error: ") {
+			t.Errorf("show of a string key = %d, %q", status, stderr)
+		}
 		status, out, stderr := run(t, "ls", prefix+"nothing*")
 		if status != 0 || out != "" || !strings.Contains(stderr, "no held lock matches") {
 			t.Errorf("ls with no match = %d, %q, %q", status, out, stderr)

@@ -408,6 +408,7 @@ func (c *conn) fail(err error) error {
 		verify    *tls.CertificateVerificationError
 		notTLS    tls.RecordHeaderError
 		opErr     *net.OpError
+		replyErr  redis.Error
 		dnsErr    *net.DNSError
 		netErr    net.Error
 		msg       = strings.TrimPrefix(err.Error(), "leash: ")
@@ -436,6 +437,8 @@ func (c *conn) fail(err error) error {
 		whatToDo = "is the server running, on this host and port?"
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		whatToDo = "the server closed the connection; if it serves TLS on this port, use rediss://"
+	case errors.As(err, &replyErr):
+		format = "the store at %s answered with an error: %s"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		format = "the store at %s did not answer in time: %s"
 		if strings.HasPrefix(c.desc, "rediss") {
