@@ -3,12 +3,14 @@
 package cli
 
 import (
-	"flag"
+	"context"
 	"fmt"
 	"io"
 	"runtime/debug"
-	"sort"
 	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A command is one subcommand, in the manner of cmd/go's base.Command.
@@ -31,13 +33,49 @@ func (e *env) errorf(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "leash: "+format+"\n", args...)
 }
 
+// fail prints err as one line for the command cmd and returns its exit status.
+func (e *env) fail(cmd string, err error) int {
+	e.errorf("%s: %s", cmd, strings.TrimPrefix(err.Error(), "leash: "))
+	return statusOf(err)
+}
+
 func commands() []*command {
-	return []*command{cmdDemo(), cmdVersion(), cmdDemoHolder()}
+	return []*command{cmdRun(), cmdLs(), cmdShow(), cmdUnlock(), cmdDemo(), cmdVersion(), cmdDemoHolder()}
+}
+
+// silenceRedis keeps go-redis's own log lines (one per failed dial) off
+// stderr: leash reports each failure in one line of its own.
+var silenceRedis sync.Once
+
+type discard struct{}
+
+func (discard) Printf(context.Context, string, ...any) {}
+
+// A topic is a help page that is not a command.
+type topic struct {
+	name, short string
+	text        func(w io.Writer)
+}
+
+func topics() []topic {
+	return []topic{
+		{"store", "store URLs, TLS, ACL users, Sentinel and Cluster", func(w io.Writer) {
+			fmt.Fprintln(w, strings.TrimSpace(storeHelp))
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, strings.TrimSpace(aclHelp))
+		}},
+		{"exit-status", "what leash's exit statuses mean", func(w io.Writer) {
+			fmt.Fprintln(w, "Exit statuses of leash:")
+			fmt.Fprintln(w)
+			printExitStatuses(w)
+		}},
+	}
 }
 
 // Main runs the leash command with args (without the program name) and
 // returns the exit status.
 func Main(args []string, stdout, stderr io.Writer) int {
+	silenceRedis.Do(func() { redis.SetLogger(discard{}) })
 	e := &env{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		usage(e.stderr)
@@ -58,15 +96,35 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, "leash runs work under distributed locks.\n\nUsage:\n\n\tleash <command> [arguments]\n\nCommands:\n\n")
-	cs := commands()
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
+	fmt.Fprint(w, `leash runs work under distributed locks held in Redis: a distributed flock.
+
+Usage:
+
+	leash <command> [arguments]
+
+Commands:
+
+`)
+	for _, c := range commands() {
 		if !c.hidden {
-			fmt.Fprintf(w, "\t%-10s %s\n", c.name, c.short)
+			fmt.Fprintf(w, "\t%-12s %s\n", c.name, c.short)
 		}
 	}
-	fmt.Fprint(w, "\nRun 'leash help <command>' for more about a command.\n")
+	fmt.Fprint(w, "\nHelp topics:\n\n")
+	for _, t := range topics() {
+		fmt.Fprintf(w, "\t%-12s %s\n", t.name, t.short)
+	}
+	fmt.Fprint(w, `
+Examples:
+
+	export LEASH_STORE=redis://127.0.0.1:6379/0
+	leash run --no-wait --at-least 10m nightly-report -- ./report.sh
+	leash ls 'billing/*'
+	leash show nightly-report --json
+	leash unlock --force nightly-report
+
+Run 'leash help <command>' or 'leash help <topic>' for more.
+`)
 }
 
 func help(e *env, args []string) int {
@@ -74,9 +132,19 @@ func help(e *env, args []string) int {
 		usage(e.stdout)
 		return exitOK
 	}
+	if len(args) > 1 {
+		e.errorf("help takes one command or topic, got %q", args)
+		return exitUsage
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			fmt.Fprintf(e.stdout, "usage: leash %s\n\n%s\n", c.usage, strings.TrimSpace(c.long))
+			printHelp(e.stdout, c)
+			return exitOK
+		}
+	}
+	for _, t := range topics() {
+		if t.name == args[0] {
+			t.text(e.stdout)
 			return exitOK
 		}
 	}
@@ -84,14 +152,9 @@ func help(e *env, args []string) int {
 	return exitUsage
 }
 
-// flags returns a FlagSet for c whose errors go to e.stderr.
-func flags(e *env, c *command) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: leash %s\nRun 'leash help %s' for details.\n", c.usage, c.name)
-	}
-	return fs
+// printHelp prints a command's full help.
+func printHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: leash %s\n\n%s\n", c.usage, strings.TrimSpace(c.long))
 }
 
 func cmdVersion() *command {
@@ -99,8 +162,18 @@ func cmdVersion() *command {
 		name:  "version",
 		usage: "version",
 		short: "print the leash version",
-		long:  "Version prints the version of leash and of the Go toolchain that built it.",
+		long: `
+Version prints the version of leash and of the Go toolchain that built it.
+
+Example:
+
+  $ leash version
+  leash v0.3.0 (go1.26.8)`,
 		run: func(e *env, args []string) int {
+			if len(args) != 0 {
+				e.errorf("version takes no arguments")
+				return exitUsage
+			}
 			version, goVersion := "(devel)", "unknown"
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				goVersion = bi.GoVersion

@@ -66,11 +66,13 @@ type demo struct {
 }
 
 func runDemo(e *env, args []string) int {
-	fs := flags(e, cmdDemo())
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	c := cmdDemo()
+	fs := flags(e, c)
+	a, err := parseArgs(e, c, fs, args)
+	if err != nil {
+		return exitParse(err)
 	}
-	if fs.NArg() != 0 {
+	if len(a.operands) != 0 || a.dash {
 		fs.Usage()
 		return exitUsage
 	}
@@ -96,13 +98,12 @@ func runDemo(e *env, args []string) int {
 		d.prefix = "leash-demo/" + hex.EncodeToString(b[:]) + "/"
 		fmt.Fprintf(e.stdout, "leash demo: on %s (%s), lock names under %s\n", redact(url), storeEnv, d.prefix)
 	}
-	c, err := openStore(ctx, url)
+	conn, err := openStore(ctx, storeFlags{url: url})
 	if err != nil {
-		e.errorf("demo: %v", err)
-		return exitStore
+		return e.fail("demo", err)
 	}
-	defer c.Close()
-	d.url, d.rdb, d.store = url, c.rdb, c
+	defer conn.Close()
+	d.url, d.rdb, d.store = url, conn.rdb, conn
 	d.tl.start = time.Now()
 
 	for _, scene := range []func(context.Context) error{d.contention, d.watchdog, d.crash, d.fencing} {
@@ -458,10 +459,9 @@ func cmdDemoHolder() *command {
 
 func demoHolderMain(e *env, url, name, mode string) int {
 	ctx := context.Background()
-	conn, err := openStore(ctx, url)
+	conn, err := openStore(ctx, storeFlags{url: url})
 	if err != nil {
-		e.errorf("demo-holder: %v", err)
-		return exitStore
+		return e.fail("demo-holder", err)
 	}
 	defer conn.Close()
 	c, err := leash.New(conn.store, &leash.Options{Lease: time.Second})

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leash-go/leash"
+)
+
+// lockJSON is the --json form of a lock's state, as ls and show print it.
+type lockJSON struct {
+	Name string `json:"name"`
+	Held bool   `json:"held"`
+	// Owners are the holders and their hold counts; empty when free.
+	Owners []ownerJSON `json:"owners"`
+	// RemainingMS is the lease left, in milliseconds; null when not held.
+	RemainingMS *int64 `json:"remaining_ms"`
+	// Fence is the last fencing token granted for the name; 0 if none.
+	Fence int64 `json:"fence"`
+	// Waiters is the number of clients waiting; null when unknown.
+	Waiters *int `json:"waiters"`
+}
+
+type ownerJSON struct {
+	Owner string `json:"owner"`
+	Holds int    `json:"holds"`
+}
+
+func toJSON(info leash.Info) lockJSON {
+	j := lockJSON{Name: info.Name, Held: info.Held, Owners: []ownerJSON{}, Fence: info.Fence}
+	for _, o := range info.Owners {
+		j.Owners = append(j.Owners, ownerJSON{o.Owner, o.Holds})
+	}
+	if info.Held && info.Remaining >= 0 {
+		ms := info.Remaining.Milliseconds()
+		j.RemainingMS = &ms
+	}
+	if info.Waiters >= 0 {
+		w := info.Waiters
+		j.Waiters = &w
+	}
+	return j
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// remaining formats a lease left for people.
+func remaining(info leash.Info) string {
+	switch {
+	case !info.Held:
+		return "-"
+	case info.Remaining < 0:
+		return "no expiry"
+	}
+	return info.Remaining.Round(time.Millisecond).String()
+}
+
+func fence(info leash.Info) string {
+	if info.Fence == 0 {
+		return "none"
+	}
+	return strconv.FormatInt(info.Fence, 10)
+}
+
+func waiters(info leash.Info) string {
+	if info.Waiters < 0 {
+		return "unknown"
+	}
+	return strconv.Itoa(info.Waiters)
+}
+
+// printLock writes one lock's state as aligned "field  value" lines.
+func printLock(w io.Writer, info leash.Info) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
+	if !info.Held {
+		fmt.Fprintf(tw, "state\tfree\n")
+	} else {
+		fmt.Fprintf(tw, "state\theld\n")
+		for _, o := range info.Owners {
+			fmt.Fprintf(tw, "holder\t%s\n", o.Owner)
+			fmt.Fprintf(tw, "holds\t%d\n", o.Holds)
+		}
+		fmt.Fprintf(tw, "remaining\t%s\n", remaining(info))
+	}
+	fmt.Fprintf(tw, "fence\t%s\n", fence(info))
+	fmt.Fprintf(tw, "waiters\t%s\n", waiters(info))
+	tw.Flush()
+}
+
+// printLocks writes locks as an aligned table with a header.
+func printLocks(w io.Writer, infos []leash.Info) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tHOLDER\tHOLDS\tREMAINING\tFENCE\tWAITERS")
+	for _, info := range infos {
+		holder, holds := "-", "-"
+		if len(info.Owners) > 0 {
+			holder, holds = info.Owners[0].Owner, strconv.Itoa(info.Owners[0].Holds)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, holder, holds, remaining(info), fence(info), waiters(info))
+		for _, o := range info.Owners[min(1, len(info.Owners)):] {
+			fmt.Fprintf(tw, "\t%s\t%d\t\t\t\n", o.Owner, o.Holds)
+		}
+	}
+	tw.Flush()
+}

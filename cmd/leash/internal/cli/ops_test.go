@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+)
+
+func TestShowLsUnlock(t *testing.T) {
+	srv := sharedRedis(t)
+	t.Setenv(storeEnv, "redis://"+srv.Addr)
+	ctx := ctxFor(t)
+	c := newClient(t, srv.Addr, nil)
+	prefix := lockName(t) + "/"
+	held, free := prefix+"held", prefix+"free"
+	h, err := c.Mutex(held).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(context.Background())
+	// A waiter, so that show has one to count.
+	waiter := newClient(t, srv.Addr, nil)
+	got := make(chan error, 1)
+	// Owner: this test. Stops when the force-unlock below lets it in.
+	go func() {
+		wh, err := waiter.Mutex(held).Lock(ctx)
+		if err == nil {
+			err = wh.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitForWaiter(t, c, held)
+	if f, err := c.Mutex(free).Lock(ctx); err != nil {
+		t.Fatal(err)
+	} else if err := f.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("show", func(t *testing.T) {
+		status, out, stderr := run(t, "show", held)
+		if status != 0 {
+			t.Fatalf("show = %d, %q", status, stderr)
+		}
+		for _, want := range []string{
+			`(?m)^lock       ` + regexp.QuoteMeta(held) + `$`, `(?m)^state      held$`,
+			`(?m)^holder     ` + regexp.QuoteMeta(h.Owner()) + `$`, `(?m)^holds      1$`,
+			`(?m)^remaining  [0-9.]+m?s$`, `(?m)^fence      [0-9]+$`, `(?m)^waiters    1$`,
+		} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("show output lacks %s:\n%s", want, out)
+			}
+		}
+		_, out, _ = run(t, "show", free)
+		if !regexp.MustCompile(`(?m)^state +free$`).MatchString(out) || strings.Contains(out, "holder") {
+			t.Errorf("show of a free lock:\n%s", out)
+		}
+	})
+	t.Run("show --json", func(t *testing.T) {
+		var j lockJSON
+		_, out, _ := run(t, "show", held, "--json")
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			t.Fatalf("show --json is not JSON: %v\n%s", err, out)
+		}
+		if !j.Held || j.Name != held || len(j.Owners) != 1 || j.Owners[0].Owner != h.Owner() || j.Owners[0].Holds != 1 ||
+			j.RemainingMS == nil || *j.RemainingMS <= 0 || j.Fence != h.Fence() || j.Waiters == nil || *j.Waiters != 1 {
+			t.Errorf("show --json = %s", out)
+		}
+		_, out, _ = run(t, "show", "--json", free)
+		var f map[string]any
+		if err := json.Unmarshal([]byte(out), &f); err != nil || f["held"] != false || f["remaining_ms"] != nil || len(f["owners"].([]any)) != 0 {
+			t.Errorf("show --json of a free lock = %s (%v)", out, err)
+		}
+	})
+	t.Run("ls", func(t *testing.T) {
+		status, out, _ := run(t, "ls", prefix+"*")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if status != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[1], held+" ") {
+			t.Fatalf("ls = %d:\n%s", status, out)
+		}
+		// Aligned: each column starts where its header does.
+		for _, col := range []string{"HOLDER", "HOLDS", "REMAINING", "FENCE", "WAITERS"} {
+			i := strings.Index(lines[0], col)
+			if i <= 0 || lines[1][i-1] != ' ' || lines[1][i] == ' ' {
+				t.Errorf("column %s is not aligned:\n%s", col, out)
+			}
+		}
+		// A key of the same name that is no lock is an error from the store, not an outage.
+		rdb := newRDB(t, srv.Addr)
+		rdb.Set(ctx, prefix+"string", "x", time.Minute)
+		if status, _, stderr := run(t, "show", prefix+"string"); status != exitStore || !strings.Contains(stderr, "answered with an error: ") {
+			t.Errorf("show of a string key = %d, %q", status, stderr)
+		}
+		status, out, stderr := run(t, "ls", prefix+"nothing*")
+		if status != 0 || out != "" || !strings.Contains(stderr, "no held lock matches") {
+			t.Errorf("ls with no match = %d, %q, %q", status, out, stderr)
+		}
+	})
+	t.Run("ls --json", func(t *testing.T) {
+		var js []lockJSON
+		_, out, _ := run(t, "ls", "--json", prefix+"*")
+		if err := json.Unmarshal([]byte(out), &js); err != nil || len(js) != 1 || js[0].Name != held || js[0].Owners[0].Holds != 1 {
+			t.Errorf("ls --json = %s (%v)", out, err)
+		}
+		if _, out, _ := run(t, "ls", "--json", prefix+"nothing*"); strings.TrimSpace(out) != "[]" {
+			t.Errorf("ls --json with no match = %q, want []", out)
+		}
+	})
+	t.Run("unlock --force", func(t *testing.T) {
+		forced := time.Now()
+		status, out, stderr := run(t, "unlock", "--force", held)
+		if status != 0 || !strings.Contains(out, "unlocked") || !strings.Contains(out, h.Owner()) {
+			t.Fatalf("unlock --force = %d, %q, %q", status, out, stderr)
+		}
+		// The waiter is woken at once, not when the 30s lease runs out.
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Errorf("the waiter: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter was not woken by the force-unlock")
+		}
+		t.Logf("waiter woken %v after the force-unlock", time.Since(forced))
+		if status, out, _ := run(t, "unlock", "--force", held); status != 0 || !strings.Contains(out, "was not held") {
+			t.Errorf("unlock --force of a free lock = %d, %q", status, out)
+		}
+		// The holder learns at its next renewal.
+		if err := h.Renew(ctx); !errorsIsLost(err) {
+			t.Errorf("the force-unlocked holder's Renew = %v, want a loss", err)
+		}
+	})
+}
+
+func errorsIsLost(err error) bool {
+	var le *leash.LostError
+	return errors.As(err, &le)
+}
+
+// TestJSONFromTheBinary checks the JSON as a script reading the binary's
+// stdout gets it.
+func TestJSONFromTheBinary(t *testing.T) {
+	srv := sharedRedis(t)
+	store := "redis://" + srv.Addr
+	name := lockName(t)
+	c := newClient(t, srv.Addr, nil)
+	h, err := c.Mutex(name).Lock(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(context.Background())
+	for _, args := range [][]string{{"show", "--json", name}, {"ls", "--json", name}} {
+		status, out, stderr := runLeash(t, store, args...)
+		var v any
+		if status != 0 || json.Unmarshal([]byte(out), &v) != nil || !strings.Contains(out, h.Owner()) {
+			t.Errorf("leash %q = %d, %q, %q; want JSON naming the holder", args, status, out, stderr)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, c := range commands() {
+		if c.hidden {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			status, out, _ := run(t, "help", c.name)
+			if status != 0 || !strings.Contains(out, "usage: leash "+c.usage) || !strings.Contains(out, "Example") {
+				t.Errorf("leash help %s = %d:\n%s\nwant the usage line and examples", c.name, status, out)
+			}
+			// -h prints the same help, on stdout, with status 0.
+			if status, hout, _ := run(t, c.name, "-h"); c.name != "version" && (status != 0 || hout != out) {
+				t.Errorf("leash %s -h = %d, %q; want the help text", c.name, status, hout)
+			}
+		})
+	}
+	// Every flag is documented in its command's help.
+	for name, define := range map[string]func(fs *flag.FlagSet){
+		"run":    func(fs *flag.FlagSet) { defineRunFlags(fs) },
+		"show":   func(fs *flag.FlagSet) { new(storeFlags).register(fs); fs.Bool("json", false, "") },
+		"ls":     func(fs *flag.FlagSet) { new(storeFlags).register(fs); fs.Bool("json", false, "") },
+		"unlock": func(fs *flag.FlagSet) { new(storeFlags).register(fs); fs.Bool("force", false, "") },
+	} {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		define(fs)
+		_, out, _ := run(t, "help", name)
+		fs.VisitAll(func(f *flag.Flag) {
+			if !strings.Contains(out, "--"+f.Name+" ") {
+				t.Errorf("leash help %s does not document --%s", name, f.Name)
+			}
+		})
+		for _, want := range []string{"Exit status", "Example"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("leash help %s has no %q", name, want)
+			}
+		}
+	}
+	if _, out, _ := run(t, "help", "run"); !strings.Contains(out, "LEASH_FENCE") || !strings.Contains(out, "LEASH_OWNER") || !strings.Contains(out, "LEASH_NAME") {
+		t.Errorf("leash help run does not name the variables the command gets")
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help"}, exitOK, "leash <command>"},
+		{[]string{"help", "store"}, exitOK, "redis+sentinel://"},
+		{[]string{"help", "exit-status"}, exitOK, "76"},
+		{[]string{"version"}, exitOK, "leash "},
+		{nil, exitUsage, "Commands:"},
+		{[]string{"frobnicate"}, exitUsage, "unknown command"},
+		{[]string{"help", "frobnicate"}, exitUsage, "unknown help topic"},
+		{[]string{"demo", "extra"}, exitUsage, "usage: leash demo"},
+	} {
+		code, out, stderr := run(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+stderr, tc.want) {
+			t.Errorf("leash %v = %d, %q; want %d and %q", tc.args, code, out+stderr, tc.code, tc.want)
+		}
+	}
+}

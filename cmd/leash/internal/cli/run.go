@@ -1,0 +1,537 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/leash-go/leash"
+)
+
+// forwarded are the signals leash run passes to the command, and that stop
+// it while it waits for the lock.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// Defaults of leash run.
+const (
+	defaultKillAfter = 10 * time.Second
+	// maxReleaseTimeout bounds each release round trip; a release of a lost
+	// lock on an unreachable store need not wait longer than the lease, after
+	// which the server frees the lock anyway.
+	maxReleaseTimeout = 5 * time.Second
+)
+
+func cmdRun() *command {
+	return &command{
+		name:  "run",
+		usage: "run [flags] NAME -- COMMAND [ARGS...]",
+		short: "run a command while holding a lock: a distributed flock",
+		long: `
+Run takes the lock NAME, runs COMMAND with ARGS while holding it, and
+releases it when the command ends. Put the same line in the crontab of every
+host and at most one host runs the command at a time.
+
+Waiting. By default run waits for the lock as long as it takes; a release
+wakes it at once. --wait bounds the wait and --no-wait (or --wait 0) gives up
+at once when someone else holds the lock; the status is then 75 and the
+command does not run.
+
+Holding. The lock is a lease (--lease, 30s by default) that run renews every
+lease/3 while the command runs, so a lock whose holder host dies frees itself
+within one lease. --max-hold bounds the whole hold: when it is reached the
+lock is treated as lost.
+
+At least. --at-least keeps the lock for that long after it was taken, even
+when the command ends sooner, so that a host whose cron fires a little late
+finds the lock still held and does not run the same job again (ShedLock's
+lockAtLeastFor). run exits as soon as the command does: the rest of the hold
+is left to the lease on the server, not to a sleeping process. Use it with
+--no-wait, or a late host would wait for the lock and then run the job too.
+
+The command. COMMAND is looked up in PATH before the lock is taken. It runs
+in its own process group (at an interactive terminal, that group gets the
+terminal, so the command can read it), with leash's standard input and
+output, and gets these variables in its environment:
+
+  LEASH_NAME    the lock name
+  LEASH_FENCE   the fencing token of this hold: larger than that of every
+                earlier hold of the lock; pass it to the resources the command
+                writes so that they can reject a stale holder
+  LEASH_OWNER   the owner id recorded in the store
+
+Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
+are passed on to the command's process group. While leash is still waiting
+for the lock, they make it stop waiting and exit with 128+N. A signal that
+leash was started with ignored (SIGHUP under nohup) stays ignored.
+
+Losing the lock. When the lock is lost while the command runs (it was
+deleted or force-unlocked, its lease ran out because the store was
+unreachable or the host paused, or --max-hold was reached), run sends SIGTERM
+to the command's process group, SIGKILL after --kill-after, and exits with
+status 76 whatever the command's own status. The lock is counted as lost
+slightly before the store can give it to someone else (a safety margin of
+lease/20); a command that ignores SIGTERM may run up to --kill-after past
+that point, so keep --kill-after short where that matters, and use
+LEASH_FENCE. If leash itself is killed, the command gets SIGKILL at once,
+since nobody renews the lock any more.
+
+Release. The lock is released on every way out: when the command ends, when
+it cannot be started, when leash is interrupted, and when the lock is lost
+(in case the store still has it). A store that cannot be reached to release
+it frees it when the lease ends.
+
+Flags:
+
+  --wait DURATION        give up when the lock is not free within DURATION
+                         (default: wait as long as it takes)
+  --no-wait              give up at once when someone else holds the lock
+  --lease DURATION       lease, renewed every lease/3 (default 30s)
+  --max-hold DURATION    longest hold, renewals included (default: no limit)
+  --at-least DURATION    keep the lock this long after taking it (default 0)
+  --kill-after DURATION  SIGKILL the command this long after the SIGTERM that
+                         follows a lost lock (default 10s; 0: SIGKILL at once)
+  --quiet                print nothing when the lock is not acquired; the
+                         status still says so
+` + storeHelp + `
+
+Exit status:
+
+` + exitStatusText() + `
+Examples:
+
+  # Once across all hosts every night, even when clocks differ by minutes:
+  0 3 * * *  leash run --no-wait --quiet --at-least 10m nightly-report -- ./report.sh
+
+  # Wait up to 5 minutes for a migration lock, then run:
+  leash run --wait 5m --store rediss://leash:secret@redis.internal:6380 \
+      --ca-file /etc/ssl/redis-ca.pem schema-migrate -- ./migrate up
+
+  # Use the fencing token in a shell command:
+  leash run orders-sync -- sh -c 'sync-orders --fence "$LEASH_FENCE"'`,
+		run: runRun,
+	}
+}
+
+// runConfig is what leash run was asked to do.
+type runConfig struct {
+	store     storeFlags
+	name      string
+	argv      []string
+	path      string // the command, looked up in PATH
+	wait      *durationFlag
+	noWait    bool
+	lease     *durationFlag
+	maxHold   *durationFlag
+	atLeast   *durationFlag
+	killAfter *durationFlag
+	quiet     bool
+}
+
+// defineRunFlags defines leash run's flags on fs, bound to a new runConfig.
+func defineRunFlags(fs *flag.FlagSet) *runConfig {
+	r := &runConfig{}
+	r.store.register(fs)
+	r.wait = durationVar(fs, "wait", 0, "give up when the lock is not free within `duration`")
+	fs.BoolVar(&r.noWait, "no-wait", false, "give up at once when the lock is held")
+	r.lease = durationVar(fs, "lease", leash.DefaultLease, "lease `duration`, renewed every lease/3")
+	r.maxHold = durationVar(fs, "max-hold", 0, "longest hold `duration` (default: no limit)")
+	r.atLeast = durationVar(fs, "at-least", 0, "keep the lock this `duration` after taking it")
+	r.killAfter = durationVar(fs, "kill-after", defaultKillAfter, "SIGKILL the command this `duration` after SIGTERM on loss")
+	fs.BoolVar(&r.quiet, "quiet", false, "print nothing when the lock is not acquired")
+	return r
+}
+
+// parseRun parses and checks leash run's command line, without any network call.
+func parseRun(e *env, argv []string) (*runConfig, error) {
+	c := cmdRun()
+	fs := flags(e, c)
+	r := defineRunFlags(fs)
+	a, err := parseArgs(e, c, fs, argv)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(a.operands) == 0:
+		return nil, usageErrorf("missing the lock name: leash %s", c.usage)
+	case len(a.operands) > 1 && !a.dash:
+		return nil, usageErrorf("missing \"--\" between the lock name and the command: leash run %s -- %s", a.operands[0], joinArgs(a.operands[1:]))
+	case len(a.operands) > 1:
+		return nil, usageErrorf("one lock name before \"--\", got %d: %s", len(a.operands), joinArgs(a.operands))
+	case !a.dash:
+		return nil, usageErrorf("missing \"--\" and the command to run: leash run %s -- COMMAND [ARGS...]", a.operands[0])
+	case len(a.rest) == 0:
+		return nil, usageErrorf("missing the command after \"--\": leash run %s -- COMMAND [ARGS...]", a.operands[0])
+	case r.noWait && r.wait.set:
+		return nil, usageErrorf("--wait and --no-wait contradict each other: give one")
+	case r.lease.d < leash.MinLease || r.lease.d > leash.MaxLease:
+		return nil, usageErrorf("--lease %v: must be between %v and %v", r.lease.d, leash.MinLease, leash.MaxLease)
+	case r.maxHold.set && r.maxHold.d == 0:
+		return nil, usageErrorf("--max-hold 0: must be positive (leave it out for no limit)")
+	case r.atLeast.d > leash.MaxLease:
+		return nil, usageErrorf("--at-least %v: must be at most %v", r.atLeast.d, leash.MaxLease)
+	}
+	r.name, r.argv = a.operands[0], a.rest
+	if r.wait.set && r.wait.d == 0 {
+		r.noWait = true
+	}
+	return r, nil
+}
+
+func joinArgs(a []string) string {
+	s := ""
+	for i, x := range a {
+		if i > 0 {
+			s += " "
+		}
+		s += strconv.Quote(x)
+	}
+	return s
+}
+
+func runRun(e *env, argv []string) int {
+	r, err := parseRun(e, argv)
+	if err != nil {
+		if errors.Is(err, errHelp) || errors.Is(err, errFlags) {
+			return exitParse(err)
+		}
+		return e.fail("run", err)
+	}
+	// From here on, the forwarded signals are ours: they stop the wait, or
+	// go to the command.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, caught()...)
+	defer signal.Stop(sigs)
+
+	conn, err := newConn(r.store, r.name)
+	if err != nil {
+		return e.fail("run", err)
+	}
+	defer conn.Close()
+	if r.path, err = lookPath(r.argv[0]); err != nil {
+		return e.fail("run", err)
+	}
+	var sig os.Signal
+	if sig = interruptible(sigs, func(ctx context.Context) { err = conn.ping(ctx) }); sig != nil {
+		return e.interrupted(sig, "while connecting to the store")
+	}
+	if err != nil {
+		return e.fail("run", err)
+	}
+	c, err := conn.newClient(&leash.Options{
+		Lease:          r.lease.d,
+		MaxHold:        r.maxHold.d,
+		ReleaseTimeout: min(max(r.lease.d, time.Second), maxReleaseTimeout),
+	})
+	if err != nil {
+		return e.fail("run", err)
+	}
+	defer c.Close()
+	return (&runner{e: e, r: r, c: c, conn: conn, sigs: sigs}).run()
+}
+
+// caught returns the forwarded signals that leash was not started with
+// ignored. An ignored signal stays ignored, for leash and the command alike:
+// under nohup, SIGHUP must not reach the command through leash.
+func caught() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range forwarded {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
+}
+
+// lookPath finds the command before the lock is taken, so that a typo in a
+// crontab costs no lock.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return p, nil
+	case errors.Is(err, exec.ErrNotFound):
+		return "", withStatus(exitNotFound, fmt.Errorf("command %q not found", name))
+	case errors.Is(err, fs.ErrNotExist):
+		return "", withStatus(exitNotFound, fmt.Errorf("command %q: no such file", name))
+	}
+	return "", withStatus(exitCannotRun, fmt.Errorf("command %q cannot be run: %v", name, errors.Unwrap(err)))
+}
+
+// interruptible runs f with a context that is cancelled when a signal
+// arrives on sigs, and returns that signal, or nil when f ended first. It
+// always waits for f to return.
+func interruptible(sigs <-chan os.Signal, f func(ctx context.Context)) os.Signal {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	// Owner: interruptible. Stops when f returns, which cancel hastens.
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	select {
+	case <-done:
+		return nil
+	case s := <-sigs:
+		cancel()
+		<-done
+		return s
+	}
+}
+
+// interrupted reports a signal that stopped leash before the command ran and
+// returns 128+N.
+func (e *env) interrupted(sig os.Signal, when string) int {
+	e.errorf("run: %s %s; the command did not run", signalName(sig), when)
+	return exitSignal + int(sig.(syscall.Signal))
+}
+
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := sigNames[s]; name != "" {
+			return name
+		}
+	}
+	return sig.String()
+}
+
+var sigNames = map[syscall.Signal]string{
+	syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP",
+	syscall.SIGQUIT: "SIGQUIT", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGKILL: "SIGKILL",
+}
+
+// runner runs one command under one lock.
+type runner struct {
+	e    *env
+	r    *runConfig
+	c    *leash.Client
+	conn *conn
+	sigs chan os.Signal
+}
+
+func (rn *runner) run() int {
+	e, r := rn.e, rn.r
+	m := rn.c.Mutex(r.name)
+	var (
+		hold *leash.Hold
+		err  error
+	)
+	sig := interruptible(rn.sigs, func(ctx context.Context) {
+		switch {
+		case r.noWait:
+			hold, err = m.TryLock(ctx)
+		case r.wait.set:
+			wctx, cancel := context.WithTimeout(ctx, r.wait.d)
+			defer cancel()
+			hold, err = m.Lock(wctx)
+		default:
+			hold, err = m.Lock(ctx)
+		}
+	})
+	if sig != nil {
+		if hold != nil { // granted just as the signal came
+			_ = hold.Unlock(context.Background())
+		}
+		return e.interrupted(sig, "while waiting for the lock")
+	}
+	if err != nil {
+		return rn.notAcquired(err)
+	}
+	acquired := time.Now()
+	select {
+	case sig := <-rn.sigs:
+		_ = hold.Unlock(context.Background())
+		return e.interrupted(sig, "just as the lock was taken")
+	default:
+	}
+	cmd := exec.Command(rn.r.path, r.argv[1:]...)
+	cmd.Args[0] = r.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, e.stdout, e.stderr
+	cmd.Env = append(os.Environ(),
+		"LEASH_NAME="+r.name,
+		"LEASH_FENCE="+strconv.FormatInt(hold.Fence(), 10),
+		"LEASH_OWNER="+hold.Owner())
+	// Its own process group, so that a lost lock stops all of it; SIGKILL
+	// if leash dies, since then nobody renews the lock.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	tty := foregroundTTY()
+	if tty >= 0 {
+		// At a terminal, the command's group gets it (see terminal.go).
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+		defer reclaimTTY(tty)
+	}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		_ = hold.Unlock(context.Background())
+		status := exitCannotRun
+		if errors.Is(err, fs.ErrNotExist) {
+			status = exitNotFound
+		}
+		return e.fail("run", withStatus(status, fmt.Errorf("cannot start %q: %v", r.argv[0], errors.Unwrap(err))))
+	}
+	return rn.supervise(cmd, hold, acquired)
+}
+
+// notAcquired reports a failed acquisition.
+func (rn *runner) notAcquired(err error) int {
+	var na *leash.NotAcquiredError
+	if !errors.As(err, &na) {
+		if errors.Is(err, leash.ErrInvalidArgument) {
+			return rn.e.fail("run", err)
+		}
+		return rn.e.fail("run", rn.conn.fail(err))
+	}
+	if rn.r.quiet {
+		return exitNotAcquired
+	}
+	left := ""
+	if na.Remaining >= 0 {
+		left = fmt.Sprintf(" (%v of its lease left)", na.Remaining.Round(time.Millisecond))
+	}
+	if rn.r.noWait {
+		rn.e.errorf("run: lock %q is held by another owner%s; not waiting (--no-wait); the command did not run", rn.r.name, left)
+	} else {
+		rn.e.errorf("run: lock %q still held by another owner after waiting %v (--wait)%s; the command did not run", rn.r.name, rn.r.wait.d, left)
+	}
+	return exitNotAcquired
+}
+
+// supervise forwards signals to the running command, stops it when the lock
+// is lost, and releases the lock when it ends.
+func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time) int {
+	e, r := rn.e, rn.r
+	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	// Owner: supervise. Stops when the command exits.
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		lost      = hold.Context().Done()
+		lostErr   *leash.LostError
+		killTimer <-chan time.Time
+		killed    bool
+	)
+	kill := func() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killed, killTimer = true, nil
+	}
+loop:
+	for {
+		select {
+		case sig := <-rn.sigs:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-lost:
+			lost = nil
+			lostErr = asLost(context.Cause(hold.Context()), r.name, hold.Fence())
+			if r.killAfter.d == 0 {
+				e.errorf("run: %s; sending SIGKILL to the command", describeLoss(lostErr))
+				kill()
+				continue
+			}
+			e.errorf("run: %s; sending SIGTERM to the command, SIGKILL in %v if it is still running", describeLoss(lostErr), r.killAfter.d)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			killTimer = time.After(r.killAfter.d)
+		case <-killTimer:
+			e.errorf("run: the command outlived --kill-after %v; sending SIGKILL", r.killAfter.d)
+			kill()
+		case <-exited:
+			break loop
+		}
+	}
+	status := exitStatus(cmd.ProcessState)
+	if lostErr == nil {
+		if err := hold.Err(); err != nil {
+			lostErr = asLost(err, r.name, hold.Fence())
+			e.errorf("run: %s as the command ended", describeLoss(lostErr))
+		}
+	}
+	if lostErr != nil {
+		// Nothing of the command may outlive the lock: processes it left in
+		// its group get SIGTERM and the rest of the grace period, then SIGKILL.
+		if !killed && groupAlive(pgid) {
+			if killTimer == nil {
+				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				killTimer = time.After(r.killAfter.d)
+			}
+			for groupAlive(pgid) {
+				select {
+				case sig := <-rn.sigs:
+					_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+				case <-killTimer:
+					e.errorf("run: processes of the command outlived --kill-after %v; sending SIGKILL", r.killAfter.d)
+					kill()
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+		_ = hold.Unlock(context.Background()) // in case the store still has it
+		e.errorf("run: the command exited with status %d, but not under the lock to the end; exiting %d", status, exitLost)
+		return exitLost
+	}
+	if groupAlive(pgid) {
+		e.errorf("run: the command left processes running in its process group %d; they run without the lock", pgid)
+	}
+	var err error
+	if rest := r.atLeast.d - time.Since(acquired); rest > 0 {
+		err = hold.UnlockAfter(context.Background(), rest)
+	} else {
+		err = hold.Unlock(context.Background())
+	}
+	var le *leash.LostError
+	switch {
+	case errors.As(err, &le):
+		e.errorf("run: %s before the command ended; exiting %d", describeLoss(le), exitLost)
+		return exitLost
+	case err != nil:
+		e.errorf("run: the command ended, but the lock could not be released: %v; the store frees it when its lease ends", rn.conn.fail(err))
+	}
+	return status
+}
+
+// asLost returns the *LostError in err, or makes one.
+func asLost(err error, name string, fence int64) *leash.LostError {
+	var le *leash.LostError
+	if errors.As(err, &le) {
+		return le
+	}
+	return &leash.LostError{Name: name, Fence: fence, Reason: leash.ReasonReleasedElsewhere, Err: err}
+}
+
+// describeLoss says in words how a lock was lost.
+func describeLoss(le *leash.LostError) string {
+	s := fmt.Sprintf("lock %q lost (%s)", le.Name, le.Reason)
+	switch le.Reason {
+	case leash.ReasonReleasedElsewhere:
+		s += ": it was deleted or force-unlocked"
+	case leash.ReasonTakenOver:
+		s += ": another owner holds it"
+	case leash.ReasonExpired, leash.ReasonUnreachable:
+		s += ": its lease ran out before it could be renewed"
+	case leash.ReasonMaxHold:
+		s += ": --max-hold ran out"
+	}
+	if le.Err != nil && !errors.Is(le.Err, leash.ErrNotHeld) {
+		s += ": " + oneLine(le.Err.Error())
+	}
+	return s
+}
+
+// exitStatus returns a finished command's status as a shell reports it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitSignal + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// groupAlive reports whether any process of the process group is left.
+func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }

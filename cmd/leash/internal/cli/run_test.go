@@ -1,0 +1,486 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash/internal/faultproxy"
+)
+
+func TestRunPassesStatusAndEnvironment(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	store := "redis://" + srv.Addr
+	for _, code := range []int{0, 3, 125} {
+		t.Run(fmt.Sprintf("exit %d", code), func(t *testing.T) {
+			name, log := lockName(t), logFile(t)
+			status, _, stderr := runLeash(t, store, runArgs(name, nil, child(log, "-exit", strconv.Itoa(code)))...)
+			if status != code {
+				t.Errorf("leash run exited %d, want the command's %d; stderr:\n%s", status, code, stderr)
+			}
+			if stderr != "" {
+				t.Errorf("leash run printed %q on a clean run, want nothing", stderr)
+			}
+			start := waitLog(t, log, "start ", 0)
+			info, err := newClient(t, srv.Addr, nil).Inspect(ctxFor(t), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := field(start, "name"); got != name {
+				t.Errorf("LEASH_NAME = %q, want %q", got, name)
+			}
+			if got := field(start, "fence"); got != strconv.FormatInt(info.Fence, 10) || info.Fence == 0 {
+				t.Errorf("LEASH_FENCE = %q, want the lock's last token %d", got, info.Fence)
+			}
+			if owner := field(start, "owner"); !strings.Contains(owner, ":") {
+				t.Errorf("LEASH_OWNER = %q, want <client-id>:<n>", owner)
+			}
+			assertFree(t, rdb, name)
+		})
+	}
+}
+
+func TestRunCommandEndedBySignal(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log, "-sleep", "1m"))...)
+	pid, _ := strconv.Atoi(field(waitLog(t, log, "start ", 30*time.Second), "pid"))
+	waitLog(t, log, "ready ", 10*time.Second)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if status := p.wait(t, 30*time.Second); status != exitSignal+int(syscall.SIGKILL) {
+		t.Errorf("leash run exited %d when SIGKILL ended the command, want %d; stderr:\n%s", status, exitSignal+9, p.stderr.String())
+	}
+	assertFree(t, newRDB(t, srv.Addr), name)
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	srv := sharedRedis(t)
+	store := "redis://" + srv.Addr
+	c := newClient(t, srv.Addr, nil)
+	for _, tc := range []struct {
+		name       string
+		flags      []string
+		wantStderr string
+	}{
+		{"no-wait", []string{"--no-wait"}, "not waiting (--no-wait)"},
+		{"wait 0", []string{"--wait", "0s"}, "not waiting (--no-wait)"},
+		{"wait runs out", []string{"--wait", "300ms"}, "after waiting 300ms (--wait)"},
+		{"quiet", []string{"--no-wait", "--quiet"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name, log := lockName(t), logFile(t)
+			h, err := c.Mutex(name).Lock(ctxFor(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Unlock(context.Background())
+			status, _, stderr := runLeash(t, store, runArgs(name, tc.flags, child(log))...)
+			if status != exitNotAcquired {
+				t.Errorf("leash run %v on a held lock exited %d, want %d", tc.flags, status, exitNotAcquired)
+			}
+			if tc.wantStderr == "" && stderr != "" || !strings.Contains(stderr, tc.wantStderr) || strings.Count(stderr, "\n") > 1 {
+				t.Errorf("stderr = %q, want one line with %q", stderr, tc.wantStderr)
+			}
+			if lines := readLog(log); len(lines) != 0 {
+				t.Errorf("the command ran although the lock was not acquired: %q", lines)
+			}
+			if err := h.Err(); err != nil {
+				t.Errorf("the holder lost its lock: %v", err)
+			}
+		})
+	}
+}
+
+func TestRunWaitsForRelease(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	c := newClient(t, srv.Addr, nil)
+	h, err := c.Mutex(name).Lock(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log))...)
+	waitForWaiter(t, c, name)
+	if p.exited() || len(readLog(log)) != 0 {
+		t.Fatalf("leash run did not wait for the held lock; stderr:\n%s", p.stderr.String())
+	}
+	if err := h.Unlock(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The lease is 30s: a run within 10s was woken by the release.
+	if status := p.wait(t, 10*time.Second); status != 0 {
+		t.Errorf("leash run exited %d after the release, want 0; stderr:\n%s", status, p.stderr.String())
+	}
+	waitLog(t, log, "end ", 0)
+}
+
+func TestRunCommandCannotRun(t *testing.T) {
+	// A store that counts connections: none may be made for a command that
+	// cannot run.
+	store, conns := countingListener(t)
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "report.sh")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		command string
+		status  int
+		want    string
+	}{
+		{"no-such-command-xyz", exitNotFound, `command "no-such-command-xyz" not found`},
+		{filepath.Join(dir, "missing.sh"), exitNotFound, "no such file"},
+		{notExec, exitCannotRun, "cannot be run"},
+		{dir, exitCannotRun, "cannot be run"},
+	} {
+		status, _, stderr := runLeash(t, store, "run", "job", "--", tc.command)
+		if status != tc.status || !strings.Contains(stderr, tc.want) {
+			t.Errorf("leash run job -- %s = %d, %q; want %d and %q", tc.command, status, stderr, tc.status, tc.want)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("leash connected to the store %d times for commands that cannot run, want 0", n)
+	}
+}
+
+// countingListener returns a redis:// URL whose server only counts the
+// connections made to it.
+func countingListener(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	// Owner: the test. Stops when the listener closes at cleanup.
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return "redis://" + ln.Addr().String(), &n
+}
+
+func TestRunAtLeastKeepsTheLockAfterTheCommandEnds(t *testing.T) {
+	srv := sharedRedis(t)
+	store, rdb := "redis://"+srv.Addr, newRDB(t, srv.Addr)
+	name, log := lockName(t), logFile(t)
+	const atLeast = 20 * time.Second
+	began := time.Now()
+	status, _, stderr := runLeash(t, store, runArgs(name, []string{"--at-least", atLeast.String()}, child(log))...)
+	exitedAfter := time.Since(began)
+	if status != 0 {
+		t.Fatalf("leash run --at-least exited %d; stderr:\n%s", status, stderr)
+	}
+	// leash exits as soon as the command does: it does not sleep out the rest.
+	if exitedAfter >= atLeast/2 {
+		t.Errorf("leash run --at-least %v exited after %v: it waited instead of leaving the rest to the lease", atLeast, exitedAfter)
+	}
+	pttl, err := rdb.PTTL(ctxFor(t), name).Result()
+	if err != nil || pttl <= atLeast/2 || pttl > atLeast {
+		t.Errorf("after the command ended the lock has PTTL %v (%v), want the rest of %v", pttl, err, atLeast)
+	}
+	if status, _, _ := runLeash(t, store, runArgs(name, []string{"--no-wait", "--quiet"}, child(log, "-id", "second"))...); status != exitNotAcquired {
+		t.Errorf("a second run within --at-least exited %d, want %d", status, exitNotAcquired)
+	}
+	if status, _, _ := runLeash(t, store, "unlock", "--force", name); status != 0 {
+		t.Errorf("unlock --force exited %d", status)
+	}
+}
+
+func TestRunMaxHold(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	status, _, stderr := runLeash(t, "redis://"+srv.Addr,
+		runArgs(name, []string{"--max-hold", "500ms", "--kill-after", "5s"}, child(log, "-sleep", "1m"))...)
+	if status != exitLost {
+		t.Errorf("leash run past --max-hold exited %d, want %d", status, exitLost)
+	}
+	if !strings.Contains(stderr, "max hold reached") || !strings.Contains(stderr, "SIGTERM") {
+		t.Errorf("stderr = %q, want it to say the max hold was reached and the command got SIGTERM", stderr)
+	}
+	waitLog(t, log, "signal child SIGTERM", 0)
+	// The store still had the lock (its lease had not run out): leash released it.
+	assertFree(t, newRDB(t, srv.Addr), name)
+}
+
+func TestRunLockTakenAway(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	for _, tc := range []struct {
+		name   string
+		reason string
+		// take takes the lock away from the running leash.
+		take func(t *testing.T, name string, proxy *faultproxy.Proxy)
+	}{
+		{"key deleted", "released elsewhere", func(t *testing.T, name string, _ *faultproxy.Proxy) {
+			if err := rdb.Del(ctxFor(t), name).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"force-unlocked by another leash", "released elsewhere", func(t *testing.T, name string, _ *faultproxy.Proxy) {
+			if status, out, stderr := runLeash(t, "redis://"+srv.Addr, "unlock", "--force", name); status != 0 || !strings.Contains(out, "unlocked") {
+				t.Fatalf("leash unlock --force = %d, %q, %q", status, out, stderr)
+			}
+		}},
+		{"taken over by another owner", "taken over", func(t *testing.T, name string, _ *faultproxy.Proxy) {
+			pipe := rdb.TxPipeline()
+			pipe.Del(ctxFor(t), name)
+			pipe.HSet(ctxFor(t), name, "intruder:1", 1)
+			pipe.PExpire(ctxFor(t), name, 10*time.Second)
+			if _, err := pipe.Exec(ctxFor(t)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"connection black-holed", "", func(t *testing.T, _ string, proxy *faultproxy.Proxy) {
+			proxy.Blackhole()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy, err := faultproxy.New(srv.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proxy.Close()
+			name, log := lockName(t), logFile(t)
+			const lease = time.Second
+			p := startLeash(t, "redis://"+proxy.Addr, runArgs(name,
+				[]string{"--lease", lease.String(), "--kill-after", "300ms"},
+				child(log, "-sleep", "1m", "-ignore-term", "-grandchild"))...)
+			grandchild, _ := strconv.Atoi(strings.Fields(waitLog(t, log, "grandchild ", 30*time.Second))[1])
+			waitLog(t, log, "ready ", 10*time.Second)
+			taken := time.Now()
+			tc.take(t, name, proxy)
+
+			// Renewals run every lease/3; the local deadline is a lease
+			// after the last one. Either way leash acts within a lease.
+			status := p.wait(t, 10*time.Second)
+			if status != exitLost {
+				t.Errorf("leash run exited %d when the lock was taken away, want %d; stderr:\n%s", status, exitLost, p.stderr.String())
+			}
+			stderr := p.stderr.String()
+			if !strings.Contains(stderr, "lost ("+tc.reason) || !strings.Contains(stderr, "SIGKILL") {
+				t.Errorf("stderr = %q, want it to say the lock was lost (%s) and the command was killed", stderr, tc.reason)
+			}
+			waitLog(t, log, "signal child SIGTERM", 0)
+			for _, l := range readLog(log) {
+				if strings.HasPrefix(l, "end ") {
+					t.Errorf("the command ran to its end after the lock was lost: %q", l)
+				}
+			}
+			if !processGone(grandchild) {
+				t.Errorf("the command's grandchild %d (which ignores SIGTERM) outlived leash run", grandchild)
+			}
+			t.Logf("lost lock handled in %v", time.Since(taken))
+			if tc.reason == "taken over" {
+				if owners, _ := rdb.HKeys(ctxFor(t), name).Result(); len(owners) != 1 || owners[0] != "intruder:1" {
+					t.Errorf("the new owner's lock was touched: owners %q", owners)
+				}
+				return
+			}
+			// Black-holed, leash cannot release it: the lease frees it.
+			eventually(t, lease+2*time.Second, "the lock is freed", func() bool {
+				n, err := rdb.Exists(ctxFor(t), name).Result()
+				return err == nil && n == 0
+			})
+		})
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log, "-sleep", "1m"))...)
+	waitLog(t, log, "ready ", 30*time.Second)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM} {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, log, "signal child "+signalName(sig), 10*time.Second)
+	}
+	// The child exits on SIGTERM, as a shell would report it.
+	if status := p.wait(t, 10*time.Second); status != exitSignal+int(syscall.SIGTERM) {
+		t.Errorf("leash run exited %d after the command exited on SIGTERM, want %d; stderr:\n%s", status, exitSignal+15, p.stderr.String())
+	}
+	assertFree(t, newRDB(t, srv.Addr), name)
+}
+
+func TestRunKeepsIgnoredSignalsIgnored(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup")
+	}
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	// nohup starts leash with SIGHUP ignored.
+	p := startCommand(t, "redis://"+srv.Addr, append([]string{nohup, leashBinary(t)}, runArgs(name, nil, child(log, "-sleep", "1m"))...))
+	waitLog(t, log, "ready ", 30*time.Second)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGUSR1} {
+		if err := p.cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Signals reach leash in order: once SIGUSR1 is through, SIGHUP would be.
+	waitLog(t, log, "signal child SIGUSR1", 10*time.Second)
+	for _, l := range readLog(log) {
+		if l == "signal child SIGHUP" {
+			t.Error("SIGHUP reached the command although leash runs under nohup")
+		}
+	}
+	if p.exited() {
+		t.Fatalf("leash exited on SIGHUP under nohup; stderr:\n%s", p.stderr.String())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if status := p.wait(t, 10*time.Second); status != exitSignal+int(syscall.SIGTERM) {
+		t.Errorf("leash exited %d, want %d", status, exitSignal+15)
+	}
+}
+
+func TestRunSignalWhileWaiting(t *testing.T) {
+	srv := sharedRedis(t)
+	c := newClient(t, srv.Addr, nil)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2} {
+		t.Run(signalName(sig), func(t *testing.T) {
+			name, log := lockName(t), logFile(t)
+			h, err := c.Mutex(name).Lock(ctxFor(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Unlock(context.Background())
+			p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log))...)
+			waitForWaiter(t, c, name)
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			if status := p.wait(t, 10*time.Second); status != exitSignal+int(sig) {
+				t.Errorf("leash run exited %d on %s while waiting, want %d", status, signalName(sig), exitSignal+int(sig))
+			}
+			if !strings.Contains(p.stderr.String(), "while waiting") {
+				t.Errorf("stderr = %q, want it to say the signal came while waiting", p.stderr.String())
+			}
+			if lines := readLog(log); len(lines) != 0 {
+				t.Errorf("the command ran: %q", lines)
+			}
+			if err := h.Err(); err != nil {
+				t.Errorf("the holder lost its lock: %v", err)
+			}
+		})
+	}
+}
+
+func TestRunNeverOverlaps(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	const runs = 4
+	var ps []*proc
+	for i := range runs {
+		ps = append(ps, startLeash(t, "redis://"+srv.Addr,
+			runArgs(name, nil, child(log, "-id", fmt.Sprint("run", i), "-sleep", "150ms"))...))
+	}
+	for _, p := range ps {
+		if status := p.wait(t, 60*time.Second); status != 0 {
+			t.Fatalf("leash run exited %d; stderr:\n%s", status, p.stderr.String())
+		}
+	}
+	type span struct {
+		id         string
+		start, end int64
+		fence      int64
+	}
+	spans := map[string]*span{}
+	for _, l := range readLog(log) {
+		f := strings.Fields(l)
+		switch f[0] {
+		case "start":
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			fence, _ := strconv.ParseInt(field(l, "fence"), 10, 64)
+			spans[f[2]] = &span{id: f[2], start: ns, fence: fence}
+		case "end":
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			spans[f[2]].end = ns
+		}
+	}
+	if len(spans) != runs {
+		t.Fatalf("%d commands ran, want %d; log:\n%s", len(spans), runs, strings.Join(readLog(log), "\n"))
+	}
+	var order []*span
+	for _, s := range spans {
+		order = append(order, s)
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].start < order[j].start })
+	for i := 1; i < len(order); i++ {
+		prev, cur := order[i-1], order[i]
+		if cur.start < prev.end {
+			t.Errorf("%s started %v before %s ended: two holders at once", cur.id, time.Duration(prev.end-cur.start), prev.id)
+		}
+		if cur.fence <= prev.fence {
+			t.Errorf("%s has fence %d, not above %s's %d", cur.id, cur.fence, prev.id, prev.fence)
+		}
+	}
+}
+
+func TestRunLeashKilledTakesTheCommandWithIt(t *testing.T) {
+	srv := sharedRedis(t)
+	name, log := lockName(t), logFile(t)
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, []string{"--lease", "1s"}, child(log, "-sleep", "1m"))...)
+	pid, _ := strconv.Atoi(field(waitLog(t, log, "start ", 30*time.Second), "pid"))
+	waitLog(t, log, "ready ", 10*time.Second)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, 10*time.Second)
+	eventually(t, 5*time.Second, "the command dies with leash", func() bool { return processGone(pid) })
+	// Nobody renews the lock any more: it frees itself within the lease.
+	rdb := newRDB(t, srv.Addr)
+	eventually(t, 3*time.Second, "the lock is freed within the lease", func() bool {
+		n, err := rdb.Exists(ctxFor(t), name).Result()
+		return err == nil && n == 0
+	})
+}
+
+func TestForceUnlockWakesWaiterAtOnce(t *testing.T) {
+	srv := sharedRedis(t)
+	store := "redis://" + srv.Addr
+	name, log := lockName(t), logFile(t)
+	const lease = 9 * time.Second
+	holder := startLeash(t, store, runArgs(name, []string{"--lease", lease.String(), "--kill-after", "0s"},
+		child(log, "-id", "holder", "-sleep", "1m"))...)
+	waitLog(t, log, "ready holder", 30*time.Second)
+	c := newClient(t, srv.Addr, nil)
+	waiter := startLeash(t, store, runArgs(name, nil, child(log, "-id", "waiter"))...)
+	waitForWaiter(t, c, name)
+	forced := time.Now()
+	if status, _, stderr := runLeash(t, store, "unlock", "--force", name); status != 0 {
+		t.Fatalf("unlock --force exited %d: %s", status, stderr)
+	}
+	if status := waiter.wait(t, lease); status != 0 {
+		t.Errorf("the waiter exited %d; stderr:\n%s", status, waiter.stderr.String())
+	}
+	// Woken by the release, not by the holder's lease running out.
+	if woke := time.Since(forced); woke > lease/3 {
+		t.Errorf("the waiter ran %v after the force-unlock, want well within the %v lease", woke, lease)
+	}
+	// The old holder learns at its next renewal and stops its command.
+	if status := holder.wait(t, lease); status != exitLost {
+		t.Errorf("the force-unlocked holder exited %d, want %d", status, exitLost)
+	}
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"flag"
+)
+
+func cmdShow() *command {
+	return &command{
+		name:  "show",
+		usage: "show [--json] [store flags] NAME",
+		short: "show who holds a lock, its lease left, fencing token and waiters",
+		long: `
+Show prints the state of the lock NAME as the store sees it: whether it is
+held, the holder (owner id) and its hold count, the lease left, the last
+fencing token granted, and how many clients wait for it. A free lock prints
+its last fencing token, if it was ever taken. The answer can be stale by the
+time it is read: never base a locking decision on it.
+
+  --json   print one JSON object:
+           {"name": "...", "held": true, "owners": [{"owner": "...", "holds": 1}],
+            "remaining_ms": 27412, "fence": 1763800000123456, "waiters": 2}
+           remaining_ms is null when the lock is not held, waiters null when
+           the store cannot tell.
+` + storeHelp + `
+
+Exit status: 0 whether the lock is held or free; 64 for a bad name or URL,
+69 when the store cannot be reached, 77 when it refuses the credentials.
+
+Examples:
+
+  $ leash show nightly-report
+  lock       nightly-report
+  state      held
+  holder     3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1
+  holds      1
+  remaining  27.412s
+  fence      1763800000123456
+  waiters    0
+
+  $ leash show --json nightly-report | jq .remaining_ms`,
+		run: runShow,
+	}
+}
+
+func runShow(e *env, argv []string) int {
+	c := cmdShow()
+	var asJSON bool
+	sf, names, err := parseOperator(e, c, argv, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "print JSON") })
+	if err != nil {
+		return exitParse(err)
+	}
+	if len(names) != 1 {
+		return e.fail("show", usageErrorf("show takes one lock name, got %d: leash %s", len(names), c.usage))
+	}
+	ctx := context.Background()
+	conn, cl, err := openClient(ctx, sf, names[0])
+	if err != nil {
+		return e.fail("show", err)
+	}
+	defer conn.Close()
+	defer cl.Close()
+	info, err := conn.inspect(ctx, cl, names[0])
+	if err != nil {
+		return e.fail("show", err)
+	}
+	if asJSON {
+		if err := writeJSON(e.stdout, toJSON(info)); err != nil {
+			return e.fail("show", err)
+		}
+		return exitOK
+	}
+	printLock(e.stdout, info)
+	return exitOK
+}

@@ -1,0 +1,498 @@
+package cli
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestParseStoreURL(t *testing.T) {
+	for _, tc := range []struct {
+		url   string
+		check func(*storeConfig) string // returns what is wrong, or ""
+	}{
+		{"redis://127.0.0.1:6379/2", func(c *storeConfig) string {
+			return expect(c.kind == kindSingle && c.single.Addr == "127.0.0.1:6379" && c.single.DB == 2 && c.single.TLSConfig == nil, c.single)
+		}},
+		{"redis://bob:s3cret@127.0.0.1:6380", func(c *storeConfig) string {
+			return expect(c.single.Username == "bob" && c.single.Password == "s3cret" && c.desc == "redis://bob:xxxxx@127.0.0.1:6380", c.single)
+		}},
+		{"redis://:onlypass@h", func(c *storeConfig) string {
+			return expect(c.single.Username == "" && c.single.Password == "onlypass" && c.single.Addr == "h:6379", c.single)
+		}},
+		{"rediss://cache.internal:6380", func(c *storeConfig) string {
+			return expect(c.single.TLSConfig != nil && c.single.TLSConfig.ServerName == "cache.internal", c.single)
+		}},
+		{"redis://[::1]:7000", func(c *storeConfig) string { return expect(c.single.Addr == "[::1]:7000", c.single) }},
+		{"redis://h?dial_timeout=1s", func(c *storeConfig) string {
+			return expect(c.single.DialTimeout == time.Second && c.single.ContextTimeoutEnabled, c.single)
+		}},
+		{"redis+sentinel://u:p@a:1,b:2,[::1]/mymaster/3?sentinel_password=sp", func(c *storeConfig) string {
+			f := c.failover
+			return expect(c.kind == kindSentinel && slices.Equal(f.SentinelAddrs, []string{"a:1", "b:2", "[::1]:26379"}) &&
+				f.MasterName == "mymaster" && f.DB == 3 && f.Username == "u" && f.Password == "p" &&
+				f.SentinelPassword == "sp" && !strings.Contains(c.desc, "sp") && !strings.Contains(c.desc, ":p@"), f)
+		}},
+		{"rediss+sentinel://s1/m", func(c *storeConfig) string {
+			f := c.failover
+			return expect(f.TLSConfig != nil && slices.Equal(f.SentinelAddrs, []string{"s1:26379"}) && f.MasterName == "m", f)
+		}},
+		{"redis+cluster://a:7000,b:7001?read_timeout=2s", func(c *storeConfig) string {
+			o := c.cluster
+			return expect(c.kind == kindCluster && slices.Equal(o.Addrs, []string{"a:7000", "b:7001"}) && o.ReadTimeout == 2*time.Second, o)
+		}},
+		{"rediss+cluster://u:p@a", func(c *storeConfig) string {
+			o := c.cluster
+			return expect(o.TLSConfig != nil && o.Username == "u" && o.Password == "p" && slices.Equal(o.Addrs, []string{"a:6379"}), o)
+		}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			cfg, err := parseStoreURL(tc.url)
+			if err != nil {
+				t.Fatalf("parseStoreURL: %v", err)
+			}
+			if wrong := tc.check(cfg); wrong != "" {
+				t.Errorf("parseStoreURL(%q) = %s", tc.url, wrong)
+			}
+		})
+	}
+}
+
+func expect(ok bool, got any) string {
+	if ok {
+		return ""
+	}
+	return fmt.Sprintf("%+v", got)
+}
+
+func TestParseStoreURLRejects(t *testing.T) {
+	const secret = "Pa55w0rd-never-printed"
+	for _, tc := range []struct{ url, want string }{
+		{"", "no store given"},
+		{"127.0.0.1:6379", "has no scheme"},
+		{"u:" + secret + "@127.0.0.1:6379", "has no scheme"},
+		{"http://x", `unsupported scheme "http"`},
+		{"redis+ring://x", "unsupported scheme"},
+		{"redis://u:" + secret + "@x:port", `bad port "port"`},
+		{"redis://x:70000", "bad port"},
+		{"redis://u:" + secret + "@a:1,b:2", "names 2 servers"},
+		{"redis://a:1,", "empty host"},
+		{"redis://x/notadb", "invalid database number"},
+		{"redis://u:" + secret + "@x?bogus=1", "unexpected option: bogus"},
+		{"redis://x#frag", "fragment"},
+		{"redis+sentinel://a:1", "master name"},
+		{"redis+sentinel://a:1/m?sentinel_password=" + secret + "&bogus=1", "unexpected option"},
+		{"redis+cluster://a:1/5", "only database 0"},
+		{"redis://u:" + secret + "@x y", "bad host"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			_, err := parseStoreURL(tc.url)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("parseStoreURL(%q) = %v, want an error with %q", tc.url, err, tc.want)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+func FuzzParseStoreURL(f *testing.F) {
+	for _, s := range []string{
+		"redis://u:p@h:1/0", "rediss://h", "redis+sentinel://u:p@a,b:2/m/1?sentinel_password=x",
+		"redis+cluster://a:1,[::1]:2?addr=c:3", "redis://[::1", "redis://@@:/", "rediss+cluster://,",
+		"redis://u:p@h/0?password=zzz", "redis://h:1?dial_timeout=x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		_, err := parseStoreURL(raw) // must not panic
+		// A password, where the URL has one, is never printed.
+		u, perr := url.Parse(raw)
+		if err == nil || perr != nil || u.User == nil {
+			return
+		}
+		if p, ok := u.User.Password(); ok && len(p) >= 4 && strings.Count(raw, p) == 1 && strings.Contains(err.Error(), p) {
+			t.Errorf("parseStoreURL(%q) error shows the password: %v", raw, err)
+		}
+	})
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://u:secret@h:1/0": "redis://u:xxxxx@h:1/0",
+		"redis://:secret@h":      "redis://:xxxxx@h",
+		"redis://u@h":            "redis://u@h",
+		"u:secret@h":             "u:xxxxx@h",
+		"redis://u:p@ss@h":       "redis://u:xxxxx@h",
+		"redis+sentinel://h/m?sentinel_password=x&a=1": "redis+sentinel://h/m?sentinel_password=xxxxx&a=1",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestBadInputBeforeAnyNetworkCall: every bad command line is a usage error
+// (64) with a clear line, and leash makes no connection for it.
+func TestBadInputBeforeAnyNetworkCall(t *testing.T) {
+	store, conns := countingListener(t)
+	t.Setenv(storeEnv, store)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "missing the lock name"},
+		{[]string{"run", "job"}, `missing "--" and the command`},
+		{[]string{"run", "job", "--"}, "missing the command"},
+		{[]string{"run", "job", "true"}, `missing "--" between the lock name and the command`},
+		{[]string{"run", "a", "b", "--", "true"}, "one lock name"},
+		{[]string{"run", "--wait", "5", "job", "--", "true"}, "needs a unit"},
+		{[]string{"run", "--wait", "soon", "job", "--", "true"}, "not a duration"},
+		{[]string{"run", "--lease", "-1s", "job", "--", "true"}, "must not be negative"},
+		{[]string{"run", "--wait", "1s", "--no-wait", "job", "--", "true"}, "contradict"},
+		{[]string{"run", "--lease", "1ms", "job", "--", "true"}, "--lease 1ms"},
+		{[]string{"run", "--max-hold", "0s", "job", "--", "true"}, "--max-hold 0"},
+		{[]string{"run", "--bogus", "job", "--", "true"}, "flag provided but not defined"},
+		{[]string{"run", "bad\x01name", "--", "true"}, "control"},
+		{[]string{"run", "a}b", "--", "true"}, "hash slot"},
+		{[]string{"run", strings.Repeat("n", 600), "--", "true"}, "long"},
+		{[]string{"run", "--store", "http://x", "job", "--", "true"}, "unsupported scheme"},
+		{[]string{"run", "--store", "redis://x:y", "job", "--", "true"}, "bad port"},
+		{[]string{"run", "--ca-file", garbage, "job", "--", "true"}, "are for TLS"},
+		{[]string{"run", "--store", "rediss://h", "--ca-file", filepath.Join(dir, "none.pem"), "job", "--", "true"}, "no such file"},
+		{[]string{"run", "--store", "rediss://h", "--ca-file", garbage, "job", "--", "true"}, "no PEM certificate"},
+		{[]string{"run", "--store", "rediss://h", "--cert-file", garbage, "job", "--", "true"}, "go together"},
+		{[]string{"run", "--store", "rediss://h", "--cert-file", garbage, "--key-file", garbage, "job", "--", "true"}, "--cert-file/--key-file"},
+		{[]string{"show"}, "one lock name"},
+		{[]string{"show", "a", "b"}, "one lock name"},
+		{[]string{"show", "a{b"}, "hash tag"},
+		{[]string{"ls", "a*", "b*"}, "at most one pattern"},
+		{[]string{"unlock", "job"}, "needs --force"},
+		{[]string{"unlock", "--force"}, "one lock name"},
+		{[]string{"unlock", "--force", ""}, "empty"},
+		{[]string{"version", "extra"}, "no arguments"},
+		{[]string{"help", "run", "ls"}, "one command or topic"},
+	} {
+		status, _, stderr := run(t, tc.args...)
+		if status != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("leash %q = %d, %q; want %d and %q", tc.args, status, stderr, exitUsage, tc.want)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("leash made %d connections for bad command lines, want none", n)
+	}
+}
+
+func FuzzRunArgs(f *testing.F) {
+	f.Add("--wait 5s job -- true")
+	f.Add("--no-wait --at-least 1m job -- sh -c x")
+	f.Add("--lease 1h30m --max-hold 2h --kill-after 0s j -- x")
+	f.Add("-- --")
+	f.Add("job --json -- x")
+	f.Fuzz(func(t *testing.T, line string) {
+		e := &env{stdout: &strings.Builder{}, stderr: &strings.Builder{}}
+		r, err := parseRun(e, strings.Fields(line))
+		if err != nil {
+			if s := statusOf(err); s != exitUsage && !(s == exitOK && err == errHelp) {
+				t.Errorf("parseRun(%q) = %v with status %d, want a usage error", line, err, s)
+			}
+			return
+		}
+		if r.name == "" || len(r.argv) == 0 || r.lease.d < time.Millisecond {
+			t.Errorf("parseRun(%q) accepted %+v", line, r)
+		}
+	})
+}
+
+func TestStoreUnreachable(t *testing.T) {
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := "redis://u:secret@127.0.0.1:" + strconv.Itoa(port)
+	for _, args := range [][]string{{"run", "job", "--", "true"}, {"ls"}, {"show", "job"}, {"unlock", "--force", "job"}} {
+		status, _, stderr := runLeash(t, store, args...)
+		if status != exitStore || !strings.Contains(stderr, "cannot reach the store") || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, "secret") {
+			t.Errorf("leash %s on a closed port = %d, %q; want %d and one line, without the password", args[0], status, stderr, exitStore)
+		}
+	}
+}
+
+func TestACLUsers(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	ctx := ctxFor(t)
+	// The user that 'leash help store' recommends, and one that may only PING.
+	setUser := append([]any{"ACL", "SETUSER", "leash-ok", "reset", "on", ">right"}, aclRules()...)
+	if err := rdb.Do(ctx, setUser...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "ACL", "SETUSER", "leash-weak", "reset", "on", ">weak", "~*", "+ping", "+hello").Err(); err != nil {
+		t.Fatal(err)
+	}
+	name, log := lockName(t), logFile(t)
+	good := "redis://leash-ok:right@" + srv.Addr
+	if status, _, stderr := runLeash(t, good, runArgs(name, []string{"--at-least", "1m"}, child(log))...); status != 0 {
+		t.Fatalf("leash run as the recommended ACL user exited %d: %s", status, stderr)
+	}
+	if status, out, stderr := runLeash(t, good, "ls", "--json", name); status != 0 || !strings.Contains(out, name) {
+		t.Errorf("leash ls as the recommended ACL user = %d, %q, %q", status, out, stderr)
+	}
+	if status, _, stderr := runLeash(t, good, "unlock", "--force", name); status != 0 {
+		t.Errorf("leash unlock --force as the recommended ACL user = %d, %q", status, stderr)
+	}
+	for _, tc := range []struct{ store, want string }{
+		{"redis://leash-ok:wrong@" + srv.Addr, "refused the credentials: WRONGPASS"},
+		{"redis://nobody:x@" + srv.Addr, "refused the credentials"},
+		{"redis://leash-weak:weak@" + srv.Addr, "denied a command to this user"},
+	} {
+		status, _, stderr := runLeash(t, tc.store, runArgs(name, nil, child(log, "-id", "denied"))...)
+		if status != exitAuth || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("leash run on %s = %d, %q; want %d and one line with %q", redact(tc.store), status, stderr, exitAuth, tc.want)
+		}
+	}
+	for _, l := range readLog(log) {
+		if strings.Contains(l, "denied") {
+			t.Errorf("the command ran for a user the store refused: %q", l)
+		}
+	}
+}
+
+// aclRules returns the rules of the example in 'leash help store'.
+func aclRules() []any {
+	i := strings.Index(aclHelp, "ACL SETUSER leash on >PASSWORD ")
+	line := aclHelp[i+len("ACL SETUSER leash on >PASSWORD "):]
+	line = line[:strings.Index(line, "\n\n")]
+	var rules []any
+	for _, f := range strings.Fields(strings.ReplaceAll(line, "\\", "")) {
+		rules = append(rules, f)
+	}
+	return rules
+}
+
+func TestTLS(t *testing.T) {
+	pki := newPKI(t)
+	tlsPort, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{
+		"--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", pki.serverCert, "--tls-key-file", pki.serverKey,
+		"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "optional",
+	}})
+	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	mtlsPort, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtls := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{
+		"--tls-port", strconv.Itoa(mtlsPort), "--tls-cert-file", pki.serverCert, "--tls-key-file", pki.serverKey,
+		"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "yes",
+	}})
+	_ = mtls
+	mtlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mtlsPort))
+	log := logFile(t)
+	for _, tc := range []struct {
+		name   string
+		store  string
+		flags  []string
+		status int
+		want   string
+	}{
+		{"verified with --ca-file", "rediss://" + tlsAddr, []string{"--ca-file", pki.ca}, 0, ""},
+		{"by host name", "rediss://localhost:" + strconv.Itoa(tlsPort), []string{"--ca-file", pki.ca}, 0, ""},
+		{"client certificate", "rediss://" + mtlsAddr, []string{"--ca-file", pki.ca, "--cert-file", pki.clientCert, "--key-file", pki.clientKey}, 0, ""},
+		{"unknown CA", "rediss://" + tlsAddr, nil, exitAuth, "cannot verify the TLS certificate"},
+		{"no client certificate", "rediss://" + mtlsAddr, []string{"--ca-file", pki.ca}, exitAuth, "--cert-file"},
+		{"TLS to a plain port", "rediss://" + srv.Addr + "?dial_timeout=300ms", []string{"--ca-file", pki.ca}, exitStore, "use redis://"},
+		{"plain to a TLS port", "redis://" + tlsAddr, nil, exitStore, "cannot reach the store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := lockName(t)
+			args := append(tc.flags, name, "--")
+			args = append([]string{"run"}, append(args, child(log, "-id", tc.name)...)...)
+			status, _, stderr := runLeash(t, tc.store, args...)
+			if status != tc.status || !strings.Contains(stderr, tc.want) || tc.status != 0 && strings.Count(stderr, "\n") != 1 {
+				t.Errorf("leash run on %s = %d, %q; want %d and %q", tc.store, status, stderr, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// pki is a CA and the certificates the TLS tests use, as PEM files.
+type pki struct {
+	ca, serverCert, serverKey, clientCert, clientKey string
+}
+
+func newPKI(t *testing.T) pki {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	serial := int64(0)
+	template := func(cn string) *x509.Certificate {
+		serial++
+		return &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		}
+	}
+	caKey := newKey()
+	caTmpl := template("leash test CA")
+	caTmpl.IsCA, caTmpl.BasicConstraintsValid = true, true
+	caTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leaf := func(cn string, usage x509.ExtKeyUsage, certName, keyName string) (string, string) {
+		k := newKey()
+		tmpl := template(cn)
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+		tmpl.DNSNames, tmpl.IPAddresses = []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalPKCS8PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(certName, "CERTIFICATE", der), write(keyName, "PRIVATE KEY", kder)
+	}
+	p := pki{ca: write("ca.pem", "CERTIFICATE", caDER)}
+	p.serverCert, p.serverKey = leaf("redis", x509.ExtKeyUsageServerAuth, "server.pem", "server-key.pem")
+	p.clientCert, p.clientKey = leaf("leash", x509.ExtKeyUsageClientAuth, "client.pem", "client-key.pem")
+	return p
+}
+
+func TestSentinel(t *testing.T) {
+	master := testserver.NewRedis(t, testserver.RedisOptions{})
+	sentinel := startSentinel(t, master)
+	name, log := lockName(t), logFile(t)
+	status, _, stderr := runLeash(t, "redis+sentinel://"+sentinel+"/leash-master", runArgs(name, nil, child(log))...)
+	if status != 0 {
+		t.Fatalf("leash run through Sentinel exited %d: %s", status, stderr)
+	}
+	if fence := field(waitLog(t, log, "start ", 0), "fence"); fence == "" {
+		t.Error("no fencing token through Sentinel")
+	}
+	status, _, stderr = runLeash(t, "redis+sentinel://"+sentinel+"/no-such-master", "show", name)
+	if status != exitStore || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("leash show with an unknown master = %d, %q; want %d and one line", status, stderr, exitStore)
+	}
+}
+
+// startSentinel starts a redis-server in Sentinel mode that monitors master
+// as "leash-master", and returns its address.
+func startSentinel(t *testing.T, master *testserver.Redis) string {
+	t.Helper()
+	bin, err := testserver.RedisBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor leash-master 127.0.0.1 %d 1\n",
+		port, dir, filepath.Join(dir, "sentinel.log"), master.Port)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, conf, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+	defer sc.Close()
+	eventually(t, 15*time.Second, "Sentinel knows the master", func() bool {
+		a, err := sc.GetMasterAddrByName(ctxFor(t), "leash-master").Result()
+		return err == nil && len(a) == 2 && a[1] == strconv.Itoa(master.Port)
+	})
+	return addr
+}
+
+func TestCluster(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
+	rdb := newRDB(t, srv.Addr)
+	if err := rdb.Do(ctxFor(t), "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the one-node cluster is up", func() bool {
+		info, err := rdb.ClusterInfo(ctxFor(t)).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	store := "redis+cluster://" + srv.Addr
+	name, log := lockName(t), logFile(t)
+	if status, _, stderr := runLeash(t, store, runArgs(name, nil, child(log))...); status != 0 {
+		t.Fatalf("leash run on a Cluster exited %d: %s", status, stderr)
+	}
+	// A lock held through a ClusterClient is found by ls, which walks every master.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
+	defer cc.Close()
+	c, err := leash.New(redisstore.New(cc, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.Mutex("{orders}:42").Lock(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(ctxFor(t))
+	status, out, stderr := runLeash(t, store, "ls", "--json")
+	if status != 0 || !strings.Contains(out, `"name": "{orders}:42"`) {
+		t.Errorf("leash ls on a Cluster = %d, %q, %q; want the held lock", status, out, stderr)
+	}
+	if _, err := redisstore.New(cc, nil).List(ctxFor(t), "*"); err != nil {
+		t.Errorf("List on a Cluster: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+)
+
+func cmdUnlock() *command {
+	return &command{
+		name:  "unlock",
+		usage: "unlock --force [store flags] NAME",
+		short: "delete a lock whoever holds it, and wake its waiters",
+		long: `
+Unlock --force deletes the lock NAME whoever holds it, and wakes its waiters
+at once: the next one takes it without waiting for the lease to run out. It
+is the operator's tool for a lock whose holder is known to be gone or stuck.
+
+--force is required, because the lock may still have a live holder: that
+holder learns of it at its next renewal (within a third of its lease) and, if
+it is 'leash run', stops its command; meanwhile both may run. The holder's
+writes carry an older fencing token, which fenced resources reject.
+
+Unlock prints who held the lock. Unlocking a free lock is not an error.
+
+  --force  required: delete the lock whoever holds it
+` + storeHelp + `
+
+Exit status: 0 when the lock was deleted or was already free; 64 without
+--force or for a bad name or URL, 69 when the store cannot be reached, 77
+when it refuses the credentials.
+
+Examples:
+
+  $ leash unlock --force nightly-report
+  unlocked "nightly-report": it was held by 3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1 (fence 1763800000123456)`,
+		run: runUnlock,
+	}
+}
+
+func runUnlock(e *env, argv []string) int {
+	c := cmdUnlock()
+	var force bool
+	sf, names, err := parseOperator(e, c, argv, func(fs *flag.FlagSet) {
+		fs.BoolVar(&force, "force", false, "delete the lock whoever holds it")
+	})
+	if err != nil {
+		return exitParse(err)
+	}
+	switch {
+	case len(names) != 1:
+		return e.fail("unlock", usageErrorf("unlock takes one lock name, got %d: leash %s", len(names), c.usage))
+	case !force:
+		return e.fail("unlock", usageErrorf("unlock needs --force: it deletes %q whoever holds it, and a live holder keeps running until its next renewal", names[0]))
+	}
+	ctx := context.Background()
+	conn, cl, err := openClient(ctx, sf, names[0])
+	if err != nil {
+		return e.fail("unlock", err)
+	}
+	defer conn.Close()
+	defer cl.Close()
+	info, err := conn.inspect(ctx, cl, names[0])
+	if err != nil {
+		return e.fail("unlock", err)
+	}
+	deleted, err := cl.ForceUnlock(ctx, names[0])
+	if err != nil {
+		return e.fail("unlock", conn.fail(err))
+	}
+	if !deleted {
+		fmt.Fprintf(e.stdout, "lock %q was not held\n", names[0])
+		return exitOK
+	}
+	holder := "another owner"
+	if len(info.Owners) > 0 {
+		holder = info.Owners[0].Owner
+	}
+	fmt.Fprintf(e.stdout, "unlocked %q: it was held by %s (fence %d)\n", names[0], holder, info.Fence)
+	return exitOK
+}
