@@ -138,7 +138,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			field, ok1 := contents[i].(string)
 			value, ok2 := contents[i+1].(string)
 			if !ok1 || !ok2 {
-				return info, fmt.Errorf("key %q is not a lock hash: field %#v = %#v", name, contents[i], contents[i+1])
+				return info, fmt.Errorf("%w: %q is a hash with field %#v = %#v", ErrNotLock, name, contents[i], contents[i+1])
 			}
 			if field == "mode" {
 				switch value {
@@ -147,13 +147,13 @@ func parseInfo(name string, v any) (leash.Info, error) {
 				case "read":
 					info.Kind = leash.KindRead
 				default:
-					return info, fmt.Errorf("key %q is not a leash lock hash: mode %q", name, value)
+					return info, fmt.Errorf("%w: %q is a hash with mode %q", ErrNotLock, name, value)
 				}
 				continue
 			}
 			holds, err := strconv.Atoi(value)
 			if err != nil {
-				return info, fmt.Errorf("key %q is not a lock hash: field %q = %q", name, field, value)
+				return info, fmt.Errorf("%w: %q is a hash with field %q = %q", ErrNotLock, name, field, value)
 			}
 			holders = append(holders, leash.OwnerHolds{Owner: field, Holds: holds, Remaining: -1})
 		}
@@ -173,7 +173,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			return info, err
 		}
 	default:
-		return info, fmt.Errorf("key %q is a Redis %s, not a lock", name, typ)
+		return info, fmt.Errorf("%w: %q is a Redis %s", ErrNotLock, name, typ)
 	}
 	info.Held = len(info.Owners) > 0
 	return info, nil

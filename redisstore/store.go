@@ -65,6 +65,11 @@ type Options struct {
 	SubscribeTimeout time.Duration
 }
 
+// ErrNotLock reports that a key under a lock's name holds something that is
+// not a leash (or Redisson) lock: another application's data, or a lock of
+// another kind where its layout differs.
+var ErrNotLock = errors.New("redisstore: the key is not a lock")
+
 // Store is a Redis lock store. Create it with New; it is safe for concurrent
 // use. A Store belongs to one leash.Client, which closes it (its pub/sub
 // connection, not the redis client you passed) on Close.

@@ -65,7 +65,7 @@ const aclHelp = `
 A Redis ACL user for leash needs the lock and companion keys, the release
 channels, and the commands its scripts run. For example:
 
-  ACL SETUSER leash on >PASSWORD ~* &redisson_lock__channel:* \
+  ACL SETUSER leash on >PASSWORD ~* &redisson_lock__channel:* &leash_*__channel:* \
       +@read +@write +@scripting +@pubsub +@connection +@keyspace +time -@dangerous \
       +cluster|slots +cluster|shards
 
@@ -437,7 +437,7 @@ func (c *conn) fail(err error) error {
 		whatToDo = "is the server running, on this host and port?"
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		whatToDo = "the server closed the connection; if it serves TLS on this port, use rediss://"
-	case errors.As(err, &replyErr):
+	case errors.As(err, &replyErr), errors.Is(err, redisstore.ErrNotLock):
 		format = "the store at %s answered with an error: %s"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		format = "the store at %s did not answer in time: %s"
