@@ -19,7 +19,9 @@
 // failover to a lagging replica), provided the server clock never steps back
 // past a token issued before the loss and fewer than a million grants of one
 // name are made per second. Lease expiry itself is only as durable as the
-// server's persistence: a restart without AOF forgets held locks.
+// server's persistence: a restart without AOF forgets held locks, so after
+// one the store grants nothing until the server has been up for one lease
+// (Options.RestartGrace), by which time every forgotten lease has ended.
 package redisstore
 
 import (
@@ -64,6 +66,24 @@ type Options struct {
 	// DefaultSubscribeTimeout (5s). When it passes, the waiting Lock falls
 	// back to polling at the holder's remaining lease.
 	SubscribeTimeout time.Duration
+	// RestartGrace protects against a server that lost its data (a restart
+	// without persistence): such a server has forgotten locks whose leases
+	// may still run, and would grant them again. A fresh grant therefore
+	// waits until the server has been up for the grace, detected server-side
+	// from a marker key (leash:epoch, one per Cluster slot) that the data
+	// loss removes, so every client sees it, including one that starts after
+	// the restart, and each Cluster node is judged on its own. A server that
+	// has been up longer than the grace (by INFO uptime) grants at once.
+	// Zero means the lease of the lock being acquired, which is enough when
+	// every client uses the same lease for a name; otherwise set it to the
+	// longest lease in use. The cost is that nothing is granted in the first
+	// grace of a server's life, including a brand-new one (a provisioning
+	// step that knows no lease predates the server can SET leash:epoch 0).
+	// NoRestartGrace turns it off, for servers that persist every write
+	// (appendfsync always) or are never restarted within a lease; RDB
+	// snapshots and appendfsync everysec can lose recent grants with the
+	// marker still present, which the grace does not detect.
+	RestartGrace time.Duration
 }
 
 // Store is a Redis lock store. Create it with New; it is safe for concurrent
@@ -115,6 +135,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.BatchSize = %d: must be between 1 and %d (zero means %d)", s.opts.BatchSize, MaxBatchSize, DefaultBatchSize)
 	case s.opts.HealthCheck < 0:
 		s.err = fmt.Errorf("redisstore: Options.HealthCheck = %v: must be positive (zero means %v)", s.opts.HealthCheck, DefaultHealthCheck)
+	case s.opts.RestartGrace < NoRestartGrace || s.opts.RestartGrace > leash.MaxLease:
+		s.err = fmt.Errorf("redisstore: Options.RestartGrace = %v: must be between 0 and %v, or NoRestartGrace (zero means the lease of each lock)", s.opts.RestartGrace, leash.MaxLease)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
 	}
@@ -208,9 +230,19 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	if s.err != nil {
 		return leash.Grant{}, s.err
 	}
-	v, err := acquireScript.Run(ctx, s.rdb, []string{req.Name, tokenKey(req.Name)}, ms(req.Lease), req.Owner).Result()
+	v, err := s.acquireOnce(ctx, req)
 	if err != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
+		return leash.Grant{}, err
+	}
+	if g, retry, ok := s.graceGrant(ctx, req, v); retry {
+		if v, err = s.acquireOnce(ctx, req); err != nil {
+			return leash.Grant{}, err
+		}
+		if g, _, ok := s.graceGrant(ctx, req, v); ok {
+			return g, nil
+		}
+	} else if ok {
+		return g, nil
 	}
 	g, err := parseGrant(v)
 	if err != nil {

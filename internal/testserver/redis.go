@@ -63,7 +63,10 @@ func RedisBinary() (string, error) {
 }
 
 // StartRedis starts redis-server on a free loopback port and waits until it
-// answers PING.
+// answers PING. It marks the new server as provisioned fresh (SET
+// leash:epoch 0: no lease predates it), as a deployment script may, so that
+// redisstore's restart grace does not hold the first grants back; Restart
+// does not, since a restart without persistence is what the grace is for.
 func StartRedis(opts RedisOptions) (*Redis, error) {
 	if _, err := RedisBinary(); err != nil {
 		return nil, err
@@ -85,7 +88,10 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 		r.Port = port
 		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if lastErr = r.Start(); lastErr == nil {
-			return r, nil
+			if lastErr = command(r.Addr, "SET leash:epoch 0"); lastErr == nil {
+				return r, nil
+			}
+			_ = r.Kill()
 		}
 	}
 	r.Close()
@@ -155,26 +161,29 @@ func (r *Redis) Start() error {
 	return nil
 }
 
-// ping sends PING and expects +PONG.
-func ping(addr string) error {
+// command sends one inline command and expects a +OK or +PONG reply.
+func command(addr, cmd string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	if !strings.HasPrefix(line, "+OK") && !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("testserver: %s answered %q", cmd, strings.TrimSpace(line))
 	}
 	return nil
 }
+
+// ping sends PING and expects +PONG.
+func ping(addr string) error { return command(addr, "PING") }
 
 func (r *Redis) logTail() string {
 	b, err := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
