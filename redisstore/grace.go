@@ -93,9 +93,11 @@ func (s *Store) lowerEpoch(ctx context.Context, marker string, created int64) bo
 	return err == nil && n == 1
 }
 
-// serverStart returns the server's start time in microseconds by its own
-// clock from an INFO server reply. uptime_in_seconds is rounded down, so the
-// estimate is never earlier than the real start: the grace never shrinks.
+// serverStart returns the latest time the server may have started, in
+// microseconds by its own clock, from an INFO server reply. Redis computes
+// uptime_in_seconds as a difference of whole seconds (now and start time
+// both truncated), so the real uptime is within a second of it either way;
+// taking the later bound means the grace never ends early.
 func serverStart(info string) (int64, bool) {
 	var now, up int64 = -1, -1
 	for _, line := range strings.Split(info, "\n") {
@@ -113,7 +115,7 @@ func serverStart(info string) (int64, bool) {
 	if now <= 0 || up < 0 {
 		return 0, false
 	}
-	return now - up*1_000_000, true
+	return now - (up-1)*1_000_000, true
 }
 
 // slotTags caches, per Cluster hash slot, a short string that hashes to it.

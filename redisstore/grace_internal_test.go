@@ -12,9 +12,10 @@ func TestSlotTagHashesToItsSlot(t *testing.T) {
 
 func TestServerStartNeverBeforeTheRealStart(t *testing.T) {
 	info := "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n"
-	// The real uptime is in [5s, 6s): the start is in (..99999, ..00999999].
-	if got, ok := serverStart(info); !ok || got != 1700000000999999 {
-		t.Errorf("serverStart = %d, %v; want 1700000000999999 (uptime rounded down)", got, ok)
+	// Both ends of uptime_in_seconds are truncated: the real uptime is in
+	// (4s, 6s), so the latest possible start is 4s before server_time_usec.
+	if got, ok := serverStart(info); !ok || got != 1700000001999999 {
+		t.Errorf("serverStart = %d, %v; want 1700000001999999 (the latest possible start)", got, ok)
 	}
 	if _, ok := serverStart("uptime_in_seconds:5\r\n"); ok {
 		t.Errorf("serverStart without server_time_usec succeeded")
