@@ -27,7 +27,7 @@ func release(owner string, call, ret int64, status string) history.Op {
 }
 
 func ambiguous(op history.Op) history.Op {
-	op.OK, op.Ambiguous, op.Status, op.Fence, op.Holds, op.Return = false, true, "", 0, 0, history.Pending
+	op.OK, op.Ambiguous, op.Status, op.Fence, op.Holds = false, true, "", 0, 0
 	return op
 }
 
@@ -110,7 +110,7 @@ func TestNotificationsAndOverlap(t *testing.T) {
 	}
 	ops := []history.Op{acq("A", 0, 1, 10), lock("A", 0, 1, 10), told("A", 90)}
 	res := Notifications(ops)
-	if len(res.Late) != 0 || len(res.Leads) != 1 || res.Leads[0] <= 0 {
+	if len(res.Late) != 0 || len(res.Leads) != 1 || res.Leads[0].D <= 0 {
 		t.Errorf("told at 90ms of a 100ms lease: %+v, want one positive lead", res)
 	}
 	ops = []history.Op{acq("A", 0, 1, 10), lock("A", 0, 1, 10), told("A", 150), acq("B", 120, 121, 11), lock("B", 120, 121, 11), told("B", 200)}

@@ -161,12 +161,18 @@ type Late struct {
 	Reason string
 }
 
+// Lead is how long before the server could free its lock a holder was told.
+type Lead struct {
+	Proc string
+	D    time.Duration
+}
+
 // NotifyResult is the outcome of Notifications.
 type NotifyResult struct {
 	// Leads are, for each holder told of a loss by its validity deadline
 	// (reasons expired and store unreachable), how long before the server
 	// could free the lock it was told.
-	Leads []time.Duration
+	Leads []Lead
 	// Late lists holders that believed too long. Each must be explained
 	// (a paused process) or it is a violation.
 	Late []Late
@@ -203,7 +209,7 @@ func Notifications(ops []history.Op) NotifyResult {
 			reason = "unlock"
 		}
 		if t.told == end && (t.reason == "expired" || t.reason == "store unreachable") {
-			res.Leads = append(res.Leads, time.Duration(e-end))
+			res.Leads = append(res.Leads, Lead{t.proc, time.Duration(e - end)})
 		}
 		if end > e {
 			res.Late = append(res.Late, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, By: time.Duration(end - e), Reason: reason})

@@ -68,6 +68,9 @@ const (
 	Taken   = "taken"
 	Freed   = "freed"
 	NotHeld = "not-held"
+	// Failed: the server refused the command without running it (BUSY
+	// while a script runs, LOADING, NOSCRIPT): a definite no-op.
+	Failed = "failed"
 )
 
 // Op is one operation.

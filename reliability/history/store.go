@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/leash-go/leash"
 )
@@ -27,7 +28,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	g, err := s.inner.Acquire(ctx, req)
 	s.rec.End(id, func(o *Op) {
 		if err != nil {
-			o.Ambiguous, o.Err = true, err.Error()
+			failed(o, err)
 			return
 		}
 		o.OK, o.Fence, o.Holds = g.Acquired, g.Fence, g.Holds
@@ -45,11 +46,12 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 	res := s.inner.Renew(ctx, reqs)
 	for i, id := range ids {
 		s.rec.End(id, func(o *Op) {
-			if i >= len(res) || res[i].Err != nil {
+			if i >= len(res) {
 				o.Ambiguous = true
-				if i < len(res) {
-					o.Err = res[i].Err.Error()
-				}
+				return
+			}
+			if res[i].Err != nil {
+				failed(o, res[i].Err)
 				return
 			}
 			switch res[i].Status {
@@ -76,7 +78,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		case errors.Is(err, leash.ErrNotHeld):
 			o.Status = NotHeld
 		case err != nil:
-			o.Ambiguous, o.Err = true, err.Error()
+			failed(o, err)
 		case freed:
 			o.OK, o.Status = true, Freed
 		default:
@@ -84,6 +86,22 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		}
 	})
 	return freed, err
+}
+
+// refused are the Redis error prefixes that mean the command was not run.
+var refused = []string{"BUSY ", "LOADING ", "NOSCRIPT ", "MASTERDOWN ", "READONLY "}
+
+// failed records err on o: Failed when the server certainly did not run the
+// command, Ambiguous otherwise (a timeout or a reset may come after it ran).
+func failed(o *Op, err error) {
+	o.Err = err.Error()
+	for _, p := range refused {
+		if strings.Contains(o.Err, ": "+p) {
+			o.Status = Failed
+			return
+		}
+	}
+	o.Ambiguous = true
 }
 
 // Watch implements leash.Store.
