@@ -307,32 +307,10 @@ type expect struct {
 	Note string
 }
 
-// row is one line of RELIABILITY.md.
-type row struct {
-	Scenario      string  `json:"scenario"`
-	Runs          int     `json:"runs"`
-	Grants        int     `json:"grants"`
-	Verdict       string  `json:"verdict"`
-	DoubleGrants  int     `json:"double_grants"`
-	StaleAccepted int     `json:"stale_accepted"`
-	Superseded    int     `json:"superseded_writes"`
-	Ambiguous     int     `json:"ambiguous"`
-	Told          int     `json:"told"`
-	LeadMinMS     float64 `json:"lead_min_ms"`
-	LeadP50MS     float64 `json:"lead_p50_ms"`
-	Late          int     `json:"late"`
-	LateExpected  int     `json:"late_expected"`
-	OverlapMS     float64 `json:"overlap_ms"`
-	Note          string  `json:"note"`
-	Control       bool    `json:"control"`
-	Seed          uint64  `json:"seed"`
-	Seconds       float64 `json:"seconds"`
-}
-
 // verify checks the whole history against want, reports the figures, and
 // on a failure writes the history (and porcupine's view of it) to a file
 // named in the output.
-func (e *env) verify(scenario string, runs int, want expect) row {
+func (e *env) verify(scenario string, runs int, want expect) check.Row {
 	e.t.Helper()
 	ops := e.ops()
 	g := check.Grants(ops, 2*time.Minute)
@@ -356,7 +334,7 @@ func (e *env) verify(scenario string, runs int, want expect) row {
 			late = append(late, l)
 		}
 	}
-	r := row{
+	r := check.Row{
 		Scenario: scenario, Runs: runs, Grants: g.Grants, Verdict: string(g.Verdict),
 		DoubleGrants: len(g.DoubleGrants), StaleAccepted: len(sw.StaleAccepted), Superseded: sw.Superseded,
 		Ambiguous: g.Ambiguous, Late: len(late), LateExpected: len(lateOK),
@@ -428,7 +406,7 @@ func (e *env) save(ops []history.Op, g check.GrantResult) string {
 }
 
 // report appends r to LEASH_RELIABILITY_REPORT, if set.
-func (e *env) report(r row) {
+func (e *env) report(r check.Row) {
 	path := os.Getenv(reportEnv)
 	if path == "" {
 		return

@@ -13,29 +13,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
-)
 
-// row mirrors the scenario package's report row.
-type row struct {
-	Scenario      string  `json:"scenario"`
-	Runs          int     `json:"runs"`
-	Grants        int     `json:"grants"`
-	Verdict       string  `json:"verdict"`
-	DoubleGrants  int     `json:"double_grants"`
-	StaleAccepted int     `json:"stale_accepted"`
-	Superseded    int     `json:"superseded_writes"`
-	Ambiguous     int     `json:"ambiguous"`
-	Told          int     `json:"told"`
-	LeadMinMS     float64 `json:"lead_min_ms"`
-	LeadP50MS     float64 `json:"lead_p50_ms"`
-	Late          int     `json:"late"`
-	LateExpected  int     `json:"late_expected"`
-	OverlapMS     float64 `json:"overlap_ms"`
-	Note          string  `json:"note"`
-	Control       bool    `json:"control"`
-	Seed          uint64  `json:"seed"`
-	Seconds       float64 `json:"seconds"`
-}
+	"github.com/leash-go/leash/reliability/check"
+)
 
 const (
 	begin = "<!-- table: begin (written by reltable) -->"
@@ -83,16 +63,16 @@ func run(in, doc, header string) error {
 	return os.WriteFile(doc, out, 0o644)
 }
 
-func read(path string) ([]row, error) {
+func read(path string) ([]check.Row, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var rows []row
+	var rows []check.Row
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r row
+		var r check.Row
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
@@ -101,7 +81,7 @@ func read(path string) ([]row, error) {
 	return rows, sc.Err()
 }
 
-func table(rows []row) string {
+func table(rows []check.Row) string {
 	var b strings.Builder
 	b.WriteString("| scenario | runs | grants | double grants | stale writes accepted (of superseded attempts) | notification lead min / p50 | believed overlap | expected, and why |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---|---:|---|\n")
