@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/leash-go/leash v0.0.0
-	github.com/leash-go/leash/redisstore v0.0.0-00010101000000-000000000000
+	github.com/leash-go/leash/redisstore v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/sys v0.48.0
 )
