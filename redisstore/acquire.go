@@ -41,12 +41,15 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	default:
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
 	}
-	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	v, left, ok, err := s.runAcquire(ctx, script, n, req.Lease, keys, args, false)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "LEASH_UPGRADE") {
 			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, leash.ErrUpgrade)
 		}
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
+	}
+	if !ok {
+		return leash.Grant{Remaining: left}, nil // the restart grace
 	}
 	g, err := parseGrant(v)
 	if err != nil {
@@ -91,9 +94,13 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	for _, r := range reqs {
 		keys = append(keys, r.Name, tokenKey(r.Name))
 	}
-	v, err := acquireManyScript.Run(ctx, s.rdb, keys, ms(reqs[0].Lease), reqs[0].Owner).Result()
+	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, reqs[0].Name, reqs[0].Lease, keys,
+		[]any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {
 		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
+	}
+	if !ok {
+		return leash.MultiGrant{Remaining: left}, nil // the restart grace
 	}
 	mg, err := parseMultiGrant(v, len(reqs))
 	if err != nil {

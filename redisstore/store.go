@@ -19,7 +19,9 @@
 // failover to a lagging replica), provided the server clock never steps back
 // past a token issued before the loss and fewer than a million grants of one
 // name are made per second. Lease expiry itself is only as durable as the
-// server's persistence: a restart without AOF forgets held locks.
+// server's persistence: a restart without AOF forgets held locks, so after
+// one the store grants nothing until the server has been up for one lease
+// (Options.RestartGrace), by which time every forgotten lease has ended.
 package redisstore
 
 import (
@@ -63,6 +65,24 @@ type Options struct {
 	// DefaultSubscribeTimeout (5s). When it passes, the waiting Lock falls
 	// back to polling at the holder's remaining lease.
 	SubscribeTimeout time.Duration
+	// RestartGrace protects against a server that lost its data (a restart
+	// without persistence): such a server has forgotten locks whose leases
+	// may still run, and would grant them again. A fresh grant therefore
+	// waits until the server has been up for the grace, detected server-side
+	// from a marker key (leash:epoch, one per Cluster slot) that the data
+	// loss removes, so every client sees it, including one that starts after
+	// the restart, and each Cluster node is judged on its own. A server that
+	// has been up longer than the grace (by INFO uptime) grants at once.
+	// Zero means the lease of the lock being acquired, which is enough when
+	// every client uses the same lease for a name; otherwise set it to the
+	// longest lease in use. The cost is that nothing is granted in the first
+	// grace of a server's life, including a brand-new one (a provisioning
+	// step that knows no lease predates the server can call MarkFresh).
+	// NoRestartGrace turns it off, for servers that persist every write
+	// (appendfsync always) or are never restarted within a lease; RDB
+	// snapshots and appendfsync everysec can lose recent grants with the
+	// marker still present, which the grace does not detect.
+	RestartGrace time.Duration
 }
 
 // ErrNotLock reports that a key under a lock's name holds something that is
@@ -157,6 +177,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.BatchSize = %d: must be between 1 and %d (zero means %d)", s.opts.BatchSize, MaxBatchSize, DefaultBatchSize)
 	case s.opts.HealthCheck < 0:
 		s.err = fmt.Errorf("redisstore: Options.HealthCheck = %v: must be positive (zero means %v)", s.opts.HealthCheck, DefaultHealthCheck)
+	case s.opts.RestartGrace < NoRestartGrace || s.opts.RestartGrace > leash.MaxLease:
+		s.err = fmt.Errorf("redisstore: Options.RestartGrace = %v: must be between 0 and %v, or NoRestartGrace (zero means the lease of each lock)", s.opts.RestartGrace, leash.MaxLease)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
 	}

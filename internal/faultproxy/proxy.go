@@ -22,7 +22,8 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	links     map[*link]struct{}
-	blackhole bool
+	blackhole bool // both directions
+	dropDown  bool // server to client only
 	refuse    bool
 	latency   time.Duration
 	closed    bool
@@ -75,20 +76,21 @@ func (p *Proxy) accept() {
 		p.links[l] = struct{}{}
 		p.mu.Unlock()
 		// Owner: the link. Each stops when either side of the link closes.
-		p.wg.Go(func() { p.pipe(l, c, s) })
-		p.wg.Go(func() { p.pipe(l, s, c) })
+		p.wg.Go(func() { p.pipe(l, c, s, false) })
+		p.wg.Go(func() { p.pipe(l, s, c, true) })
 	}
 }
 
-// pipe copies src to dst, applying the proxy's faults to each chunk.
-func (p *Proxy) pipe(l *link, src, dst net.Conn) {
+// pipe copies src to dst, applying the proxy's faults to each chunk; down
+// is true for the server-to-client direction.
+func (p *Proxy) pipe(l *link, src, dst net.Conn, down bool) {
 	defer p.drop(l)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			blackhole, latency := p.blackhole, p.latency
+			blackhole, latency := p.blackhole || (down && p.dropDown), p.latency
 			p.mu.Unlock()
 			if latency > 0 {
 				time.Sleep(latency)
@@ -126,11 +128,17 @@ func resetConn(c net.Conn) {
 // an error, until Heal.
 func (p *Proxy) Blackhole() { p.set(func() { p.blackhole = true }) }
 
+// BlackholeReplies makes the proxy swallow only what the server sends, on
+// open and new connections: requests still reach the server and take
+// effect, but their answers never arrive. This is how an operation becomes
+// ambiguous to its client: done on the server, timed out on the client.
+func (p *Proxy) BlackholeReplies() { p.set(func() { p.dropDown = true }) }
+
 // Heal ends a black hole and refusal, and removes latency. Bytes swallowed by
 // the black hole stay lost, so a protocol stream that lost bytes is broken:
 // clients must (and do) replace such connections.
 func (p *Proxy) Heal() {
-	p.set(func() { p.blackhole, p.refuse, p.latency = false, false, 0 })
+	p.set(func() { p.blackhole, p.dropDown, p.refuse, p.latency = false, false, false, 0 })
 }
 
 // SetLatency delays every chunk of data by d in each direction.

@@ -145,3 +145,49 @@ func TestResetAndRefuse(t *testing.T) {
 		t.Fatalf("round trip after Heal: %v", err)
 	}
 }
+
+// TestBlackholeRepliesDeliversRequests checks that requests still arrive
+// while their answers are swallowed.
+func TestBlackholeRepliesDeliversRequests(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			got <- line
+			_, _ = c.Write([]byte(line))
+		}
+	}()
+	p, err := faultproxy.New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c, r := dial(t, p)
+	p.BlackholeReplies()
+	var ne net.Error
+	if err := roundTrip(c, r, 200*time.Millisecond); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("round trip with replies black-holed = %v, want a timeout", err)
+	}
+	select {
+	case line := <-got:
+		if line != "ping\n" {
+			t.Errorf("server got %q, want the request", line)
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("the request did not reach the server")
+	}
+}

@@ -63,7 +63,12 @@ func RedisBinary() (string, error) {
 }
 
 // StartRedis starts redis-server on a free loopback port and waits until it
-// answers PING.
+// answers PING. It marks the new server as provisioned fresh (SET
+// leash:epoch 0: no lease predates it), as a deployment script may, so that
+// redisstore's restart grace does not hold the first grants back; Restart
+// does not, since a restart without persistence is what the grace is for. A
+// cluster-mode server serves no slot yet: its test calls redisstore's
+// MarkFresh once the cluster is up.
 func StartRedis(opts RedisOptions) (*Redis, error) {
 	if _, err := RedisBinary(); err != nil {
 		return nil, err
@@ -85,11 +90,27 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 		r.Port = port
 		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if lastErr = r.Start(); lastErr == nil {
-			return r, nil
+			if r.cluster() { // no slots are served yet; the test calls redisstore's MarkFresh
+				return r, nil
+			}
+			if lastErr = command(r.Addr, "SET leash:epoch 0"); lastErr == nil {
+				return r, nil
+			}
+			_ = r.Kill()
 		}
 	}
 	r.Close()
 	return nil, lastErr
+}
+
+// cluster reports whether the server runs in cluster mode.
+func (r *Redis) cluster() bool {
+	for i, a := range r.opts.Args {
+		if a == "--cluster-enabled" && i+1 < len(r.opts.Args) && r.opts.Args[i+1] == "yes" {
+			return true
+		}
+	}
+	return false
 }
 
 // FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
@@ -155,26 +176,29 @@ func (r *Redis) Start() error {
 	return nil
 }
 
-// ping sends PING and expects +PONG.
-func ping(addr string) error {
+// command sends one inline command and expects a +OK or +PONG reply.
+func command(addr, cmd string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	if !strings.HasPrefix(line, "+OK") && !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("testserver: %s answered %q", cmd, strings.TrimSpace(line))
 	}
 	return nil
 }
+
+// ping sends PING and expects +PONG.
+func ping(addr string) error { return command(addr, "PING") }
 
 func (r *Redis) logTail() string {
 	b, err := os.ReadFile(filepath.Join(r.Dir, "redis.log"))

@@ -5,6 +5,9 @@
 -- KEYS[2]  fencing counter, redisson_lock_token:{name} (Redisson RFencedLock layout)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<n>"
+-- KEYS[3]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
+--          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when the owner now holds the lock;
 --          {0, pttl} when someone else holds it (pttl in ms, -1 for no expiry).
 -- A re-entry keeps the tenure's token. Redisson's RLock takes the lock only when the key is
@@ -12,6 +15,6 @@
 -- an RWMutex (field "mode") excludes a Mutex the same way; a semaphore's zset under the
 -- name makes HEXISTS fail with WRONGTYPE. Touches only KEYS.
 if redis.call('exists', KEYS[1]) == 0 then
-    return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    return grace(KEYS[3], ARGV[3]) or grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 end
 return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1]) or {0, redis.call('pttl', KEYS[1])}

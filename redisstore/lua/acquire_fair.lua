@@ -8,6 +8,9 @@
 -- ARGV[2]  owner field
 -- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
 --          until now + ARGV[3]; 0 takes no place (TryLock)
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
+--          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime.
 -- The lock is granted only when it is free and the caller is first in the queue (or the
@@ -17,12 +20,16 @@
 local now = now_ms()
 purge_queue(KEYS[3], KEYS[4], now)
 local free = redis.call('exists', KEYS[1]) == 0
+local refused = nil
 if free then
     local head = redis.call('zrange', KEYS[3], 0, 0)[1]
     if head == nil or head == ARGV[2] then
-        redis.call('zrem', KEYS[3], ARGV[2])
-        redis.call('zrem', KEYS[4], ARGV[2])
-        return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+        refused = grace(KEYS[5], ARGV[4])
+        if not refused then
+            redis.call('zrem', KEYS[3], ARGV[2])
+            redis.call('zrem', KEYS[4], ARGV[2])
+            return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+        end
     end
 else
     local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
@@ -39,6 +46,9 @@ if wait > 0 then
     redis.call('zadd', KEYS[4], now + wait, ARGV[2])
     extend(KEYS[3], wait)
     extend(KEYS[4], wait)
+end
+if refused then
+    return refused -- the caller keeps (or takes) its place meanwhile
 end
 if free then
     local head = redis.call('zrange', KEYS[3], 0, 0)[1]

@@ -1,27 +1,36 @@
 -- acquire_many.lua: take several reentrant locks for one owner, all or none.
 -- Uses lib.lua. Serves MultiLock, for names in one hash slot.
--- KEYS[2i-1]  lock hash i (Mutex layout)
--- KEYS[2i]    fencing counter of lock i, redisson_lock_token:{name i}
+-- KEYS[1]     restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[2i]    lock hash i (Mutex layout)
+-- KEYS[2i+1]  fencing counter of lock i, redisson_lock_token:{name i}
 -- ARGV[1]     lease in milliseconds
 -- ARGV[2]     owner field
+-- ARGV[3]     restart grace in microseconds, "0" for none; fresh grants inside it are
+--             refused with {0, ms left, created, start}
 -- Returns     {1, token 1, token 2, ...} when the owner now holds every lock (a lock it held
 --             already is re-entered and keeps its token); {0, ms} when some lock is held by
 --             someone else: the shortest remaining lease among those, -1 if none expires.
 -- Touches only KEYS, all in one slot.
 local blocked = nil
-for i = 1, #KEYS, 2 do
+local fresh = false
+for i = 2, #KEYS, 2 do
     if redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], ARGV[2]) == 0 then
         local p = redis.call('pttl', KEYS[i])
         if blocked == nil or (p >= 0 and (blocked < 0 or p < blocked)) then
             blocked = p
         end
     end
+    fresh = fresh or redis.call('exists', KEYS[i]) == 0
 end
 if blocked ~= nil then
     return {0, blocked}
 end
+local refused = fresh and grace(KEYS[1], ARGV[3])
+if refused then
+    return refused
+end
 local out = {1}
-for i = 1, #KEYS, 2 do
+for i = 2, #KEYS, 2 do
     local r = reenter(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1]) or grant(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1])
     out[#out + 1] = r[2]
 end

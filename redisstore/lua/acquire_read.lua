@@ -7,6 +7,9 @@
 -- KEYS[4]  waiting writers, leash_rw_writers:{name}: zset owner -> end of the mark in ms
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
+--          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
 --          waits (until its mark ends).
 -- Each reader has its own lease, so a crashed reader frees its share alone. While a writer
@@ -29,6 +32,10 @@ if redis.call('exists', KEYS[1]) == 1 and mode ~= 'read' and not downgrade then
 end
 if not downgrade and redis.call('zcard', KEYS[4]) > 0 then
     return {0, first_score(KEYS[4]) - now}
+end
+local refused = grace(KEYS[5], ARGV[3])
+if refused then
+    return refused
 end
 local token = next_token(KEYS[2])
 redis.call('zadd', KEYS[3], now + lease, ARGV[2])

@@ -8,6 +8,9 @@
 -- ARGV[2]  owner
 -- ARGV[3]  mark lifetime in ms: a writer that is not granted is marked as waiting until
 --          now + ARGV[3], which keeps new readers out; 0 marks nothing (TryLock)
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
+--          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or until the last reader's lease ends. An owner that holds a read lease gets the
 --          error LEASH_UPGRADE: it would wait for itself.
@@ -21,10 +24,14 @@ end
 if redis.call('hget', KEYS[1], 'mode') == 'read' and redis.call('zcard', KEYS[3]) == 0 then
     redis.call('del', KEYS[1]) -- every reader's lease has ended
 end
+local refused = nil
 if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('zrem', KEYS[4], ARGV[2])
-    redis.call('hset', KEYS[1], 'mode', 'write')
-    return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    refused = grace(KEYS[5], ARGV[4])
+    if not refused then
+        redis.call('zrem', KEYS[4], ARGV[2])
+        redis.call('hset', KEYS[1], 'mode', 'write')
+        return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    end
 end
 local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 if held then
@@ -34,6 +41,9 @@ local wait = tonumber(ARGV[3])
 if wait > 0 then
     redis.call('zadd', KEYS[4], now + wait, ARGV[2])
     extend(KEYS[4], wait)
+end
+if refused then
+    return refused -- marked as a waiting writer meanwhile
 end
 if redis.call('hget', KEYS[1], 'mode') == 'read' then
     return {0, last_score(KEYS[3]) - now}

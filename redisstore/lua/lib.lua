@@ -111,3 +111,30 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     end
     return false
 end
+
+-- grace enforces the restart grace before a fresh grant. marker is the restart marker
+-- (leash:epoch, or leash:epoch:{<slot tag>} on Cluster): the server's start time in
+-- microseconds, lost with the data when the server restarts without persistence. Its
+-- absence means leases granted before the restart may still run, so nothing is granted
+-- until the server has been up for grace_us microseconds. A missing marker is set to "now"
+-- (the pessimistic guess; the client may lower it from INFO server with epoch.lua). It
+-- returns nil when a fresh grant may proceed, else the reply {0, ms left, created, start}
+-- (created = 1 when this call set the marker). A grace_us of "0" turns it off.
+local function grace(marker, grace_us)
+    if grace_us == '0' then
+        return nil
+    end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local created = 0
+    local start = tonumber(redis.call('get', marker))
+    if not start then
+        start, created = now, 1
+        redis.call('set', marker, string.format('%.0f', now))
+    end
+    local left = start + tonumber(grace_us) - now
+    if left > 0 then
+        return {0, math.ceil(left / 1000), created, start}
+    end
+    return nil
+end

@@ -470,6 +470,11 @@ func TestCluster(t *testing.T) {
 		info, err := rdb.ClusterInfo(ctxFor(t)).Result()
 		return err == nil && strings.Contains(info, "cluster_state:ok")
 	})
+	fresh := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
+	defer fresh.Close()
+	if err := redisstore.New(fresh, nil).MarkFresh(ctxFor(t)); err != nil { // a new cluster: no restart grace
+		t.Fatal(err)
+	}
 	store := "redis+cluster://" + srv.Addr
 	name, log := lockName(t), logFile(t)
 	if status, _, stderr := runLeash(t, store, runArgs(name, nil, child(log))...); status != 0 {

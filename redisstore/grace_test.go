@@ -1,0 +1,162 @@
+package redisstore_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+)
+
+// TestRestartGrace restarts a server without persistence while A holds a
+// lock. With the grace (the default), B — a client that starts after the
+// restart and never saw the old server — is refused until A's lease would
+// have ended; with NoRestartGrace (the negative control), B is granted the
+// lock at once while A's lease still runs: a double grant.
+func TestRestartGrace(t *testing.T) {
+	const lease = 2 * time.Second
+	for name, tc := range map[string]struct {
+		grace      time.Duration
+		doubleWant bool
+	}{
+		"default grace refuses until the old lease has ended": {0, false},
+		"no grace grants a lock whose lease still runs":       {redisstore.NoRestartGrace, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := testserver.NewRedis(t, testserver.RedisOptions{})
+			newC := func() *leash.Client {
+				c, err := leash.New(redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{RestartGrace: tc.grace}), &leash.Options{Lease: lease})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			a := newC()
+			ha, err := a.Mutex(lockName(t)).Lock(bg(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			granted := time.Now() // A's lease runs at least until granted+lease
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			b := newC()
+			_, err = b.Mutex(lockName(t)).TryLock(bg(t))
+			double := err == nil && time.Now().Before(granted.Add(lease))
+			if double != tc.doubleWant {
+				t.Fatalf("B's TryLock right after the restart = %v (double grant %v), want double grant %v", err, double, tc.doubleWant)
+			}
+			if double {
+				return
+			}
+			var na *leash.NotAcquiredError
+			if !errors.As(err, &na) || na.Remaining <= 0 || na.Remaining > lease {
+				t.Fatalf("B's TryLock in the grace = %v, want ErrNotAcquired with the grace left (0, %v]", err, lease)
+			}
+			hb, err := b.Mutex(lockName(t)).Lock(bg(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at := time.Now(); at.Before(granted.Add(lease)) {
+				t.Errorf("B granted %v after A, within A's lease %v", at.Sub(granted), lease)
+			}
+			if hb.Fence() <= ha.Fence() {
+				t.Errorf("B's token %d, want > A's %d", hb.Fence(), ha.Fence())
+			}
+			select {
+			case <-ha.Lost():
+			default:
+				t.Errorf("A not told of the loss by the time B holds the lock")
+			}
+		})
+	}
+}
+
+// TestRestartGraceSkipsAnOldServer deletes the marker on a server that has
+// been up longer than the grace: the store reads the uptime, lowers the
+// marker, and grants at once.
+func TestRestartGraceSkipsAnOldServer(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := newRDB(t, srv.Addr)
+	time.Sleep(3100 * time.Millisecond) // up at least 2s by the conservative estimate: past the 1s grace
+	if err := rdb.Del(bg(t), "leash:epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv.Addr, &leash.Options{Lease: time.Second})
+	h, err := c.Mutex(lockName(t)).TryLock(bg(t))
+	if err != nil {
+		t.Fatalf("TryLock on a server up for 2s with a 1s grace = %v, want granted", err)
+	}
+	defer h.Unlock(bg(t))
+	v, err := rdb.Get(bg(t), "leash:epoch").Result()
+	start, _ := strconv.ParseInt(v, 10, 64)
+	if err != nil || time.Since(time.UnixMicro(start)) < 2*time.Second {
+		t.Errorf("marker = %q, %v; want the server's start time, over 2s ago", v, err)
+	}
+}
+
+// TestRestartGraceEveryKind checks that every kind of fresh grant, not only
+// a Mutex's, waits out the grace after a restart without persistence.
+func TestRestartGraceEveryKind(t *testing.T) {
+	const lease = 2 * time.Second
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	if err := srv.Restart(); err != nil { // the marker is gone, as after a crash
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	c := newClient(t, srv.Addr, &leash.Options{Lease: lease})
+	base := lockName(t)
+	tries := map[string]func() (*leash.Hold, error){
+		"mutex":  func() (*leash.Hold, error) { return c.Mutex(base + "/m").TryLock(bg(t)) },
+		"fair":   func() (*leash.Hold, error) { return c.FairMutex(base+"/f", nil).TryLock(bg(t)) },
+		"read":   func() (*leash.Hold, error) { return c.RWMutex(base+"/r", nil).TryRLock(bg(t)) },
+		"write":  func() (*leash.Hold, error) { return c.RWMutex(base+"/w", nil).TryLock(bg(t)) },
+		"permit": func() (*leash.Hold, error) { return c.Semaphore(base+"/p", 3).TryAcquire(bg(t)) },
+		"multi":  func() (*leash.Hold, error) { return c.MultiLock([]string{base + "/x", base + "/y"}).TryLock(bg(t)) },
+	}
+	for kind, try := range tries {
+		_, err := try()
+		var na *leash.NotAcquiredError
+		if !errors.As(err, &na) || na.Remaining <= 0 || na.Remaining > lease {
+			t.Errorf("%s right after the restart = %v, want refused with the grace left", kind, err)
+		}
+	}
+	time.Sleep(time.Until(restarted.Add(lease + 100*time.Millisecond)))
+	for kind, try := range tries {
+		h, err := try()
+		if err != nil {
+			t.Errorf("%s after the grace = %v, want granted", kind, err)
+			continue
+		}
+		if err := h.Unlock(bg(t)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestMarkFresh: a server declared new grants at once, where after a plain
+// restart it would wait out the grace.
+func TestMarkFresh(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	s := redisstore.New(newRDB(t, srv.Addr), nil)
+	if err := s.MarkFresh(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := leash.New(s, &leash.Options{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.Mutex(lockName(t)).TryLock(bg(t))
+	if err != nil {
+		t.Fatalf("TryLock after MarkFresh = %v, want granted at once", err)
+	}
+	_ = h.Unlock(bg(t))
+}

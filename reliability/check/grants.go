@@ -1,0 +1,338 @@
+// Package check decides whether a recorded history (package history) is
+// safe. It has three checkers and one metric:
+//
+//   - Grants: grant safety. A linearizability check (porcupine) of the
+//     store-level history against a fenced-lease model: a fresh grant is
+//     legal only when the lock is free or its holder's lease may have run
+//     out, and its token exceeds every earlier one; a renewal succeeds only
+//     for the holder; an ambiguous operation (a timeout) may or may not have
+//     taken effect. It also counts definite double grants.
+//   - StaleWrites: a fenced resource never accepts a write from a tenure
+//     after it accepted one from a newer tenure.
+//   - Notifications: no holder believes it holds past the earliest moment
+//     the server could hand the lock to someone else; the lead time by
+//     which it was told is the metric.
+//   - Overlap: how long two holders of one lock believed they held it at
+//     once. Zero without process pauses; with them it is reported, because
+//     no lease lock can prevent it (only fencing makes it harmless).
+package check
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/leash-go/leash/reliability/history"
+)
+
+// Clock-rate allowance between the server's expiry clock and the test's
+// clock, as in Redlock: 1% of the lease plus 2ms.
+const (
+	driftFactor = 0.01
+	driftConst  = 2 * time.Millisecond
+)
+
+// earliestExpiry is the first moment a lease that started no earlier than
+// start could have run out.
+func earliestExpiry(start, lease int64) int64 {
+	return start + lease - int64(driftFactor*float64(lease)) - int64(driftConst)
+}
+
+// AmbiguousHorizon bounds, in leases after its call, when an operation
+// whose outcome is unknown may still take effect on the server. It is an
+// assumption about the fault model (no request delayed in flight for longer
+// than this), which keeps the search small.
+const AmbiguousHorizon = 4
+
+// leaseState is the model's state of one lock.
+type leaseState struct {
+	holder   string // owner, "" when free
+	fence    int64  // the holder's token, 0 when unknown (an ambiguous grant)
+	start    int64  // lower bound on when the holder's current lease began
+	lease    int64
+	maxFence int64 // highest token granted so far
+}
+
+func (s leaseState) mayHaveExpired(at int64) bool {
+	return s.holder == "" || at >= earliestExpiry(s.start, s.lease)
+}
+
+func (s leaseState) free() leaseState { return leaseState{maxFence: s.maxFence} }
+
+type input struct {
+	kind      history.Kind
+	owner     string
+	lease     int64
+	call, ret int64
+}
+
+type output struct {
+	ok, ambiguous bool
+	status        string
+	fence         int64
+	holds         int
+}
+
+// step is the fenced-lease model. It returns every state the lock may be in
+// after the operation, or none if the operation's result is impossible.
+func step(s leaseState, in input, out output) []leaseState {
+	if out.status == history.Failed {
+		return []leaseState{s} // refused by the server without running
+	}
+	switch in.kind {
+	case history.StoreAcquire:
+		switch {
+		case out.ambiguous:
+			// Not applied, or applied: the owner holds from some time after
+			// both its call and the moment the old lease could have ended.
+			if s.holder == in.owner {
+				return []leaseState{s}
+			}
+			start := in.call
+			if s.holder != "" {
+				start = max(start, earliestExpiry(s.start, s.lease))
+			}
+			return []leaseState{s, {holder: in.owner, start: start, lease: in.lease, maxFence: s.maxFence}}
+		case !out.ok:
+			return []leaseState{s} // busy: not checked (a lease may end at any time after its earliest expiry)
+		case out.holds > 1:
+			// A re-entry at the store (a transport retry): same tenure, same token.
+			if s.holder != in.owner || (s.fence != 0 && s.fence != out.fence) {
+				return nil
+			}
+			s.fence, s.start = out.fence, max(s.start, in.call)
+			return []leaseState{s}
+		default:
+			if !(s.holder == in.owner || s.mayHaveExpired(in.ret)) || out.fence <= s.maxFence {
+				return nil
+			}
+			return []leaseState{{holder: in.owner, fence: out.fence, start: in.call, lease: in.lease, maxFence: out.fence}}
+		}
+	case history.StoreRenew:
+		switch {
+		case out.ambiguous:
+			return []leaseState{s} // an applied renewal only delays expiry: never more permissive
+		case out.ok:
+			if s.holder != in.owner {
+				return nil
+			}
+			s.start, s.lease = max(s.start, in.call), in.lease
+			return []leaseState{s}
+		case out.status == history.Taken:
+			if s.holder == in.owner {
+				return nil
+			}
+			return []leaseState{s}
+		default: // gone
+			switch {
+			case s.holder == in.owner:
+				return []leaseState{s.free()} // the holder is told now
+			case s.holder != "" && (s.fence == 0 || s.mayHaveExpired(in.ret)):
+				return []leaseState{s, s.free()}
+			}
+			return []leaseState{s}
+		}
+	case history.StoreRelease:
+		switch {
+		case out.ambiguous:
+			if s.holder == in.owner {
+				return []leaseState{s, s.free()}
+			}
+			return []leaseState{s}
+		case out.ok:
+			if s.holder != in.owner {
+				return nil
+			}
+			if out.status == history.Freed {
+				return []leaseState{s.free()}
+			}
+			return []leaseState{s}
+		default: // not held: the holder knows from now on
+			if s.holder == in.owner {
+				return []leaseState{s.free()}
+			}
+			return []leaseState{s}
+		}
+	}
+	return []leaseState{s}
+}
+
+var leaseModel = porcupine.NondeterministicModel{
+	Init: func() []any { return []any{leaseState{}} },
+	Step: func(st, in, out any) []any {
+		next := step(st.(leaseState), in.(input), out.(output))
+		res := make([]any, len(next))
+		for i, n := range next {
+			res[i] = n
+		}
+		return res
+	},
+	DescribeOperation: func(in, out any) string {
+		i, o := in.(input), out.(output)
+		res := fmt.Sprintf("ok=%v", o.ok)
+		switch {
+		case o.ambiguous:
+			res = "ambiguous"
+		case o.status != "":
+			res = o.status
+		}
+		return fmt.Sprintf("%s %s → %s fence=%d", i.kind, short(i.owner), res, o.fence)
+	},
+	DescribeState: func(st any) string {
+		s := st.(leaseState)
+		if s.holder == "" {
+			return fmt.Sprintf("free (max fence %d)", s.maxFence)
+		}
+		return fmt.Sprintf("%s fence=%d (max %d)", short(s.holder), s.fence, s.maxFence)
+	},
+}
+
+func short(owner string) string {
+	if len(owner) > 12 {
+		return owner[len(owner)-12:]
+	}
+	return owner
+}
+
+// GrantResult is the outcome of Grants.
+type GrantResult struct {
+	// Verdict is porcupine's: Ok, Illegal, or Unknown (the check timed out,
+	// which a test must treat as a failure).
+	Verdict porcupine.CheckResult
+	// Grants counts fresh grants (store acquires that started a tenure).
+	Grants int
+	// Ambiguous counts store operations whose outcome is unknown.
+	Ambiguous int
+	// DoubleGrants lists grants made while another tenure's lease definitely
+	// still ran on the server: certain violations, found without porcupine.
+	DoubleGrants []DoubleGrant
+
+	model porcupine.Model
+	info  porcupine.LinearizationInfo
+}
+
+// DoubleGrant is a grant to Second while First definitely held the lock.
+type DoubleGrant struct {
+	Lock          string
+	First, Second string // owners
+	At            int64  // Second's grant returned
+}
+
+// OK reports whether the history is safe.
+func (r GrantResult) OK() bool { return r.Verdict == porcupine.Ok && len(r.DoubleGrants) == 0 }
+
+// Visualize writes porcupine's HTML view of the check to path.
+func (r GrantResult) Visualize(path string) error {
+	return porcupine.VisualizePath(r.model, r.info, path)
+}
+
+// Grants checks the store-level operations of ops for grant safety. timeout
+// bounds porcupine's search.
+func Grants(ops []history.Op, timeout time.Duration) GrantResult {
+	var res GrantResult
+	var pops []porcupine.Operation
+	procs := map[string]int{}
+	for _, op := range ops {
+		switch op.Kind {
+		case history.StoreAcquire, history.StoreRenew, history.StoreRelease:
+		default:
+			continue
+		}
+		if op.Ambiguous {
+			res.Ambiguous++
+			if op.Kind == history.StoreRenew {
+				continue // a no-op in the model (see step), and costly to search
+			}
+		}
+		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous && op.Holds == 1 {
+			res.Grants++
+		}
+		ret := op.Return
+		if op.Ambiguous {
+			// It may take effect after its client gave up: a request can wait
+			// in a paused server's socket or a slow link. The faults of the
+			// suite delay none by more than AmbiguousHorizon leases.
+			ret = min(op.Return, op.Call) + AmbiguousHorizon*op.Lease
+		}
+		id, ok := procs[op.Proc]
+		if !ok {
+			id = len(procs)
+			procs[op.Proc] = id
+		}
+		pops = append(pops, porcupine.Operation{
+			ClientId: id,
+			Input:    input{kind: op.Kind, owner: op.Owner, lease: op.Lease, call: op.Call, ret: op.Return},
+			Call:     op.Call,
+			Output:   output{ok: op.OK, ambiguous: op.Ambiguous, status: op.Status, fence: op.Fence, holds: op.Holds},
+			Return:   ret,
+			Metadata: op.Lock,
+		})
+	}
+	m := leaseModel
+	m.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		var names []string
+		for _, o := range h {
+			n := o.Metadata.(string)
+			if _, ok := by[n]; !ok {
+				names = append(names, n)
+			}
+			by[n] = append(by[n], o)
+		}
+		sort.Strings(names)
+		out := make([][]porcupine.Operation, len(names))
+		for i, n := range names {
+			out[i] = by[n]
+		}
+		return out
+	}
+	res.model = m.ToModel()
+	res.Verdict, res.info = porcupine.CheckOperationsVerbose(res.model, pops, timeout)
+	res.DoubleGrants = definiteDoubleGrants(ops)
+	return res
+}
+
+// definiteDoubleGrants finds grants made inside another tenure's definite
+// lease: from its grant's return until the earliest of its first release or
+// loss observation and the earliest expiry of its last successful renewal.
+func definiteDoubleGrants(ops []history.Op) []DoubleGrant {
+	type tenure struct {
+		lock        string
+		grant       history.Op
+		expiry, end int64
+	}
+	ts := map[string]*tenure{}
+	var order []*tenure
+	for _, op := range ops {
+		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous && op.Holds == 1 {
+			if _, ok := ts[op.Owner]; !ok {
+				t := &tenure{lock: op.Lock, grant: op, expiry: earliestExpiry(op.Call, op.Lease), end: history.Pending}
+				ts[op.Owner] = t
+				order = append(order, t)
+			}
+		}
+	}
+	for _, op := range ops {
+		t := ts[op.Owner]
+		if t == nil || op.Call < t.grant.Return {
+			continue
+		}
+		switch {
+		case op.Kind == history.StoreRenew && op.OK:
+			t.expiry = max(t.expiry, earliestExpiry(op.Call, op.Lease))
+		case op.Kind == history.StoreRelease, op.Kind == history.StoreRenew && !op.Ambiguous:
+			t.end = min(t.end, op.Call) // released, or the server said gone/taken
+		}
+	}
+	var out []DoubleGrant
+	for _, a := range order {
+		end := min(a.end, a.expiry)
+		for _, b := range order {
+			if b != a && b.lock == a.lock && b.grant.Call >= a.grant.Return && b.grant.Return <= end {
+				out = append(out, DoubleGrant{Lock: a.lock, First: a.grant.Owner, Second: b.grant.Owner, At: b.grant.Return})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/leash-go/leash"
+)
+
+// Store is a leash.Store that records every call to the store it wraps:
+// one operation per acquire and release, and one per lock of a batched
+// renewal. It passes Validate, CheckName and Close through.
+type Store struct {
+	inner leash.Store
+	rec   *Recorder
+}
+
+// Wrap returns a Store that records inner's operations in rec.
+func Wrap(inner leash.Store, rec *Recorder) *Store { return &Store{inner: inner, rec: rec} }
+
+var _ leash.Store = (*Store)(nil)
+
+// Acquire implements leash.Store.
+func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+	id := s.rec.Begin(Op{Kind: StoreAcquire, Lock: req.Name, Owner: req.Owner, Lease: int64(req.Lease)})
+	g, err := s.inner.Acquire(ctx, req)
+	s.rec.End(id, func(o *Op) {
+		if err != nil {
+			failed(o, err)
+			return
+		}
+		o.OK, o.Fence, o.Holds = g.Acquired, g.Fence, g.Holds
+	})
+	return g, err
+}
+
+// Renew implements leash.Store.
+func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
+	ids := make([]int64, len(reqs))
+	call := Now()
+	for i, r := range reqs {
+		ids[i] = s.rec.Begin(Op{Kind: StoreRenew, Lock: r.Name, Owner: r.Owner, Lease: int64(r.Lease), Call: call})
+	}
+	res := s.inner.Renew(ctx, reqs)
+	for i, id := range ids {
+		s.rec.End(id, func(o *Op) {
+			if i >= len(res) {
+				o.Ambiguous = true
+				return
+			}
+			if res[i].Err != nil {
+				failed(o, res[i].Err)
+				return
+			}
+			switch res[i].Status {
+			case leash.Renewed:
+				o.OK, o.Status = true, Renewed
+			case leash.RenewGone:
+				o.Status = Gone
+			case leash.RenewTaken:
+				o.Status = Taken
+			default:
+				o.Ambiguous = true
+			}
+		})
+	}
+	return res
+}
+
+// Release implements leash.Store.
+func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+	if mode == leash.Withdraw { // a waiter leaving a queue: no hold changes
+		return s.inner.Release(ctx, req, mode)
+	}
+	id := s.rec.Begin(Op{Kind: StoreRelease, Lock: req.Name, Owner: req.Owner, Lease: int64(req.Lease)})
+	freed, err := s.inner.Release(ctx, req, mode)
+	s.rec.End(id, func(o *Op) {
+		switch {
+		case errors.Is(err, leash.ErrNotHeld):
+			o.Status = NotHeld
+		case err != nil:
+			failed(o, err)
+		case freed:
+			o.OK, o.Status = true, Freed
+		default:
+			o.OK = true // one hold dropped, the lock still held
+		}
+	})
+	return freed, err
+}
+
+// refused are the Redis error prefixes that mean the command was not run.
+var refused = []string{"BUSY ", "LOADING ", "NOSCRIPT ", "MASTERDOWN ", "READONLY "}
+
+// failed records err on o: Failed when the server certainly did not run the
+// command, Ambiguous otherwise (a timeout or a reset may come after it ran).
+func failed(o *Op, err error) {
+	o.Err = err.Error()
+	for _, p := range refused {
+		if strings.Contains(o.Err, ": "+p) {
+			o.Status = Failed
+			return
+		}
+	}
+	o.Ambiguous = true
+}
+
+// Watch implements leash.Store.
+func (s *Store) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
+	return s.inner.Watch(ctx, kind, name, wake)
+}
+
+// Inspect implements leash.Store.
+func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
+	return s.inner.Inspect(ctx, name)
+}
+
+// ForceRelease implements leash.Store.
+func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
+	return s.inner.ForceRelease(ctx, name)
+}
+
+// Validate passes the wrapped store's construction error through.
+func (s *Store) Validate() error {
+	if v, ok := s.inner.(leash.Validator); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
+// CheckName passes the wrapped store's name check through.
+func (s *Store) CheckName(name string) error {
+	if nc, ok := s.inner.(leash.NameChecker); ok {
+		return nc.CheckName(name)
+	}
+	return nil
+}
+
+// Close closes the wrapped store if it has a Close method.
+func (s *Store) Close() error {
+	if c, ok := s.inner.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package scenario_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/reliability/history"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestHolderPause pauses a holder process (SIGSTOP) for 1.5 leases in the
+// middle of its hold, while another client takes the lock and writes. No
+// lease lock can stop the paused holder from believing it still holds: the
+// overlap is expected and reported. The claims are that the server never
+// grants overlapping leases, and that the fenced resource rejects the
+// paused holder's writes — even from a careless holder that writes without
+// checking its hold. The negative control makes the resource unfenced: the
+// careless holder's stale write is then accepted, and the checker says so.
+func TestHolderPause(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		careless, unfenced bool
+		want               expect
+	}{
+		{"checks its hold before writing", false, false, expect{LateWhenPaused: true,
+			Note: "the paused holder is told late (it was stopped); its first look after SIGCONT reports the loss, so it never writes"}},
+		{"careless, fenced resource", true, false, expect{LateWhenPaused: true,
+			Note: "the paused holder ignores its validity and writes after SIGCONT; the fence rejects every such write"}},
+		{"careless, unfenced resource (negative control)", true, true, expect{LateWhenPaused: true, StaleWrite: true,
+			Note: "control: without the fence the stale write lands"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			srv := e.redis(testserver.RedisOptions{})
+			locks := e.lockNames(1)
+			const lease = time.Second
+			runs := 2 * scale()
+			for i := range runs {
+				cfg := e.config(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease, lease/10) // one hold
+				cfg.HoldMin, cfg.HoldMax, cfg.Writes = 4*lease, 4*lease, 40                    // a write every 100ms
+				cfg.Careless, cfg.Unfenced = tc.careless, tc.unfenced
+				h := e.startChild(cfg)
+				h.await("held", 30*time.Second)
+				time.Sleep(lease / 4)
+				h.stop()
+				paused := time.Now()
+				other := e.config(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease, lease/2)
+				other.HoldMin, other.HoldMax, other.Unfenced = lease/4, lease/4, tc.unfenced
+				e.goWorker(other)()                               // waits out the paused holder's lease, then holds and writes
+				time.Sleep(time.Until(paused.Add(3 * lease / 2))) // a pause of at least 1.5 leases
+				h.cont()
+				h.wait(30 * time.Second)
+			}
+			r := e.verify("holder pause past its lease ("+tc.name+")", runs, tc.want)
+			if r.OverlapMS <= 0 {
+				t.Errorf("believed overlap %.0fms, want > 0: a paused holder believes it holds", r.OverlapMS)
+			}
+		})
+	}
+}
+
+// contend runs n in-process workers on the lock server at addr for d, with
+// a lease of 1s, while fault runs; it returns what fault returned.
+func (e *env) contend(addr string, n int, d time.Duration, grace time.Duration, fault func(until int64) int) int {
+	locks := e.lockNames(1)
+	const lease = time.Second
+	until := history.Now() + int64(d)
+	var waits []func()
+	for i := range n {
+		cfg := e.config(fmt.Sprintf("client-%d", i), addr, locks, lease, d)
+		cfg.Margin, cfg.Grace = lease/5, grace
+		cfg.HoldMin, cfg.HoldMax, cfg.Writes = lease/10, lease, 4
+		waits = append(waits, e.goWorker(cfg))
+	}
+	runs := fault(until)
+	for _, w := range waits {
+		w()
+	}
+	return runs
+}
+
+// TestServerPause freezes the lock server (SIGSTOP) for half a lease and
+// for two leases while four clients contend. The server's expiry clock runs
+// on while it is stopped: after a long pause every lease has ended, so the
+// holders must have been told by their deadlines.
+func TestServerPause(t *testing.T) {
+	e := newEnv(t)
+	srv := e.redis(testserver.RedisOptions{})
+	const lease = time.Second
+	runs := e.contend(srv.Addr, 4, time.Duration(scale())*12*time.Second, 0, func(until int64) int {
+		n := 0
+		for history.Now() < until-int64(3*lease) {
+			time.Sleep(lease/2 + time.Duration(e.rng.Int64N(int64(lease))))
+			d := lease / 2
+			if n%2 == 1 {
+				d = 2 * lease
+			}
+			if err := srv.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(d)
+			if err := srv.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	})
+	e.verify("server paused for 0.5 and 2 leases", runs, expect{})
+}
+
+// TestServerRestart kills the lock server (SIGKILL) and restarts it on the
+// same port while four clients contend. With appendfsync always the locks
+// survive, TTLs included. Without persistence they are lost: the restart
+// grace (redisstore's default) holds fresh grants back for a lease, so no
+// forgotten lease is granted again; the negative control turns the grace
+// off and the checker must find the double grant.
+func TestServerRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		aof   bool
+		grace time.Duration
+		want  expect
+	}{
+		{"AOF, appendfsync always", true, 0, expect{}},
+		{"no persistence, restart grace", false, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
+		{"no persistence, no grace (negative control)", false, redisstore.NoRestartGrace, expect{DoubleGrant: true,
+			Note: "control: the emptied server grants locks whose leases still run"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			srv := e.redis(testserver.RedisOptions{AOF: tc.aof})
+			const lease = time.Second
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			defer rdb.Close()
+			locks := e.lockNames(1)
+			runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, tc.grace, func(until int64) int {
+				n := 0
+				for history.Now() < until-int64(3*lease) {
+					// Restart while someone holds the lock.
+					deadline := time.Now().Add(5 * lease)
+					for time.Now().Before(deadline) {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						held, _ := rdb.Exists(ctx, locks[0]).Result()
+						cancel()
+						if held == 1 {
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					if err := srv.Restart(); err != nil {
+						t.Fatal(err)
+					}
+					n++
+					time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease))))
+				}
+				return n
+			})
+			e.verify("server kill and restart ("+tc.name+")", runs, tc.want)
+		})
+	}
+}

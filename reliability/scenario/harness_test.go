@@ -1,0 +1,426 @@
+package scenario_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/leash-go/leash/internal/faultproxy"
+	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/reliability/check"
+	"github.com/leash-go/leash/reliability/history"
+)
+
+// Environment variables.
+const (
+	// childEnv, when set, makes the test binary run a worker (its value is
+	// the workerConfig as JSON) instead of the tests.
+	childEnv = "LEASH_RELIABILITY_WORKER"
+	// scaleEnv multiplies every scenario's size (runs and durations).
+	scaleEnv = "LEASH_RELIABILITY_SCALE"
+	// seedEnv fixes the seed of every scenario, to replay a failure.
+	seedEnv = "LEASH_RELIABILITY_SEED"
+	// reportEnv names a file to which each scenario appends its figures.
+	reportEnv = "LEASH_RELIABILITY_REPORT"
+	// artifactsEnv names the directory for failing histories (default: the
+	// system temp directory).
+	artifactsEnv = "LEASH_RELIABILITY_ARTIFACTS"
+)
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(childEnv); cfg != "" {
+		os.Exit(childMain(cfg))
+	}
+	code := m.Run()
+	if resource.srv != nil {
+		resource.srv.Close()
+	}
+	os.Exit(leakcheck.Check(code))
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// scale is LEASH_RELIABILITY_SCALE, at least 1.
+func scale() int {
+	n, err := strconv.Atoi(os.Getenv(scaleEnv))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// resource is the package's fenced-resource server: never faulted, shared
+// by the scenarios (each uses its own lock names).
+var resource struct {
+	once sync.Once
+	srv  *testserver.Redis
+	err  error
+}
+
+// env is one scenario run: its seed, servers, processes and history.
+type env struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	start time.Time
+
+	mu    sync.Mutex
+	recs  []*history.Recorder
+	files []string
+	nem   *history.Recorder // faults: pauses and kills of processes
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(seedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay the fault schedule with %s=%d)", seed, seedEnv, seed)
+	e := &env{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), start: time.Now(), nem: history.NewRecorder("nemesis", nil)}
+	e.recs = append(e.recs, e.nem)
+	return e
+}
+
+// redis starts a lock server for this scenario, killed at cleanup (SIGCONT first).
+func (e *env) redis(opts testserver.RedisOptions) *testserver.Redis {
+	return testserver.NewRedis(e.t, opts)
+}
+
+// resourceAddr returns the fenced resource's address.
+func (e *env) resourceAddr() string {
+	e.t.Helper()
+	resource.once.Do(func() { resource.srv, resource.err = testserver.StartRedis(testserver.RedisOptions{}) })
+	if resource.err != nil {
+		e.t.Fatalf("resource server: %v", resource.err)
+	}
+	return resource.srv.Addr
+}
+
+// proxy starts a fault proxy to addr, healed and closed at cleanup.
+func (e *env) proxy(addr string) *faultproxy.Proxy {
+	e.t.Helper()
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { p.Heal(); p.Close() })
+	return p
+}
+
+// config returns a worker configuration with this scenario's defaults.
+func (e *env) config(proc, addr string, locks []string, lease time.Duration, d time.Duration) workerConfig {
+	return workerConfig{
+		Proc: proc, Addr: addr, Resource: e.resourceAddr(), Locks: locks,
+		Lease: lease, HoldMin: lease / 20, HoldMax: lease / 4, Writes: 2,
+		LockWait: 3 * lease, Until: history.Now() + int64(d), Seed: e.rng.Uint64(),
+	}
+}
+
+// lockNames returns n lock names unique to this test.
+func (e *env) lockNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/%d/%d", e.t.Name(), e.seed, i)
+	}
+	return out
+}
+
+// goWorker runs cfg in this process; the returned wait blocks until it ends.
+func (e *env) goWorker(cfg workerConfig) (wait func()) {
+	rec := history.NewRecorder(cfg.Proc, nil)
+	e.mu.Lock()
+	e.recs = append(e.recs, rec)
+	e.mu.Unlock()
+	done := make(chan struct{})
+	// Owner: the scenario. Stops at cfg.Until.
+	go func() {
+		defer close(done)
+		if err := runWorker(cfg, rec, nil); err != nil {
+			e.t.Errorf("worker %s: %v", cfg.Proc, err)
+		}
+	}()
+	return func() { <-done }
+}
+
+// child is a worker running in its own process, so that pauses and kills
+// are real.
+type child struct {
+	e     *env
+	cfg   workerConfig
+	cmd   *exec.Cmd
+	lines chan string
+	done  chan struct{}
+	pause int64 // ID of the open Paused operation, 0 when running
+}
+
+// startChild runs cfg in a child process. At cleanup it is continued
+// (SIGCONT first) and killed.
+func (e *env) startChild(cfg workerConfig) *child {
+	e.t.Helper()
+	cfg.Out = filepath.Join(e.t.TempDir(), cfg.Proc+".jsonl")
+	cfg.Announce = true
+	b, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start worker %s: %v", cfg.Proc, err)
+	}
+	c := &child{e: e, cfg: cfg, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	e.mu.Lock()
+	e.files = append(e.files, cfg.Out)
+	e.mu.Unlock()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-c.done
+	})
+	// Owner: this child. Stops when its stdout closes.
+	go func() {
+		defer close(c.done)
+		defer close(c.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		_ = cmd.Wait()
+	}()
+	return c
+}
+
+// await returns the child's next line that starts with prefix.
+func (c *child) await(prefix string, within time.Duration) string {
+	c.e.t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				c.e.t.Fatalf("worker %s exited while awaiting %q", c.cfg.Proc, prefix)
+			}
+			if strings.HasPrefix(l, "error") {
+				c.e.t.Fatalf("worker %s: %s", c.cfg.Proc, l)
+			}
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-timeout:
+			c.e.t.Fatalf("worker %s silent for %v awaiting %q", c.cfg.Proc, within, prefix)
+		}
+	}
+}
+
+// stop pauses the child with SIGSTOP and records the pause.
+func (c *child) stop() {
+	c.pause = c.e.nem.Begin(history.Op{Kind: history.Paused})
+	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.e.t.Fatal(err)
+	}
+}
+
+// cont resumes a paused child with SIGCONT.
+func (c *child) cont() {
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		c.e.t.Fatal(err)
+	}
+	c.e.nem.End(c.pause, func(o *history.Op) { o.Proc = c.cfg.Proc })
+	c.pause = 0
+}
+
+// kill ends the child with SIGKILL and records its death.
+func (c *child) kill() {
+	c.e.nem.Instant(history.Op{Kind: history.Died, Reason: c.cfg.Proc})
+	_ = c.cmd.Process.Signal(syscall.SIGCONT)
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// wait waits for the child to finish on its own.
+func (c *child) wait(within time.Duration) {
+	c.e.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(within):
+		c.e.t.Fatalf("worker %s still running after %v", c.cfg.Proc, within)
+	}
+}
+
+// ops returns the whole history: this process's recorders and the
+// children's files. Fault records are re-attributed to the process they hit.
+func (e *env) ops() []history.Op {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var all []history.Op
+	for _, r := range e.recs {
+		for _, op := range r.Ops() {
+			if op.Kind == history.Died {
+				op.Proc = op.Reason
+			}
+			all = append(all, op)
+		}
+	}
+	for _, f := range e.files {
+		ops, err := history.Load(f)
+		if err != nil {
+			e.t.Errorf("load %s: %v", f, err)
+			continue
+		}
+		all = append(all, ops...)
+	}
+	history.Sort(all)
+	return all
+}
+
+// expect says what a scenario must show. The zero value is the safety
+// claim: no double grant, no stale write accepted, no holder told late.
+type expect struct {
+	// DoubleGrant, StaleWrite and Late mark a negative control: the
+	// checker must find at least one.
+	DoubleGrant, StaleWrite, Late bool
+	// LateWhenPaused classifies a holder told late as expected when its
+	// process was paused (SIGSTOP) at its deadline: no lease lock can tell
+	// a stopped process anything.
+	LateWhenPaused bool
+	// Note explains the expected cases, for the report.
+	Note string
+}
+
+// verify checks the whole history against want, reports the figures, and
+// on a failure writes the history (and porcupine's view of it) to a file
+// named in the output.
+func (e *env) verify(scenario string, runs int, want expect) check.Row {
+	e.t.Helper()
+	ops := e.ops()
+	g := check.Grants(ops, 2*time.Minute)
+	sw := check.StaleWrites(ops)
+	nt := check.Notifications(ops)
+	ov := check.Overlap(ops)
+
+	paused := func(proc string) bool {
+		for _, op := range ops {
+			if op.Kind == history.Paused && op.Proc == proc {
+				return true
+			}
+		}
+		return false
+	}
+	var late, lateOK []check.Late
+	for _, l := range nt.Late {
+		if want.LateWhenPaused && paused(l.Proc) {
+			lateOK = append(lateOK, l)
+		} else {
+			late = append(late, l)
+		}
+	}
+	r := check.Row{
+		Scenario: scenario, Runs: runs, Grants: g.Grants, Verdict: string(g.Verdict),
+		DoubleGrants: len(g.DoubleGrants), StaleAccepted: len(sw.StaleAccepted), Superseded: sw.Superseded,
+		Ambiguous: g.Ambiguous, Late: len(late), LateExpected: len(lateOK),
+		LeadMinMS: -1, LeadP50MS: -1, OverlapMS: ms(ov.Total), Note: want.Note,
+		Control: want.DoubleGrant || want.StaleWrite || want.Late, Seed: e.seed, Seconds: time.Since(e.start).Seconds(),
+	}
+	if g.Verdict == porcupine.Illegal && r.DoubleGrants == 0 {
+		r.DoubleGrants = 1 // porcupine found one that the definite count could not pin down
+	}
+	var leads []time.Duration // of holders that were running: a stopped one is told late
+	for _, l := range nt.Leads {
+		if !paused(l.Proc) {
+			leads = append(leads, l.D)
+		}
+	}
+	r.Told = len(leads)
+	if len(leads) > 0 {
+		slices.Sort(leads)
+		r.LeadMinMS, r.LeadP50MS = ms(leads[0]), ms(leads[len(leads)/2])
+	}
+	e.t.Logf("%s: %d runs, %d grants (%d ambiguous store ops), porcupine %s, %d double grants, %d stale writes accepted of %d superseded attempts, %d told by deadline (lead min %.0fms, p50 %.0fms), %d late (+%d expected), believed overlap %.0fms",
+		scenario, runs, r.Grants, r.Ambiguous, r.Verdict, r.DoubleGrants, r.StaleAccepted, r.Superseded, r.Told, r.LeadMinMS, r.LeadP50MS, r.Late, r.LateExpected, r.OverlapMS)
+
+	var failures []string
+	claim := func(name string, found, control bool) {
+		switch {
+		case control && !found:
+			failures = append(failures, fmt.Sprintf("negative control: the checker found no %s in a configuration known to produce them", name))
+		case !control && found:
+			failures = append(failures, "found "+name)
+		}
+	}
+	claim("double grant", r.DoubleGrants > 0 || g.Verdict == porcupine.Illegal, want.DoubleGrant)
+	claim("stale write accepted", r.StaleAccepted > 0 || len(sw.TokenRegressions) > 0, want.StaleWrite)
+	claim("holder told after its server deadline", len(late) > 0, want.Late)
+	if g.Verdict == porcupine.Unknown {
+		failures = append(failures, "porcupine timed out (Unknown counts as a failure)")
+	}
+	if g.Grants == 0 {
+		failures = append(failures, "no grant at all: the scenario proved nothing")
+	}
+	if len(failures) > 0 {
+		e.t.Errorf("%s: %s\n  late: %+v\n  double grants: %+v\n  stale: %+v\n  token regressions: %+v\n  %s",
+			scenario, strings.Join(failures, "; "), late, g.DoubleGrants, sw.StaleAccepted, sw.TokenRegressions, e.save(ops, g))
+	}
+	e.report(r)
+	return r
+}
+
+// save writes a failing history and porcupine's HTML view; it returns a
+// sentence naming them.
+func (e *env) save(ops []history.Op, g check.GrantResult) string {
+	dir := os.Getenv(artifactsEnv)
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "leash-reliability")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Sprintf("(history not saved: %v)", err)
+	}
+	base := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.ReplaceAll(e.t.Name(), "/", "_"), e.seed))
+	if err := history.WriteFile(base+".json", ops); err != nil {
+		return fmt.Sprintf("(history not saved: %v)", err)
+	}
+	html := ""
+	if err := g.Visualize(base + ".html"); err == nil {
+		html = " and " + base + ".html"
+	}
+	return fmt.Sprintf("history written to %s.json%s; replay the schedule with %s=%d", base, html, seedEnv, e.seed)
+}
+
+// report appends r to LEASH_RELIABILITY_REPORT, if set.
+func (e *env) report(r check.Row) {
+	path := os.Getenv(reportEnv)
+	if path == "" {
+		return
+	}
+	b, _ := json.Marshal(r)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		e.t.Errorf("report: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		e.t.Errorf("report: %v", err)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,274 @@
+package scenario_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/reliability/history"
+	"github.com/redis/go-redis/v9"
+)
+
+// workerConfig says what one lock client does. A worker runs in the test
+// process (a goroutine) or, when it must be paused or killed for real, in a
+// child process (the test binary run again), which gets this struct as JSON.
+type workerConfig struct {
+	Proc     string
+	Addr     string // the lock server, usually through a fault proxy
+	Resource string // the fenced resource's server, never faulted
+	Locks    []string
+	Lease    time.Duration
+	Margin   time.Duration // SafetyMargin; zero means leash's default
+	Grace    time.Duration // redisstore RestartGrace
+	HoldMin  time.Duration
+	HoldMax  time.Duration
+	Writes   int           // fenced writes per hold
+	Reenter  int           // up to this many nested re-entries per hold
+	LockWait time.Duration // bound on each Lock
+	Until    int64         // shared clock: stop starting new holds then
+	Seed     uint64
+	// Careless writes without checking the hold first (it ignores its
+	// validity), as a client with a bug or a pause between check and write.
+	Careless bool
+	// Unfenced makes the resource accept any token (a negative control).
+	Unfenced bool
+	// Skew > 1 sends the server Lease/Skew while the client believes Lease:
+	// a server clock running Skew times fast (a negative control).
+	Skew float64
+	// Announce prints "held <fence>" when a hold starts and "done" at the
+	// end (child processes).
+	Announce bool
+	Out      string // child processes: the history file
+}
+
+// fenceLua is the fenced resource: a row that accepts a write whose token
+// is not below the highest it has accepted (a holder writes more than once),
+// and numbers accepted writes in the order it took them.
+// KEYS[1] row, KEYS[2] write counter; ARGV[1] token; ARGV[2] "1" to fence.
+// Returns the write's sequence number, or 0 when rejected.
+const fenceLua = `
+local seen = tonumber(redis.call('get', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if ARGV[2] == '1' and token < seen then return 0 end
+if token > seen then redis.call('set', KEYS[1], ARGV[1]) end
+return redis.call('incr', KEYS[2])`
+
+var fenceScript = redis.NewScript(fenceLua)
+
+// skewStore shortens every lease it passes on: the server's clock seems to
+// run fast, so the lock frees itself before the client's deadline.
+type skewStore struct {
+	*history.Store
+	f float64
+}
+
+func (s skewStore) scale(r leash.Request) leash.Request {
+	r.Lease = time.Duration(float64(r.Lease) / s.f)
+	return r
+}
+
+func (s skewStore) Acquire(ctx context.Context, r leash.Request) (leash.Grant, error) {
+	return s.Store.Acquire(ctx, s.scale(r))
+}
+
+func (s skewStore) Renew(ctx context.Context, rs []leash.Request) []leash.RenewResult {
+	out := make([]leash.Request, len(rs))
+	for i, r := range rs {
+		out[i] = s.scale(r)
+	}
+	return s.Store.Renew(ctx, out)
+}
+
+func (s skewStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {
+	return s.Store.Release(ctx, s.scale(r), m)
+}
+
+// newRDB returns a go-redis client whose round trips give up after d, so
+// that faults surface as errors within a lease.
+func newRDB(addr string, d time.Duration) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, DialTimeout: d, ReadTimeout: d, WriteTimeout: d,
+		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4,
+	})
+}
+
+// worker runs one workerConfig.
+type worker struct {
+	cfg   workerConfig
+	rec   *history.Recorder
+	rng   *rand.Rand
+	c     *leash.Client
+	res   *redis.Client
+	say   func(string)
+	fence string
+}
+
+// runWorker runs cfg until its deadline, recording into rec. say, if not
+// nil, receives announcements.
+func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error {
+	rdb := newRDB(cfg.Addr, max(cfg.Lease/4, 100*time.Millisecond))
+	defer rdb.Close()
+	hs := history.Wrap(redisstore.New(rdb, &redisstore.Options{RestartGrace: cfg.Grace, HealthCheck: 200 * time.Millisecond}), rec)
+	var st leash.Store = hs // records what the server is asked
+	if cfg.Skew > 1 {
+		st = skewStore{hs, cfg.Skew}
+	}
+	c, err := leash.New(st, &leash.Options{Lease: cfg.Lease, SafetyMargin: cfg.Margin, ReleaseTimeout: cfg.Lease})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res := newRDB(cfg.Resource, 5*time.Second)
+	defer res.Close()
+	w := &worker{cfg: cfg, rec: rec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)), c: c, res: res, say: say, fence: "1"}
+	if cfg.Unfenced {
+		w.fence = "0"
+	}
+	for history.Now() < cfg.Until {
+		w.once()
+	}
+	if say != nil {
+		say("done")
+	}
+	return nil
+}
+
+// once takes one lock, works under it, and releases it.
+func (w *worker) once() {
+	name := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LockWait)
+	h := w.lock(ctx, w.c.Mutex(name), 1)
+	cancel()
+	if h == nil {
+		time.Sleep(time.Duration(w.rng.Int64N(int64(20 * time.Millisecond))))
+		return
+	}
+	if w.say != nil {
+		w.say(fmt.Sprintf("held %d", h.Fence()))
+	}
+	w.work(h, 1)
+}
+
+// lock records one Lock call and returns its hold, or nil.
+func (w *worker) lock(ctx context.Context, m *leash.Mutex, depth int) *leash.Hold {
+	id := w.rec.Begin(history.Op{Kind: history.Lock, Lock: m.Name(), Depth: depth})
+	h, err := m.Lock(ctx)
+	w.rec.End(id, func(o *history.Op) {
+		if err != nil {
+			o.Err = err.Error()
+			o.Ambiguous = !errors.Is(err, leash.ErrNotAcquired)
+			return
+		}
+		o.OK, o.Owner, o.Fence, o.ValidUntil = true, h.Owner(), h.Fence(), history.At(h.ValidUntil())
+	})
+	return h
+}
+
+// work holds h for a while: fenced writes, maybe a nested re-entry, then
+// Unlock. A watcher records the moment the hold learns of a loss.
+func (w *worker) work(h *leash.Hold, depth int) {
+	var once sync.Once
+	told := func(err error) {
+		var le *leash.LostError
+		if errors.As(err, &le) {
+			once.Do(func() {
+				w.rec.Instant(history.Op{Kind: history.Told, Lock: h.Name(), Owner: h.Owner(), Fence: h.Fence(), Reason: le.Reason.String()})
+			})
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if depth == 1 {
+		// Owner: this hold. Stops at the loss or after Unlock.
+		wg.Go(func() {
+			select {
+			case <-h.Lost():
+				told(h.Err())
+			case <-stop:
+			}
+		})
+	}
+	hold := w.cfg.HoldMin + time.Duration(w.rng.Int64N(int64(w.cfg.HoldMax-w.cfg.HoldMin)+1))
+	writes := max(w.cfg.Writes, 1)
+	for i := range writes {
+		if !w.cfg.Careless {
+			if err := h.Err(); err != nil {
+				told(err)
+				break
+			}
+		}
+		w.write(h)
+		if depth <= w.cfg.Reenter && i == 0 && w.rng.IntN(2) == 0 {
+			ctx, cancel := context.WithTimeout(h.Context(), w.cfg.LockWait)
+			if inner := w.lock(ctx, w.c.Mutex(h.Name()), depth+1); inner != nil {
+				w.work(inner, depth+1)
+			}
+			cancel()
+		}
+		time.Sleep(hold / time.Duration(writes))
+	}
+	id := w.rec.Begin(history.Op{Kind: history.Unlock, Lock: h.Name(), Owner: h.Owner(), Fence: h.Fence(), Depth: depth})
+	err := h.Unlock(context.Background())
+	w.rec.End(id, func(o *history.Op) {
+		o.OK = err == nil
+		if err != nil {
+			o.Err = err.Error()
+		}
+	})
+	told(err)
+	close(stop)
+	wg.Wait()
+}
+
+// write makes one fenced write with h's token.
+func (w *worker) write(h *leash.Hold) {
+	id := w.rec.Begin(history.Op{Kind: history.Write, Lock: h.Name(), Owner: h.Owner(), Fence: h.Fence()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	seq, err := fenceScript.Run(ctx, w.res, []string{"row:" + h.Name(), "seq:" + h.Name()}, h.Fence(), w.fence).Int64()
+	w.rec.End(id, func(o *history.Op) {
+		if err != nil {
+			o.Ambiguous, o.Err = true, err.Error()
+			return
+		}
+		o.OK, o.Seq = seq > 0, seq
+	})
+}
+
+// childMain is the body of a worker child process.
+func childMain(cfgJSON string) int {
+	var cfg workerConfig
+	if err := jsonUnmarshal(cfgJSON, &cfg); err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	f, err := os.OpenFile(cfg.Out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	defer f.Close()
+	rec := history.NewRecorder(cfg.Proc, f)
+	var mu sync.Mutex
+	say := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Println(strings.TrimSpace(s))
+	}
+	if err := runWorker(cfg, rec, say); err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	if err := rec.Err(); err != nil {
+		fmt.Println("error", err)
+		return 2
+	}
+	return 0
+}

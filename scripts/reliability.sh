@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs leash's reliability suite (reliability/scenario) against real
+# redis-servers and writes the figures it measured into RELIABILITY.md.
+#
+#   ./scripts/reliability.sh        the CI size (a few minutes)
+#   ./scripts/reliability.sh 10     ten times the runs and durations
+#
+# A failing scenario names the file its history was written to and the seed
+# that replays its fault schedule (LEASH_RELIABILITY_SEED).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scale=${1:-1}
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+command -v redis-server >/dev/null || { echo "redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+start=$(date +%s)
+status=0
+(cd reliability && LEASH_REQUIRE_SERVERS=1 LEASH_RELIABILITY_SCALE="$scale" LEASH_RELIABILITY_REPORT="$report" \
+	go test -race -count=1 -timeout 0 -v ./scenario/) | grep -E '^\s*(--- |ok|FAIL|PASS)|: seed |history written|found|negative control' || status=$?
+took=$(( $(date +%s) - start ))
+header="Measured by \`./scripts/reliability.sh $scale\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(go env GOVERSION), $(redis-server --version | grep -o 'v=[0-9.]*'), race detector on; the suite took ${took}s."
+go run ./reliability/cmd/reltable -in "$report" -doc RELIABILITY.md -header "$header"
+echo "RELIABILITY.md updated ($took s)"
+exit "$status"
