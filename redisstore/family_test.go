@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -11,6 +13,8 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestFairMutexHandsOffInOrder queues waiters from separate clients and
@@ -247,4 +251,49 @@ func TestMultiLocksOverlapOnRedis(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestLingerKeepsChannelBriefly: after its last watcher leaves, a channel
+// stays subscribed for the linger, a new watch reuses it without another
+// SUBSCRIBE, and it is unsubscribed once the linger has passed.
+func TestLingerKeepsChannelBriefly(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	s := redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{Linger: 500 * time.Millisecond})
+	t.Cleanup(func() { s.Close() })
+	name := lockName(t)
+	channel := "redisson_lock__channel:{" + name + "}"
+	stop, err := s.Watch(bg(t), leash.KindMutex, name, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if n := numSub(t, rdb, channel); n != 1 {
+		t.Fatalf("subscribers right after the last watcher left = %d, want 1 (lingering)", n)
+	}
+	before := subscribeCalls(t, rdb)
+	stop, err = s.Watch(bg(t), leash.KindMutex, name, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := subscribeCalls(t, rdb) - before; got != 0 {
+		t.Errorf("SUBSCRIBE calls for a watch within the linger = %d, want 0", got)
+	}
+	stop()
+	waitFor(t, "the lingering channel to be unsubscribed", func() bool { return numSub(t, rdb, channel) == 0 })
+}
+
+func subscribeCalls(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(info, "cmdstat_subscribe:calls=")
+	if !ok {
+		return 0
+	}
+	v, _, _ := strings.Cut(rest, ",")
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
 }

@@ -37,6 +37,7 @@ type channel struct {
 	outstanding int           // SUBSCRIBE requests not yet confirmed
 	ready       chan struct{} // closed on the first confirmation
 	confirmed   bool
+	idleSince   time.Time // when the last watcher left; zero while watched
 }
 
 type watcher struct{ wake func(string) }
@@ -72,6 +73,7 @@ func (n *notifier) watch(ctx context.Context, ch string, wake func(string)) (fun
 		n.chans[ch] = c
 	}
 	c.watchers = append(c.watchers, w)
+	c.idleSince = time.Time{}
 	var err error
 	if !c.confirmed && c.outstanding == 0 {
 		// Issued under n.mu so that SUBSCRIBE and UNSUBSCRIBE of one channel
@@ -136,36 +138,78 @@ func (n *notifier) dropIfIdleLocked(ch string, c *channel) {
 	if len(c.watchers) > 0 || c.outstanding > 0 || n.closed {
 		return
 	}
+	if n.s.opts.Linger > 0 && c.confirmed {
+		if c.idleSince.IsZero() {
+			c.idleSince = time.Now() // sweep unsubscribes it after the linger
+		}
+		return
+	}
+	n.unsubscribeLocked(ch)
+}
+
+// unsubscribeLocked forgets ch and unsubscribes it.
+func (n *notifier) unsubscribeLocked(ch string) {
 	delete(n.chans, ch)
 	ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
 	defer cancel()
 	_ = n.ps.Unsubscribe(ctx, ch) // on failure the connection is replaced, without ch
 }
 
-// read is the reader goroutine: it routes confirmations and messages, and
-// keeps the connection healthy.
+// sweep unsubscribes the channels that lingered unwatched long enough.
+func (n *notifier) sweep(now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch, c := range n.chans {
+		if !c.idleSince.IsZero() && now.Sub(c.idleSince) >= n.s.opts.Linger {
+			n.unsubscribeLocked(ch)
+		}
+	}
+}
+
+// read is the reader goroutine: it routes confirmations and messages, keeps
+// the connection healthy, and sweeps lingering channels. When nothing has
+// been heard for HealthCheck it pings; when the ping goes unanswered for
+// another HealthCheck, the connection is dead and is replaced.
 func (n *notifier) read() {
-	pinged := false
+	hc, linger := n.s.opts.HealthCheck, n.s.opts.Linger
+	wait := hc
+	if linger > 0 {
+		wait = min(wait, max(linger/2, 10*time.Millisecond))
+	}
+	var (
+		lastHeard = time.Now()
+		pingSent  time.Time // zero when no ping is outstanding
+		lastSweep = time.Now()
+	)
 	for {
+		now := time.Now()
+		if linger > 0 && now.Sub(lastSweep) >= linger/2 {
+			n.sweep(now)
+			lastSweep = now
+		}
 		n.mu.Lock()
 		ps := n.ps
 		n.mu.Unlock()
-		msg, err := ps.ReceiveTimeout(n.ctx, n.s.opts.HealthCheck)
+		msg, err := ps.ReceiveTimeout(n.ctx, wait)
 		if n.ctx.Err() != nil {
 			return
 		}
+		now = time.Now()
 		if err != nil {
 			var ne net.Error
 			switch {
-			case errors.As(err, &ne) && ne.Timeout() && !pinged:
-				// Idle: ask for a sign of life.
-				pctx, cancel := context.WithTimeout(n.ctx, n.s.opts.HealthCheck)
-				_ = ps.Ping(pctx)
-				cancel()
-				pinged = true
 			case errors.As(err, &ne) && ne.Timeout():
-				n.replace(ps) // the ping went unanswered: the connection is dead
-				pinged = false
+				switch {
+				case !pingSent.IsZero() && now.Sub(pingSent) >= hc:
+					n.replace(ps) // the ping went unanswered: the connection is dead
+					pingSent, lastHeard = time.Time{}, now
+				case pingSent.IsZero() && now.Sub(lastHeard) >= hc:
+					// Quiet for a while: ask for a sign of life.
+					pctx, cancel := context.WithTimeout(n.ctx, hc)
+					_ = ps.Ping(pctx)
+					cancel()
+					pingSent = now
+				}
 			default:
 				// go-redis reconnects and resubscribes on the next receive;
 				// do not spin while the server is down.
@@ -177,7 +221,7 @@ func (n *notifier) read() {
 			}
 			continue
 		}
-		pinged = false
+		lastHeard, pingSent = now, time.Time{}
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {

@@ -46,6 +46,11 @@ const (
 	DefaultHealthCheck = time.Second
 	// DefaultSubscribeTimeout bounds waiting for a SUBSCRIBE to be confirmed.
 	DefaultSubscribeTimeout = 5 * time.Second
+	// DefaultLinger is how long a channel no one watches stays subscribed.
+	DefaultLinger = time.Second
+	// NoLinger, as Options.Linger, unsubscribes a channel as soon as no one
+	// watches it.
+	NoLinger time.Duration = -1
 	// MaxBatchSize is the largest BatchSize accepted.
 	MaxBatchSize = 10000
 )
@@ -65,6 +70,11 @@ type Options struct {
 	// DefaultSubscribeTimeout (5s). When it passes, the waiting Lock falls
 	// back to polling at the holder's remaining lease.
 	SubscribeTimeout time.Duration
+	// Linger is how long a release channel stays subscribed after its last
+	// waiter left, so that a client that waits for the same lock again soon
+	// (a contended lock taken in a loop) needs no new SUBSCRIBE round trip.
+	// Default DefaultLinger (1s); NoLinger unsubscribes at once.
+	Linger time.Duration
 	// RestartGrace protects against a server that lost its data (a restart
 	// without persistence): such a server has forgotten locks whose leases
 	// may still run, and would grant them again. A fresh grant therefore
@@ -179,6 +189,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.HealthCheck = %v: must be positive (zero means %v)", s.opts.HealthCheck, DefaultHealthCheck)
 	case s.opts.RestartGrace < NoRestartGrace || s.opts.RestartGrace > leash.MaxLease:
 		s.err = fmt.Errorf("redisstore: Options.RestartGrace = %v: must be between 0 and %v, or NoRestartGrace (zero means the lease of each lock)", s.opts.RestartGrace, leash.MaxLease)
+	case s.opts.Linger < NoLinger:
+		s.err = fmt.Errorf("redisstore: Options.Linger = %v: must be positive, or NoLinger (zero means %v)", s.opts.Linger, DefaultLinger)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
 	}
@@ -190,6 +202,12 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	}
 	if s.opts.SubscribeTimeout == 0 {
 		s.opts.SubscribeTimeout = DefaultSubscribeTimeout
+	}
+	switch s.opts.Linger {
+	case 0:
+		s.opts.Linger = DefaultLinger
+	case NoLinger:
+		s.opts.Linger = 0
 	}
 	s.batch = s.opts.BatchSize
 	_, s.cluster = rdb.(*redis.ClusterClient)
