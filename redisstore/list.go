@@ -24,9 +24,11 @@ const (
 // keyspace with SCAN, never KEYS, so it does not block the server; on
 // Cluster it walks every master, on a Ring every shard.
 //
-// A key counts as a lock when it has Redisson's RLock layout: a hash with an
-// expiry whose fields are owners "<id>:<n>" with positive hold counts. Other
-// hashes are skipped without being read in full. A lock taken or released
+// A key counts as a lock when it has Redisson's RLock layout (a hash with an
+// expiry whose fields are owners "<id>:<n>" with positive hold counts), the
+// RWMutex layout (the same, with a field "mode" of "read" or "write"), or is
+// a held semaphore (a zset with leash's permit count beside it). Other keys
+// are skipped without being read in full. A lock taken or released
 // during the walk may or may not be listed, and the answer may be stale by
 // the time it is read: List is an operator's tool, never a basis for a
 // locking decision.
@@ -68,24 +70,51 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 
 // listNode walks one server's keyspace and passes each batch of locks to add.
 func listNode(ctx context.Context, rdb redis.Cmdable, pattern string, add func([]string)) error {
-	var cursor uint64
-	for {
-		keys, next, err := rdb.ScanType(ctx, cursor, pattern, listScanCount, "hash").Result()
-		if err != nil {
-			return err
-		}
-		if len(keys) > 0 {
-			locks, err := lockKeys(ctx, rdb, keys)
+	for typ, filter := range map[string]func(context.Context, redis.Cmdable, []string) ([]string, error){
+		"hash": lockKeys, "zset": semaphoreKeys,
+	} {
+		var cursor uint64
+		for {
+			keys, next, err := rdb.ScanType(ctx, cursor, pattern, listScanCount, typ).Result()
 			if err != nil {
 				return err
 			}
-			add(locks)
+			if len(keys) > 0 {
+				locks, err := filter(ctx, rdb, keys)
+				if err != nil {
+					return err
+				}
+				add(locks)
+			}
+			if next == 0 {
+				break
+			}
+			cursor = next
 		}
-		if next == 0 {
-			return nil
-		}
-		cursor = next
 	}
+	return nil
+}
+
+// semaphoreKeys returns those of keys, all zsets, that are held semaphores:
+// non-empty, with leash's permit count beside them.
+func semaphoreKeys(ctx context.Context, rdb redis.Cmdable, keys []string) ([]string, error) {
+	pipe := rdb.Pipeline()
+	sizes := make([]*redis.IntCmd, len(keys))
+	cards := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		sizes[i] = pipe.Exists(ctx, semSizeKey(k))
+		cards[i] = pipe.ZCard(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var sems []string
+	for i, k := range keys {
+		if sizes[i].Val() == 1 && cards[i].Val() > 0 {
+			sems = append(sems, k)
+		}
+	}
+	return sems, nil
 }
 
 // lockKeys returns those of keys, all hashes, that have the lock layout. It
@@ -135,6 +164,9 @@ func isLockHash(fields map[string]string) bool {
 		return false
 	}
 	for owner, count := range fields {
+		if owner == "mode" && (count == "read" || count == "write") {
+			continue // an RWMutex; a read-held one has no owner fields
+		}
 		id, n, ok := strings.Cut(owner, ":")
 		if !ok || id == "" || n == "" {
 			return false

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestListFindsHeldLocksOnly(t *testing.T) {
@@ -27,6 +29,20 @@ func TestListFindsHeldLocksOnly(t *testing.T) {
 		defer h.Unlock(ctx)
 		want = append(want, prefix+n)
 	}
+	// Every other kind that is held: readers, a writer, a semaphore permit.
+	for n, take := range map[string]func(string) (*leash.Hold, error){
+		"readers":   func(n string) (*leash.Hold, error) { return c.RWMutex(n, nil).RLock(ctx) },
+		"writer":    func(n string) (*leash.Hold, error) { return c.RWMutex(n, nil).Lock(ctx) },
+		"semaphore": func(n string) (*leash.Hold, error) { return c.Semaphore(n, 3).Acquire(ctx) },
+	} {
+		h, err := take(prefix + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Unlock(ctx)
+		want = append(want, prefix+n)
+	}
+	rdb.ZAdd(ctx, prefix+"some-zset", redis.Z{Score: 1, Member: "x"}) // not a semaphore
 	redisson := prefix + "redisson"
 	rdb.HSet(ctx, redisson, "8743c9c0-0795-4907-87fd-6c719a6b4586:1", 2)
 	rdb.PExpire(ctx, redisson, time.Minute)
@@ -61,7 +77,7 @@ func TestListFindsHeldLocksOnly(t *testing.T) {
 		want    []string
 	}{
 		{prefix + "*", want},
-		{prefix + "[ab]", want[:2]},
+		{prefix + "[ab]", []string{prefix + "a", prefix + "b"}},
 		{prefix + "nothing*", nil},
 	} {
 		got, err := s.List(ctx, tc.pattern)

@@ -14,6 +14,9 @@ import (
 // lockJSON is the --json form of a lock's state, as ls and show print it.
 type lockJSON struct {
 	Name string `json:"name"`
+	// Kind is "mutex" (a Mutex, FairMutex or Redisson lock), "read" or
+	// "write" (an RWMutex), or "permit" (a Semaphore); "" when free.
+	Kind string `json:"kind,omitempty"`
 	Held bool   `json:"held"`
 	// Owners are the holders and their hold counts; empty when free.
 	Owners []ownerJSON `json:"owners"`
@@ -21,6 +24,11 @@ type lockJSON struct {
 	RemainingMS *int64 `json:"remaining_ms"`
 	// Fence is the last fencing token granted for the name; 0 if none.
 	Fence int64 `json:"fence"`
+	// Permits is a semaphore's permit count; absent for other kinds.
+	Permits int `json:"permits,omitempty"`
+	// Queued is the number of waiters with a place in a fair queue or a
+	// waiting-writer mark.
+	Queued int `json:"queued"`
 	// Waiters is the number of clients waiting; null when unknown.
 	Waiters *int `json:"waiters"`
 }
@@ -28,12 +36,27 @@ type lockJSON struct {
 type ownerJSON struct {
 	Owner string `json:"owner"`
 	Holds int    `json:"holds"`
+	// Kind is the owner's hold: "read" for a reader of a write-held
+	// (downgrading) RWMutex; as the lock's kind otherwise.
+	Kind string `json:"kind"`
+	// RemainingMS is this owner's own lease left (readers, permits); absent
+	// when the lease is the lock's.
+	RemainingMS *int64 `json:"remaining_ms,omitempty"`
 }
 
 func toJSON(info leash.Info) lockJSON {
-	j := lockJSON{Name: info.Name, Held: info.Held, Owners: []ownerJSON{}, Fence: info.Fence}
+	j := lockJSON{Name: info.Name, Held: info.Held, Owners: []ownerJSON{}, Fence: info.Fence,
+		Permits: info.Permits, Queued: info.Queued}
+	if info.Held || info.Permits > 0 {
+		j.Kind = info.Kind.String()
+	}
 	for _, o := range info.Owners {
-		j.Owners = append(j.Owners, ownerJSON{o.Owner, o.Holds})
+		oj := ownerJSON{Owner: o.Owner, Holds: o.Holds, Kind: o.Kind.String()}
+		if o.Remaining >= 0 {
+			ms := o.Remaining.Milliseconds()
+			oj.RemainingMS = &ms
+		}
+		j.Owners = append(j.Owners, oj)
 	}
 	if info.Held && info.Remaining >= 0 {
 		ms := info.Remaining.Milliseconds()
@@ -86,29 +109,54 @@ func printLock(w io.Writer, info leash.Info) {
 		fmt.Fprintf(tw, "state\tfree\n")
 	} else {
 		fmt.Fprintf(tw, "state\theld\n")
+		fmt.Fprintf(tw, "kind\t%s\n", kindText(info.Kind))
 		for _, o := range info.Owners {
+			if o.Remaining >= 0 { // a lease of its own: a reader or a permit
+				fmt.Fprintf(tw, "holder\t%s (%s, %v left)\n", o.Owner, o.Kind, o.Remaining.Round(time.Millisecond))
+				continue
+			}
 			fmt.Fprintf(tw, "holder\t%s\n", o.Owner)
 			fmt.Fprintf(tw, "holds\t%d\n", o.Holds)
 		}
 		fmt.Fprintf(tw, "remaining\t%s\n", remaining(info))
+	}
+	if info.Permits > 0 {
+		fmt.Fprintf(tw, "permits\t%d (%d held)\n", info.Permits, len(info.Owners))
+	}
+	if info.Queued > 0 {
+		fmt.Fprintf(tw, "queued\t%d\n", info.Queued)
 	}
 	fmt.Fprintf(tw, "fence\t%s\n", fence(info))
 	fmt.Fprintf(tw, "waiters\t%s\n", waiters(info))
 	tw.Flush()
 }
 
+// kindText says what kind of lock is held, for people.
+func kindText(k leash.Kind) string {
+	switch k {
+	case leash.KindRead:
+		return "read (an RWMutex held by readers)"
+	case leash.KindWrite:
+		return "write (an RWMutex held by a writer)"
+	case leash.KindPermit:
+		return "permit (a Semaphore)"
+	}
+	return "mutex (a Mutex, FairMutex or Redisson lock)"
+}
+
 // printLocks writes locks as an aligned table with a header.
 func printLocks(w io.Writer, infos []leash.Info) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tHOLDS\tREMAINING\tFENCE\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOLDS\tREMAINING\tFENCE\tWAITERS")
 	for _, info := range infos {
-		holder, holds := "-", "-"
+		holder, holds, kind := "-", "-", "-"
 		if len(info.Owners) > 0 {
 			holder, holds = info.Owners[0].Owner, strconv.Itoa(info.Owners[0].Holds)
+			kind = info.Kind.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, holder, holds, remaining(info), fence(info), waiters(info))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, kind, holder, holds, remaining(info), fence(info), waiters(info))
 		for _, o := range info.Owners[min(1, len(info.Owners)):] {
-			fmt.Fprintf(tw, "\t%s\t%d\t\t\t\n", o.Owner, o.Holds)
+			fmt.Fprintf(tw, "\t\t%s\t%d\t\t\t\n", o.Owner, o.Holds)
 		}
 	}
 	tw.Flush()

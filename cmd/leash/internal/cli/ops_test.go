@@ -13,6 +13,67 @@ import (
 	"github.com/leash-go/leash"
 )
 
+// TestShowKinds checks show and ls on an RWMutex held by readers with a
+// writer queued, and on a semaphore: kind, per-owner leases, permits, queue.
+func TestShowKinds(t *testing.T) {
+	srv := sharedRedis(t)
+	t.Setenv(storeEnv, "redis://"+srv.Addr)
+	ctx := ctxFor(t)
+	c := newClient(t, srv.Addr, nil)
+	prefix := lockName(t) + "/"
+	rw, sem := prefix+"rw", prefix+"sem"
+	for range 2 {
+		r, err := c.RWMutex(rw, nil).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Unlock(context.Background())
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	writer := newClient(t, srv.Addr, nil)
+	// Owner: this test. Stops when cancel ends its wait.
+	go func() { _, _ = writer.RWMutex(rw, nil).Lock(wctx) }()
+	waitForWaiter(t, c, rw)
+	p, err := c.Semaphore(sem, 3).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Unlock(context.Background())
+
+	status, out, stderr := run(t, "show", rw)
+	if status != 0 {
+		t.Fatalf("show = %d, %q", status, stderr)
+	}
+	for _, want := range []string{`(?m)^state +held$`, `(?m)^kind +read \(an RWMutex`, `(?m)^holder +\S+ \(read, [0-9.]+m?s left\)$`, `(?m)^queued +1$`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("show of a read-held RWMutex lacks %s:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "(read, "); n != 2 {
+		t.Errorf("show lists %d readers, want 2:\n%s", n, out)
+	}
+	_, out, _ = run(t, "show", sem)
+	for _, want := range []string{`(?m)^kind +permit \(a Semaphore\)$`, `(?m)^permits +3 \(1 held\)$`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("show of a semaphore lacks %s:\n%s", want, out)
+		}
+	}
+	_, out, _ = run(t, "show", "--json", rw)
+	var j lockJSON
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("show --json: %v\n%s", err, out)
+	}
+	if j.Kind != "read" || len(j.Owners) != 2 || j.Owners[0].RemainingMS == nil || j.Queued != 1 {
+		t.Errorf("show --json of a read-held RWMutex = %+v", j)
+	}
+	_, out, _ = run(t, "ls", prefix+"*")
+	if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(rw)+` +read `).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(sem)+` +permit `).MatchString(out) {
+		t.Errorf("ls lacks the RWMutex or the semaphore with their kinds:\n%s", out)
+	}
+}
+
 func TestShowLsUnlock(t *testing.T) {
 	srv := sharedRedis(t)
 	t.Setenv(storeEnv, "redis://"+srv.Addr)

@@ -12,14 +12,22 @@ func cmdShow() *command {
 		short: "show who holds a lock, its lease left, fencing token and waiters",
 		long: `
 Show prints the state of the lock NAME as the store sees it: whether it is
-held, the holder (owner id) and its hold count, the lease left, the last
-fencing token granted, and how many clients wait for it. A free lock prints
-its last fencing token, if it was ever taken. The answer can be stale by the
-time it is read: never base a locking decision on it.
+held and by what kind of lock (a mutex, an RWMutex's readers or writer, a
+semaphore's permits), the holders (owner ids) with their hold counts or, for
+readers and permits, each one's own lease left, the lease left, the last
+fencing token granted, a semaphore's permit count, how many waiters hold a
+place in a fair queue or a waiting-writer mark, and how many clients wait.
+A free lock prints its last fencing token, if it was ever taken. The answer
+can be stale by the time it is read: never base a locking decision on it.
 
   --json   print one JSON object:
-           {"name": "...", "held": true, "owners": [{"owner": "...", "holds": 1}],
-            "remaining_ms": 27412, "fence": 1763800000123456, "waiters": 2}
+           {"name": "...", "kind": "mutex", "held": true,
+            "owners": [{"owner": "...", "holds": 1, "kind": "mutex"}],
+            "remaining_ms": 27412, "fence": 1763800000123456, "queued": 0,
+            "waiters": 2}
+           kind is "mutex", "read", "write" or "permit" ("" when free); an
+           owner with a lease of its own (a reader, a permit) has its own
+           "remaining_ms"; "permits" is present for a semaphore.
            remaining_ms is null when the lock is not held, waiters null when
            the store cannot tell.
 ` + storeHelp + `
@@ -32,6 +40,7 @@ Examples:
   $ leash show nightly-report
   lock       nightly-report
   state      held
+  kind       mutex (a Mutex, FairMutex or Redisson lock)
   holder     3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1
   holds      1
   remaining  27.412s
