@@ -274,7 +274,11 @@ type Info struct {
 
 // OwnerHolds is one owner of a lock and its hold count.
 type OwnerHolds struct {
+	// Owner is the owner string, "<client-id>:<n>" for a leash tenure.
 	Owner string
+	// Holds is the store's hold count. leash counts re-entries in the
+	// client (see Mutex.Lock), so a leash holder shows 1 however deep it
+	// has re-entered; a Redisson holder shows its own count.
 	Holds int
 	// Kind is the owner's kind of hold (KindRead for a reader on an RWMutex).
 	Kind Kind
