@@ -112,6 +112,7 @@ type Store struct {
 	reqID   string
 	reqSeq  atomic.Uint64
 	notify  notifier
+	pipe    pipeliner
 }
 
 var (
@@ -212,6 +213,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s.batch = s.opts.BatchSize
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	s.notify.init(s)
+	s.pipe = pipeliner{rdb: rdb, max: maxInFlight}
 	return s
 }
 
@@ -252,6 +254,7 @@ func (s *Store) CheckName(name string) error {
 // client passed to New.
 func (s *Store) Close() error {
 	s.notify.close()
+	s.pipe.wg.Wait()
 	return nil
 }
 
