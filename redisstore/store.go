@@ -30,6 +30,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -169,8 +171,64 @@ var (
 	setPermitsScript    = redis.NewScript(setPermitsLua)
 )
 
-// withLib makes a script of lib.lua's shared functions followed by body.
-func withLib(body string) *redis.Script { return redis.NewScript(libLua + "\n" + body) }
+// withLib makes a script of body preceded by the lib.lua functions it calls.
+func withLib(body string) *redis.Script { return redis.NewScript(libFor(body) + "\n" + body) }
+
+// libFor returns lib.lua's preamble (the paragraph before the first function)
+// and the paragraphs that define the functions body calls, directly or
+// through other functions, in their lib.lua order. Each function in a script
+// is a closure Redis builds on every call, and garbage its Lua GC collects,
+// so a script carries only those it uses.
+func libFor(body string) string {
+	paras := strings.Split(libLua, "\n\n")
+	defines := make([][]string, len(paras))
+	for i, p := range paras {
+		for _, m := range libFuncRE.FindAllStringSubmatch(p, -1) {
+			defines[i] = append(defines[i], m[1])
+		}
+	}
+	calls := func(text, name string) bool {
+		return regexp.MustCompile(`\b` + name + `\(`).MatchString(stripDefinitions(text))
+	}
+	need := make([]bool, len(paras))
+	need[0] = true
+	used := func(name string) bool {
+		if calls(body, name) {
+			return true
+		}
+		for j, p := range paras {
+			if need[j] && calls(p, name) {
+				return true
+			}
+		}
+		return false
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := range paras {
+			if !need[i] && slices.ContainsFunc(defines[i], used) {
+				need[i], changed = true, true
+			}
+		}
+	}
+	var kept []string
+	for i, p := range paras {
+		if need[i] {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "\n\n")
+}
+
+var libFuncRE = regexp.MustCompile(`(?m)^local function (\w+)\(`)
+
+// stripDefinitions drops comments and "local function name(" headers, so
+// that neither a mention nor a definition counts as a call.
+func stripDefinitions(text string) string {
+	return libFuncRE.ReplaceAllString(luaCommentRE.ReplaceAllString(text, ""), "")
+}
+
+var luaCommentRE = regexp.MustCompile(`--[^\n]*`)
 
 var _ leash.Store = (*Store)(nil)
 
