@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -354,7 +355,7 @@ func watchChannel(kind leash.Kind, name string) string {
 // nextRequestID returns an id unique to one release call of this Store. A
 // transport retry of the same call reuses it, which is what the latch needs.
 func (s *Store) nextRequestID() string {
-	return fmt.Sprintf("%s%x", s.reqID, s.reqSeq.Add(1))
+	return string(strconv.AppendUint([]byte(s.reqID), s.reqSeq.Add(1), 16))
 }
 
 func newRequestPrefix() string {
