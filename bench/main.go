@@ -144,6 +144,10 @@ func run(cfg config) error {
 				return err
 			}
 			res.renewal[rn.name] = append(res.renewal[rn.name], rr)
+			if rr.failed != "" {
+				log.Printf("renewal %-12s %6d locks: %s", rn.name, n, rr.failed)
+				continue
+			}
 			log.Printf("renewal %-12s %6d locks: %8.1f scripts/s  %9.0f commands/s  redis cpu %4.0f%%  %6.0f B/lock  %6d goroutines  (took %v to lock)",
 				rn.name, n, rr.scriptsSec, rr.commandsSec, 100*rr.cpu, rr.heapPerLock, rr.goroutines, rr.acquireTime.Round(time.Millisecond))
 		}

@@ -138,11 +138,15 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("One client takes N locks and keeps them; after %v the server's counters are read over %v. ", cfg.settle, cfg.window)
 	p("Both renewing libraries use a 5 s lease here (rueidislock's default validity; leash's default is 30 s), so that they renew on comparable schedules: leash every lease/3, rueidislock every validity/2. ")
 	p("*Scripts* are EVALSHA calls (one per request to Redis, except that leash pipelines all of a round's scripts in one round trip); *commands* also counts the commands run inside scripts (INFO commandstats). ")
-	p("*Heap/lock* and *goroutines* are the client process's growth while holding N locks, after a GC. Every lock was checked still held at the end of the window. Measured once per invocation: these are counts, not timings.\n\n")
+	p("*Heap/lock* and *goroutines* are the client process's growth while holding N locks (the heap live after a GC, lowest of six samples over a renewal interval, so that a renewal round's passing buffers do not count; it includes the client's fixed cost, which shows at small N). Every lock was checked still held at the end of the window; a library that could not take N locks within %v, or lost some, is reported so. Measured once per invocation: these are counts, not timings.\n\n", renewalTakeLimit)
 	p("| library | N | renew interval | scripts/s | scripts per interval | commands/s | Redis CPU | heap/lock | goroutines |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, rn := range renewers() {
 		for _, r := range res.renewal[rn.name] {
+			if r.failed != "" {
+				p("| %s | %s | %v | %s | | | | | |\n", rn.name, fmtNum(float64(r.n)), r.interval.Round(time.Millisecond), r.failed)
+				continue
+			}
 			p("| %s | %s | %v | %s | %s | %s | %.0f %% | %s | %s |\n", rn.name, fmtNum(float64(r.n)),
 				r.interval.Round(time.Millisecond), fmtNum(r.scriptsSec), fmtNum(r.perInterval), fmtNum(r.commandsSec),
 				100*r.cpu, fmtBytes(r.heapPerLock), fmtNum(float64(r.goroutines)))
@@ -150,6 +154,9 @@ func report(res *results, cfg config) ([]byte, error) {
 	}
 	p("| redsync | — | cannot renew by itself: manual `Extend` only (auto-extend declined upstream, PR #153) | | | | | | |\n")
 	p("| bsm/redislock | — | cannot renew by itself: manual `Refresh` only (a watchdog is declined by design) | | | | | | |\n\n")
+	if notes, err := os.ReadFile("NOTES.md"); err == nil {
+		b.Write(notes)
+	}
 	return b.Bytes(), nil
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the side-by-side benchmark of leash and the Go peers (redsync,
 # bsm/redislock, rueidislock) on a redis-server it starts itself, and rewrites
-# BENCHMARKS.md and bench/contended-waits.png. Takes about ten minutes; keep
+# BENCHMARKS.md and bench/contended-waits.png. Takes about twelve minutes; keep
 # the machine otherwise quiet. Flags are passed on, e.g. -runs 3 or -quick.
 #
 # bench/ is its own module, outside go.work, so that the peers never become
