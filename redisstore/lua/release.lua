@@ -16,26 +16,21 @@
 -- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
 -- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
 -- the same request (same request id) gets the first attempt's answer instead of ErrNotHeld
--- or a second decrement; Redisson's unlock uses the same latch. An exclusive lock's hash has
--- one field, its owner's: "all" deletes that field (HDEL), which deletes the lock with it.
--- The fair queue is read only when it exists. Touches only KEYS.
+-- or a second decrement; Redisson's unlock uses the same latch. The fair queue is read only
+-- when it exists. Touches only KEYS.
 local done = latched(KEYS[3])
 if done then
     return done
 end
-if ARGV[3] == 'one' then
-    if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-        return nil
-    end
-    if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[3], 0, 'px', ARGV[4])
-        return 0
-    end
-    redis.call('del', KEYS[1])
-elseif redis.call('hdel', KEYS[1], ARGV[1]) == 0 then
-    return nil -- an exclusive lock has one field: deleting it deleted the lock
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return nil
 end
+if ARGV[3] == 'one' and redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
 local head = nil
 if redis.call('exists', KEYS[4]) == 1 then
     purge_queue(KEYS[4], KEYS[5], now_ms())
