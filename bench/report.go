@@ -100,6 +100,7 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("Mutual exclusion is checked on every grant of every run — each holder marks the lock taken and free with a compare-and-swap, and any overlap fails the programme — and held in every run below. ")
 	p("*gave up*: times a peer's Lock returned its own give-up error (redsync after 32 tries, bsm/redislock at its deadline) and was called again; the wait counts from the first call. *stuck*: Lock calls still waiting %v after the run ended, cancelled then (their waits are in the chart as at least that long). Counts are summed over the runs.\n\n", stuckGrace)
 	p("![Share of waits longer than x, per library](bench/contended-waits.png)\n\n")
+	p("The chart pools the waits of every run (its legend's percentiles are of the pooled waits); the tables give the medians of each run's figures.\n\n")
 	for _, hold := range holds {
 		runs := res.contended[hold]
 		p("### Hold %s\n\n", holdText(hold))
@@ -149,7 +150,7 @@ func report(res *results, cfg config) ([]byte, error) {
 			}
 			p("| %s | %s | %v | %s | %s | %s | %.0f %% | %s | %s |\n", rn.name, fmtNum(float64(r.n)),
 				r.interval.Round(time.Millisecond), fmtNum(r.scriptsSec), fmtNum(r.perInterval), fmtNum(r.commandsSec),
-				100*r.cpu, fmtBytes(r.heapPerLock), fmtNum(float64(r.goroutines)))
+				100*r.cpu, fmtBytes(r.heapPerLock), fmtInt(r.goroutines))
 		}
 	}
 	p("| redsync | — | cannot renew by itself: manual `Extend` only (auto-extend declined upstream, PR #153) | | | | | | |\n")
@@ -176,6 +177,13 @@ func fmtNum(f float64) string {
 		return fmt.Sprintf("%.1f", f)
 	}
 	return fmt.Sprintf("%.2f", f)
+}
+
+func fmtInt(n int) string {
+	if n < 100 {
+		return fmt.Sprint(n)
+	}
+	return fmtNum(float64(n))
 }
 
 func fmtRatio(r float64, peer bool) string {
