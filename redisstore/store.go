@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -175,61 +176,70 @@ var (
 // withLib makes a script of body preceded by the lib.lua functions it calls.
 func withLib(body string) *redis.Script { return redis.NewScript(libFor(body) + "\n" + body) }
 
+// A libPara is one paragraph of lib.lua: the preamble, or one or two
+// functions with their comment.
+type libPara struct {
+	text    string
+	defines []string
+	calls   map[string]bool
+}
+
+// libParas is lib.lua cut into paragraphs, parsed once.
+var libParas = func() []libPara {
+	var out []libPara
+	for _, text := range strings.Split(libLua, "\n\n") {
+		p := libPara{text: text, calls: called(text)}
+		for _, m := range libFuncRE.FindAllStringSubmatch(text, -1) {
+			p.defines = append(p.defines, m[1])
+		}
+		out = append(out, p)
+	}
+	return out
+}()
+
 // libFor returns lib.lua's preamble (the paragraph before the first function)
 // and the paragraphs that define the functions body calls, directly or
 // through other functions, in their lib.lua order. Each function in a script
 // is a closure Redis builds on every call, and garbage its Lua GC collects,
 // so a script carries only those it uses.
 func libFor(body string) string {
-	paras := strings.Split(libLua, "\n\n")
-	defines := make([][]string, len(paras))
-	for i, p := range paras {
-		for _, m := range libFuncRE.FindAllStringSubmatch(p, -1) {
-			defines[i] = append(defines[i], m[1])
-		}
-	}
-	calls := func(text, name string) bool {
-		return regexp.MustCompile(`\b` + name + `\(`).MatchString(stripDefinitions(text))
-	}
-	need := make([]bool, len(paras))
-	need[0] = true
-	used := func(name string) bool {
-		if calls(body, name) {
-			return true
-		}
-		for j, p := range paras {
-			if need[j] && calls(p, name) {
-				return true
-			}
-		}
-		return false
-	}
+	need := called(body)
+	keep := make([]bool, len(libParas))
+	keep[0] = true
 	for changed := true; changed; {
 		changed = false
-		for i := range paras {
-			if !need[i] && slices.ContainsFunc(defines[i], used) {
-				need[i], changed = true, true
+		for i, p := range libParas {
+			if !keep[i] && slices.ContainsFunc(p.defines, func(name string) bool { return need[name] }) {
+				keep[i], changed = true, true
+				maps.Copy(need, p.calls)
 			}
 		}
 	}
 	var kept []string
-	for i, p := range paras {
-		if need[i] {
-			kept = append(kept, p)
+	for i, p := range libParas {
+		if keep[i] {
+			kept = append(kept, p.text)
 		}
 	}
 	return strings.Join(kept, "\n\n")
 }
 
-var libFuncRE = regexp.MustCompile(`(?m)^local function (\w+)\(`)
+var (
+	libFuncRE    = regexp.MustCompile(`(?m)^local function (\w+)\(`)
+	luaCommentRE = regexp.MustCompile(`--[^\n]*`)
+	luaCallRE    = regexp.MustCompile(`(\w+)\(`)
+)
 
-// stripDefinitions drops comments and "local function name(" headers, so
-// that neither a mention nor a definition counts as a call.
-func stripDefinitions(text string) string {
-	return libFuncRE.ReplaceAllString(luaCommentRE.ReplaceAllString(text, ""), "")
+// called returns the names text calls, leaving out comments and the
+// "local function name(" headers of definitions.
+func called(text string) map[string]bool {
+	code := libFuncRE.ReplaceAllString(luaCommentRE.ReplaceAllString(text, ""), "")
+	names := map[string]bool{}
+	for _, m := range luaCallRE.FindAllStringSubmatch(code, -1) {
+		names[m[1]] = true
+	}
+	return names
 }
-
-var luaCommentRE = regexp.MustCompile(`--[^\n]*`)
 
 var _ leash.Store = (*Store)(nil)
 
