@@ -74,6 +74,7 @@ var goroutineCounts = []int{1, 16, 64}
 // results are everything measured in one invocation.
 type results struct {
 	started     time.Time
+	leash       string // git describe, taken before the run rewrites its outputs
 	redis       string
 	libs        []lib
 	uncontended map[int][]map[string]uncontendedResult         // goroutines → run → lib
@@ -97,6 +98,7 @@ func run(cfg config) error {
 	}
 	res := &results{
 		started:     time.Now(),
+		leash:       gitDescribe(),
 		redis:       infoField(ver, "redis_version"),
 		libs:        libs(),
 		uncontended: map[int][]map[string]uncontendedResult{},

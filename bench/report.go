@@ -61,7 +61,7 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("| OS | Linux %s |\n", strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")))
 	p("| Go | %s, race detector off |\n", runtime.Version())
 	p("| redis-server | %s, no persistence, loopback TCP |\n", res.redis)
-	p("| leash | %s |\n", gitDescribe())
+	p("| leash | %s |\n", res.leash)
 	for _, mod := range []string{"github.com/go-redsync/redsync/v4", "github.com/bsm/redislock", "github.com/redis/rueidis", "github.com/redis/go-redis/v9"} {
 		p("| %s | %s |\n", mod, modVersion(mod))
 	}

@@ -12,7 +12,9 @@
 // Companion keys share the lock's hash slot (a name that carries its own
 // {hash tag} keeps it), so every script touches one slot, and every key a
 // script touches is passed in KEYS. Scripts are embedded .lua files run with
-// EVALSHA and reloaded on NOSCRIPT.
+// EVALSHA and reloaded on NOSCRIPT. Concurrent acquires and releases share
+// round trips: beyond four in flight, the scripts of the calls that wait go
+// together in one pipeline.
 //
 // Fencing tokens are max(counter + 1, server time in µs): they keep growing
 // even when Redis loses the counter (a restart without persistence, a
