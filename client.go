@@ -103,6 +103,11 @@ func isNilPointer(v any) bool {
 // records in the store.
 func (c *Client) ID() string { return c.id }
 
+// debugOn reports whether the logger takes debug records. The hot paths ask
+// before building their attributes, which would otherwise be allocated for
+// nothing on every Lock and Unlock.
+func (c *Client) debugOn() bool { return c.log.Enabled(context.Background(), slog.LevelDebug) }
+
 // now returns the Client's monotonic clock in nanoseconds.
 func (c *Client) now() int64 { return int64(time.Since(c.epoch)) }
 

@@ -410,7 +410,9 @@ func (h *Hold) Unlock(ctx context.Context) error {
 				req.Name, err, t.cfg.lease))
 		}
 	}
-	c.log.Debug("lock released", slog.String(attrLock, t.name()), slog.Int64(attrToken, t.fence()))
+	if c.debugOn() {
+		c.log.Debug("lock released", slog.String(attrLock, t.name()), slog.Int64(attrToken, t.fence()))
+	}
 	if lostErr != nil {
 		errs = append([]error{lostErr}, errs...)
 	}

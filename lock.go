@@ -234,8 +234,10 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, error
 			return c.granted(ctx, t, send)
 		}
 		placed = req.Wait > 0
-		c.log.Debug("lock busy", slog.String(attrLock, l.name), slog.String(attrKind, l.kind.String()),
-			slog.Duration("remaining", g.Remaining))
+		if c.debugOn() {
+			c.log.Debug("lock busy", slog.String(attrLock, l.name), slog.String(attrKind, l.kind.String()),
+				slog.Duration("remaining", g.Remaining))
+		}
 		if !wait {
 			return nil, &NotAcquiredError{Name: l.name, Remaining: g.Remaining}
 		}
@@ -310,8 +312,10 @@ func (c *Client) granted(ctx context.Context, t *tenure, send int64) (*Hold, err
 		c.undo(ctx, t)
 		return nil, ErrClosed
 	}
-	c.log.Debug("lock acquired", slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()),
-		slog.String(attrOwner, t.owner), slog.Int64(attrToken, t.fence()))
+	if c.debugOn() {
+		c.log.Debug("lock acquired", slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()),
+			slog.String(attrOwner, t.owner), slog.Int64(attrToken, t.fence()))
+	}
 	return h, nil
 }
 

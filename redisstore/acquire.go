@@ -23,12 +23,16 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		keys   []string
 		args   []any
 	)
+	// Room for the restart marker and grace that runAcquire appends.
 	switch req.Kind {
 	case leash.KindMutex:
-		script, keys, args = acquireScript, []string{n, tokenKey(n)}, []any{ms(req.Lease), req.Owner}
+		script = acquireScript
+		keys = append(make([]string, 0, 3), n, tokenKey(n))
+		args = append(make([]any, 0, 3), ms(req.Lease), req.Owner)
 	case leash.KindFair:
-		script, keys = acquireFairScript, []string{n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n)}
-		args = []any{ms(req.Lease), req.Owner, waitMS(req.Wait)}
+		script = acquireFairScript
+		keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
+		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
 	case leash.KindRead:
 		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
 		args = []any{ms(req.Lease), req.Owner}

@@ -180,7 +180,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, name strin
 	}
 	args = append(args, s.graceArg(lease))
 	for attempt := 0; ; attempt++ {
-		if v, err = script.Run(ctx, s.rdb, keys, args...).Result(); err != nil {
+		if v, err = s.pipe.run(ctx, script, keys, args...); err != nil {
 			return nil, 0, false, err
 		}
 		left, created, start, inGrace := parseGrace(v)

@@ -18,7 +18,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	n := req.Name
 	if mode == leash.Withdraw {
 		keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
-		if err := withdrawScript.Run(ctx, s.rdb, keys, req.Owner).Err(); err != nil {
+		if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
 			return false, fmt.Errorf("redisstore: withdraw from %q: %w", n, err)
 		}
 		return false, nil
@@ -57,7 +57,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	default:
 		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
 	}
-	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+	v, err := s.pipe.run(ctx, script, keys, args...)
 	if errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("redisstore: release %q: %w", n, leash.ErrNotHeld)
 	}

@@ -12,7 +12,9 @@
 // Companion keys share the lock's hash slot (a name that carries its own
 // {hash tag} keeps it), so every script touches one slot, and every key a
 // script touches is passed in KEYS. Scripts are embedded .lua files run with
-// EVALSHA and reloaded on NOSCRIPT.
+// EVALSHA and reloaded on NOSCRIPT. Concurrent acquires and releases share
+// round trips: beyond four in flight, the scripts of the calls that wait go
+// together in one pipeline.
 //
 // Fencing tokens are max(counter + 1, server time in µs): they keep growing
 // even when Redis loses the counter (a restart without persistence, a
@@ -30,6 +32,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -112,6 +118,7 @@ type Store struct {
 	reqID   string
 	reqSeq  atomic.Uint64
 	notify  notifier
+	pipe    pipeliner
 }
 
 var (
@@ -168,8 +175,73 @@ var (
 	setPermitsScript    = redis.NewScript(setPermitsLua)
 )
 
-// withLib makes a script of lib.lua's shared functions followed by body.
-func withLib(body string) *redis.Script { return redis.NewScript(libLua + "\n" + body) }
+// withLib makes a script of body preceded by the lib.lua functions it calls.
+func withLib(body string) *redis.Script { return redis.NewScript(libFor(body) + "\n" + body) }
+
+// A libPara is one paragraph of lib.lua: the preamble, or one or two
+// functions with their comment.
+type libPara struct {
+	text    string
+	defines []string
+	calls   map[string]bool
+}
+
+// libParas is lib.lua cut into paragraphs, parsed once.
+var libParas = func() []libPara {
+	var out []libPara
+	for _, text := range strings.Split(libLua, "\n\n") {
+		p := libPara{text: text, calls: called(text)}
+		for _, m := range libFuncRE.FindAllStringSubmatch(text, -1) {
+			p.defines = append(p.defines, m[1])
+		}
+		out = append(out, p)
+	}
+	return out
+}()
+
+// libFor returns lib.lua's preamble (the paragraph before the first function)
+// and the paragraphs that define the functions body calls, directly or
+// through other functions, in their lib.lua order. Each function in a script
+// is a closure Redis builds on every call, and garbage its Lua GC collects,
+// so a script carries only those it uses.
+func libFor(body string) string {
+	need := called(body)
+	keep := make([]bool, len(libParas))
+	keep[0] = true
+	for changed := true; changed; {
+		changed = false
+		for i, p := range libParas {
+			if !keep[i] && slices.ContainsFunc(p.defines, func(name string) bool { return need[name] }) {
+				keep[i], changed = true, true
+				maps.Copy(need, p.calls)
+			}
+		}
+	}
+	var kept []string
+	for i, p := range libParas {
+		if keep[i] {
+			kept = append(kept, p.text)
+		}
+	}
+	return strings.Join(kept, "\n\n")
+}
+
+var (
+	libFuncRE    = regexp.MustCompile(`(?m)^local function (\w+)\(`)
+	luaCommentRE = regexp.MustCompile(`--[^\n]*`)
+	luaCallRE    = regexp.MustCompile(`(\w+)\(`)
+)
+
+// called returns the names text calls, leaving out comments and the
+// "local function name(" headers of definitions.
+func called(text string) map[string]bool {
+	code := libFuncRE.ReplaceAllString(luaCommentRE.ReplaceAllString(text, ""), "")
+	names := map[string]bool{}
+	for _, m := range luaCallRE.FindAllStringSubmatch(code, -1) {
+		names[m[1]] = true
+	}
+	return names
+}
 
 var _ leash.Store = (*Store)(nil)
 
@@ -212,6 +284,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s.batch = s.opts.BatchSize
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	s.notify.init(s)
+	s.pipe = pipeliner{rdb: rdb, max: maxInFlight}
 	return s
 }
 
@@ -252,6 +325,7 @@ func (s *Store) CheckName(name string) error {
 // client passed to New.
 func (s *Store) Close() error {
 	s.notify.close()
+	s.pipe.wg.Wait()
 	return nil
 }
 
@@ -293,7 +367,7 @@ func watchChannel(kind leash.Kind, name string) string {
 // nextRequestID returns an id unique to one release call of this Store. A
 // transport retry of the same call reuses it, which is what the latch needs.
 func (s *Store) nextRequestID() string {
-	return fmt.Sprintf("%s%x", s.reqID, s.reqSeq.Add(1))
+	return string(strconv.AppendUint([]byte(s.reqID), s.reqSeq.Add(1), 16))
 }
 
 func newRequestPrefix() string {

@@ -45,6 +45,11 @@ for dir in $modules; do
 	say "vet and staticcheck: $rel"
 	(cd "$dir" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
 done
+# bench/ is its own module outside go.work (the peers it measures must never
+# become leash dependencies): vet (which builds it) and staticcheck it, so
+# that it cannot rot; ./scripts/bench.sh runs it for real.
+say "vet and staticcheck: bench (GOWORK=off)"
+(cd bench && GOWORK=off go vet ./... && GOWORK=off go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in bench"
 for dir in $modules; do
 	rel=${dir#"$PWD"}; rel=${rel#/}; rel=${rel:-.}
 	say "test: $rel"

@@ -14,7 +14,8 @@
 -- absent or holds its own field, so Java and Go clients exclude each other. A hash held by
 -- an RWMutex (field "mode") excludes a Mutex the same way; a semaphore's zset under the
 -- name makes HEXISTS fail with WRONGTYPE. Touches only KEYS.
-if redis.call('exists', KEYS[1]) == 0 then
-    return grace(KEYS[3], ARGV[3]) or grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
+    return fresh_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[2], ARGV[1])
 end
-return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1]) or {0, redis.call('pttl', KEYS[1])}
+return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1]) or {0, pttl}

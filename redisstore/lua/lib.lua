@@ -112,6 +112,21 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     return false
 end
 
+-- grace_at is grace at server time now (µs), given the marker's value (false if absent).
+local function grace_at(marker, grace_us, now, value)
+    local created = 0
+    local start = tonumber(value)
+    if not start then
+        start, created = now, 1
+        redis.call('set', marker, string.format('%.0f', now))
+    end
+    local left = start + tonumber(grace_us) - now
+    if left > 0 then
+        return {0, math.ceil(left / 1000), created, start}
+    end
+    return nil
+end
+
 -- grace enforces the restart grace before a fresh grant. marker is the restart marker
 -- (leash:epoch, or leash:epoch:{<slot tag>} on Cluster): the server's start time in
 -- microseconds, lost with the data when the server restarts without persistence. Its
@@ -126,15 +141,30 @@ local function grace(marker, grace_us)
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local created = 0
-    local start = tonumber(redis.call('get', marker))
-    if not start then
-        start, created = now, 1
-        redis.call('set', marker, string.format('%.0f', now))
+    return grace_at(marker, grace_us, now, redis.call('get', marker))
+end
+
+-- fresh_grant gives the free exclusive lock to owner, as grant does, unless the restart
+-- grace refuses it (see grace): it returns {1, token, 1} or the refusal. It is grace and
+-- grant in fewer calls, for the hot path: one TIME serves both, and one MGET reads the
+-- marker and the fencing counter together.
+local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local counter
+    if grace_us == '0' then
+        counter = redis.call('get', tokenkey)
+    else
+        local v = redis.call('mget', marker, tokenkey)
+        local refused = grace_at(marker, grace_us, now, v[1])
+        if refused then
+            return refused
+        end
+        counter = v[2]
     end
-    local left = start + tonumber(grace_us) - now
-    if left > 0 then
-        return {0, math.ceil(left / 1000), created, start}
-    end
-    return nil
+    local token = math.max((tonumber(counter) or 0) + 1, now)
+    redis.call('set', tokenkey, string.format('%.0f', token))
+    redis.call('hincrby', lock, owner, 1)
+    redis.call('pexpire', lock, lease)
+    return {1, token, 1}
 end

@@ -16,14 +16,26 @@
 -- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
 -- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
 -- the same request (same request id) gets the first attempt's answer instead of ErrNotHeld
--- or a second decrement; Redisson's unlock uses the same latch. Touches only KEYS.
-local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-if finished then
-    return reply
+-- or a second decrement; Redisson's unlock uses the same latch. The fair queue is read only
+-- when it exists. Touches only KEYS.
+local done = latched(KEYS[3])
+if done then
+    return done
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+    return nil
+end
+if ARGV[3] == 'one' and redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
 end
 redis.call('del', KEYS[1])
-purge_queue(KEYS[4], KEYS[5], now_ms())
-local head = redis.call('zrange', KEYS[4], 0, 0)[1]
+local head = nil
+if redis.call('exists', KEYS[4]) == 1 then
+    purge_queue(KEYS[4], KEYS[5], now_ms())
+    head = redis.call('zrange', KEYS[4], 0, 0)[1]
+end
 if head then
     redis.call('publish', KEYS[6], head)
 else

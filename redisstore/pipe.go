@@ -1,0 +1,140 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// pipeliner sends the scripts of concurrent calls (acquires, releases,
+// withdrawals) together. While fewer than max round trips are in flight, a
+// call runs its script at once, on its own goroutine, exactly as without
+// pipelining. Beyond that, calls queue; when a round trip ends, everything
+// queued meanwhile leaves in one pipeline. So a lone caller pays nothing,
+// and many callers share round trips: Redis reads and answers a whole batch
+// per system call instead of one script per call, which is what bounds
+// throughput when many goroutines lock at once.
+//
+// Each call still gets its own reply and error. A caller whose ctx ends
+// while its script is queued leaves the queue, and the script is never sent;
+// once the script is on its way, the caller returns ctx's error and the
+// outcome is unknown, as with any script whose reply is not awaited.
+// maxInFlight is how many acquire and release round trips a Store has in flight
+// at once before further calls wait to share one.
+const maxInFlight = 4
+
+type pipeliner struct {
+	rdb redis.UniversalClient
+	max int
+
+	mu    sync.Mutex
+	busy  int // round trips in flight
+	queue []*call
+	wg    sync.WaitGroup // pipelines started by the pipeliner
+}
+
+// A call is one queued script.
+type call struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd    // set before done is closed
+	done   chan struct{} // closed once cmd holds the reply
+}
+
+// run runs script and returns its reply.
+func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	p.mu.Lock()
+	if p.busy < p.max {
+		p.busy++
+		p.mu.Unlock()
+		v, err := script.Run(ctx, p.rdb, keys, args...).Result()
+		p.next()
+		return v, err
+	}
+	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	p.queue = append(p.queue, c)
+	p.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.cmd.Result()
+	case <-ctx.Done():
+		p.mu.Lock()
+		if i := slices.Index(p.queue, c); i >= 0 {
+			p.queue = slices.Delete(p.queue, i, i+1) // never sent
+		}
+		p.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// next is called when a round trip ends: it sends what queued meanwhile as
+// one pipeline, or frees the round trip's slot.
+func (p *pipeliner) next() {
+	p.mu.Lock()
+	batch := p.queue
+	p.queue = nil
+	if len(batch) == 0 {
+		p.busy--
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	// Owner: the pipeliner. Stops when the batch is answered (go-redis's
+	// read timeout bounds a dead server), after starting the next batch.
+	p.wg.Go(func() { p.exec(batch) })
+}
+
+// exec sends a batch as one pipeline and hands each call its reply. Scripts
+// the server does not have cached are sent again in full, in a second
+// pipeline.
+func (p *pipeliner) exec(batch []*call) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	send := func(eval func(pipe redis.Pipeliner, c *call) *redis.Cmd, which []*call) {
+		pipe := p.rdb.Pipeline()
+		for _, c := range which {
+			c.cmd = eval(pipe, c)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	send(func(pipe redis.Pipeliner, c *call) *redis.Cmd {
+		return c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}, batch)
+	var reload []*call
+	for _, c := range batch {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			reload = append(reload, c)
+		}
+	}
+	if len(reload) > 0 {
+		send(func(pipe redis.Pipeliner, c *call) *redis.Cmd {
+			return c.script.Eval(ctx, pipe, c.keys, c.args...)
+		}, reload)
+	}
+	for _, c := range batch {
+		close(c.done)
+	}
+	p.next()
+}
+
+// batchContext is the context a batch is sent with: the first call's values,
+// no cancellation (a caller that gives up must not fail the others), and the
+// latest of the callers' deadlines, if every caller has one.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range batch {
+		dl, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithoutCancel(batch[0].ctx), func() {}
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
