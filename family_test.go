@@ -167,27 +167,13 @@ func TestRWMutexReadersShareAndWriterIsNotStarved(t *testing.T) {
 			t.Errorf("readers: kind %v, fences %d and %d; want two read grants with their own tokens", r2.Kind(), r1.Fence(), r2.Fence())
 		}
 		time.Sleep(3 * time.Second) // three leases: each reader renewed by its watchdog
-		wrote := make(chan *leash.Hold, 1)
-		go func() {
-			w, err := rw2.Lock(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			wrote <- w
-		}()
+		wrote := lockAsync(t, rw2, context.Background())
 		synctest.Wait()
 		// A writer waits: a new reader must wait too.
 		if _, err := rw1.TryRLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
 			t.Fatalf("new reader while a writer waits = %v, want ErrNotAcquired", err)
 		}
-		lateReader := make(chan *leash.Hold, 1)
-		go func() {
-			r, err := rw1.RLock(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			lateReader <- r
-		}()
+		lateReader := lockAsync(t, readLocker{rw1}, context.Background())
 		synctest.Wait()
 		mustUnlock(t, r1)
 		synctest.Wait()
@@ -301,14 +287,7 @@ func TestSemaphore(t *testing.T) {
 		if _, err := sem.TryAcquire(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
 			t.Fatalf("third permit of 2 = %v, want ErrNotAcquired", err)
 		}
-		got := make(chan *leash.Hold, 1)
-		go func() {
-			h, err := sem.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- h
-		}()
+		got := lockAsync(t, semLocker{sem}, context.Background())
 		synctest.Wait()
 		released := time.Now()
 		mustUnlock(t, a)
@@ -320,13 +299,7 @@ func TestSemaphore(t *testing.T) {
 			t.Errorf("releasing a permit twice = %v, want ErrNotHeld", err)
 		}
 		// Grow the semaphore while permits are held: a waiter gets in.
-		go func() {
-			h, err := sem.Acquire(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- h
-		}()
+		got = lockAsync(t, semLocker{sem}, context.Background())
 		synctest.Wait()
 		if err := c.Semaphore("pool", 99).SetPermits(context.Background(), 3); err != nil {
 			t.Fatal(err)
@@ -390,14 +363,7 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 						t.Errorf("%q held after a failed TryLock: not all or nothing", n)
 					}
 				}
-				got := make(chan *leash.Hold, 1)
-				go func() {
-					h, err := m.Lock(context.Background())
-					if err != nil {
-						t.Error(err)
-					}
-					got <- h
-				}()
+				got := lockAsync(t, m, context.Background())
 				time.Sleep(90 * time.Second) // three leases: groups held while waiting stay renewed
 				mustUnlock(t, blocker)
 				h := <-got

@@ -117,6 +117,20 @@ type locker interface {
 	Lock(ctx context.Context) (*leash.Hold, error)
 }
 
+// lockAsync runs m.Lock in a goroutine and returns the channel its hold
+// arrives on; an error is reported with t.Error and nil is sent.
+func lockAsync(t *testing.T, m locker, ctx context.Context) <-chan *leash.Hold {
+	ch := make(chan *leash.Hold, 1)
+	go func() {
+		h, err := m.Lock(ctx)
+		if err != nil {
+			t.Errorf("%T.Lock: %v", m, err)
+		}
+		ch <- h
+	}()
+	return ch
+}
+
 func mustLock(t *testing.T, m locker, ctx context.Context) *leash.Hold {
 	t.Helper()
 	h, err := m.Lock(ctx)

@@ -70,49 +70,6 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 }
 
-// BenchmarkHandOff has 16 goroutines, each with its own Client (as separate
-// instances would have), contend for one name with no work in the critical
-// section. ns/op is the time per grant: release, wake-up by pub/sub, and the
-// next acquire.
-func BenchmarkHandOff(b *testing.B) {
-	_, rdb := benchRedis(b)
-	const workers = 16
-	clients := make([]*leash.Client, workers)
-	for i := range clients {
-		clients[i] = benchClient(b, rdb, nil)
-	}
-	ctx := context.Background()
-	var (
-		left    atomic.Int64
-		holders atomic.Int32
-		wg      sync.WaitGroup
-	)
-	left.Store(int64(b.N))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for _, c := range clients {
-		wg.Go(func() {
-			m := c.Mutex("bench/handoff")
-			for left.Add(-1) >= 0 {
-				h, err := m.Lock(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if holders.Add(1) != 1 {
-					b.Error("two holders at once")
-				}
-				holders.Add(-1)
-				if err := h.Unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
 // BenchmarkHeldLockMemory holds b.N locks and reports the client heap per
 // held lock (the store's connection pool is shared and excluded).
 func BenchmarkHeldLockMemory(b *testing.B) {
@@ -189,15 +146,21 @@ func BenchmarkRenew100k(b *testing.B) {
 	b.ReportMetric(float64(evalCalls(b, rdb)-before)/float64(b.N), "scripts/round")
 }
 
-// BenchmarkContention has 16 goroutines, each with its own Client, take one
-// lock in turn and hold it 1ms. It reports grants per second and the wait
-// for the lock at p50, p99 and max. With FIFO hand-off the longest wait is
-// about (waiters-1) × hold ≈ 15–18ms; herds and polling show far longer tails.
+// BenchmarkContention has 16 goroutines, each with its own Client (as
+// separate instances would have), take one lock in turn and hold it 0 or
+// 1ms. It reports grants per second and the wait for the lock at p50, p99 and
+// max. With hold 0, ns/op is the cost of a hand-off: release, wake-up by
+// pub/sub, and the next acquire. With FIFO hand-off the longest wait is about
+// (waiters-1) × the time per grant; herds and polling show far longer tails.
 //
 //	cd redisstore && go test -run '^$' -bench Contention -benchtime 2000x -count 5
 func BenchmarkContention(b *testing.B) {
-	for _, kind := range []string{"mutex", "fair"} {
-		b.Run(kind, func(b *testing.B) {
+	for _, tc := range []struct {
+		kind string
+		hold time.Duration
+	}{{"mutex", 0}, {"fair", 0}, {"mutex", time.Millisecond}, {"fair", time.Millisecond}} {
+		kind := tc.kind
+		b.Run(fmt.Sprintf("%s/hold=%v", kind, tc.hold), func(b *testing.B) {
 			_, rdb := benchRedis(b)
 			const workers = 16
 			clients := make([]*leash.Client, workers)
@@ -235,7 +198,9 @@ func BenchmarkContention(b *testing.B) {
 						if holders.Add(1) != 1 {
 							b.Error("two holders at once")
 						}
-						time.Sleep(time.Millisecond)
+						if tc.hold > 0 {
+							time.Sleep(tc.hold)
+						}
 						holders.Add(-1)
 						if err := h.Unlock(ctx); err != nil {
 							b.Error(err)

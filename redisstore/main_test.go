@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,32 +30,17 @@ func TestMain(m *testing.M) {
 		os.Exit(runHolder())
 	}
 	code := m.Run()
-	if shared.srv != nil {
-		shared.srv.Close()
-	}
+	shared.Close()
 	os.Exit(leakcheck.Check(code))
 }
 
 // shared is the package's lazily started redis-server for tests that do not
 // inject faults into the server itself.
-var shared struct {
-	once sync.Once
-	srv  *testserver.Redis
-	err  error
-}
+var shared testserver.Shared
 
 func sharedRedis(t *testing.T) *testserver.Redis {
 	t.Helper()
-	shared.once.Do(func() {
-		shared.srv, shared.err = testserver.StartRedis(testserver.RedisOptions{})
-	})
-	if shared.err != nil {
-		if errors.Is(shared.err, testserver.ErrNotInstalled) && !testserver.RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", shared.err)
-		}
-		t.Fatalf("%v", shared.err)
-	}
-	return shared.srv
+	return shared.Redis(t)
 }
 
 // newRDB returns a go-redis client for addr with timeouts short enough for
