@@ -72,15 +72,7 @@ func TestFairMutexWaiterThatGivesUpLeavesAtOnce(t *testing.T) {
 			quit <- err
 		}()
 		synctest.Wait()
-		got := make(chan time.Time, 1)
-		go func() {
-			h2, err := m.Lock(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- time.Now()
-			_ = h2.Unlock(context.Background())
-		}()
+		got := grantedAt(t, m, context.Background())
 		synctest.Wait()
 		if info, _ := s.Inspect(context.Background(), "quit"); info.Queued != 2 {
 			t.Fatalf("queued = %d, want 2", info.Queued)
@@ -114,15 +106,7 @@ func TestFairMutexDeadWaiterBlocksOneQueueLease(t *testing.T) {
 			Owner: "dead-client:1", Lease: time.Minute, Wait: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan time.Time, 1)
-		go func() {
-			h2, err := m.Lock(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- time.Now()
-			_ = h2.Unlock(context.Background())
-		}()
+		got := grantedAt(t, m, context.Background())
 		synctest.Wait()
 		start := time.Now()
 		mustUnlock(t, h)
@@ -255,15 +239,7 @@ func TestRWMutexCrashedReaderFreesItsShareAlone(t *testing.T) {
 		}
 		live := mustLock(t, readLocker{c.RWMutex("share", nil)}, context.Background())
 		start := time.Now()
-		got := make(chan time.Time, 1)
-		go func() {
-			w, err := c.RWMutex("share", nil).Lock(context.Background())
-			if err != nil {
-				t.Error(err)
-			}
-			got <- time.Now()
-			_ = w.Unlock(context.Background())
-		}()
+		got := grantedAt(t, c.RWMutex("share", nil), context.Background())
 		time.Sleep(5 * time.Second)
 		mustUnlock(t, live) // the live reader leaves at 5s; the crashed one left at 3s
 		if d := (<-got).Sub(start); d != 5*time.Second {

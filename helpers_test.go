@@ -131,6 +131,24 @@ func lockAsync(t *testing.T, m locker, ctx context.Context) <-chan *leash.Hold {
 	return ch
 }
 
+// grantedAt runs m.Lock in a goroutine, sends on the returned channel the
+// time the lock was granted (the zero time on an error, reported with
+// t.Error), and unlocks it.
+func grantedAt(t *testing.T, m locker, ctx context.Context) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		h, err := m.Lock(ctx)
+		if err != nil {
+			t.Errorf("%T.Lock: %v", m, err)
+			at <- time.Time{}
+			return
+		}
+		at <- time.Now()
+		_ = h.Unlock(context.Background())
+	}()
+	return at
+}
+
 func mustLock(t *testing.T, m locker, ctx context.Context) *leash.Hold {
 	t.Helper()
 	h, err := m.Lock(ctx)

@@ -385,9 +385,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return err
 	}
 	c := t.c
-	if lostErr != nil && !lostErr.Reason.mayStillHold() && len(t.parts) == 1 {
-		// The store no longer has it. (A MultiLock that lost one name still
-		// holds the others: they are released below, owner-checked.)
+	if lostErr != nil && !t.mayStillHold(lostErr.Reason) {
 		return lostErr
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
@@ -513,11 +511,13 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 }
 
 // mayStillHold reports whether, after a loss for this reason, the server may
-// still record the owner (so a release is worth sending).
-func (r Reason) mayStillHold() bool {
+// still record the owner on some name of the tenure (so a release is worth
+// sending, owner-checked). A MultiLock that lost one name still holds the
+// others.
+func (t *tenure) mayStillHold(r Reason) bool {
 	switch r {
 	case ReasonExpired, ReasonUnreachable, ReasonMaxHold, ReasonStalled:
 		return true
 	}
-	return false
+	return len(t.parts) > 1
 }

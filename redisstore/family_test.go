@@ -92,18 +92,8 @@ func TestFairMutexDeadWaiterLeavesQueue(t *testing.T) {
 		info, err := holder.Inspect(bg(t), name)
 		return err == nil && info.Queued == 1
 	})
-	got := make(chan time.Time, 1)
 	c := newClient(t, srv.Addr, nil)
-	go func() {
-		h2, err := c.FairMutex(name, nil).Lock(bg(t))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- time.Now()
-		if h2 != nil {
-			_ = h2.Unlock(context.Background())
-		}
-	}()
+	got := grantedAt(t, func() (*leash.Hold, error) { return c.FairMutex(name, nil).Lock(bg(t)) })
 	waitFor(t, "the second waiter to queue", func() bool {
 		info, err := holder.Inspect(bg(t), name)
 		return err == nil && info.Queued == 2

@@ -265,17 +265,7 @@ func TestHandOffIsPushed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan time.Time, 1)
-		go func() {
-			h2, err := waiter.Mutex(name).Lock(bg(t))
-			if err != nil {
-				t.Error(err)
-				got <- time.Time{}
-				return
-			}
-			got <- time.Now()
-			_ = h2.Unlock(context.Background())
-		}()
+		got := grantedAt(t, func() (*leash.Hold, error) { return waiter.Mutex(name).Lock(bg(t)) })
 		time.Sleep(100 * time.Millisecond) // the waiter is subscribed and waiting
 		released := time.Now()
 		if err := h.Unlock(bg(t)); err != nil {
@@ -460,17 +450,7 @@ func TestPubSubConnectionKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time, 1)
-	go func() {
-		h2, err := waiter.Mutex(name).Lock(bg(t))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- time.Now()
-		if h2 != nil {
-			_ = h2.Unlock(context.Background())
-		}
-	}()
+	got := grantedAt(t, func() (*leash.Hold, error) { return waiter.Mutex(name).Lock(bg(t)) })
 	channel := "redisson_lock__channel:{" + name + "}"
 	waitFor(t, "the waiter to subscribe", func() bool { return numSub(t, rdb, channel) == 1 })
 	if err := rdb.ClientKillByFilter(bg(t), "TYPE", "pubsub").Err(); err != nil {

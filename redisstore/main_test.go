@@ -155,6 +155,24 @@ func lockKind(ctx context.Context, c *leash.Client, kind, name string) (*leash.H
 	return c.Mutex(name).Lock(ctx)
 }
 
+// grantedAt runs lock in a goroutine, sends on the returned channel the time
+// the lock was granted (the zero time on an error, reported with t.Error),
+// and unlocks it.
+func grantedAt(t *testing.T, lock func() (*leash.Hold, error)) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		h, err := lock()
+		if err != nil {
+			t.Error(err)
+			at <- time.Time{}
+			return
+		}
+		at <- time.Now()
+		_ = h.Unlock(context.Background())
+	}()
+	return at
+}
+
 // holder is a running holder child process.
 type holder struct {
 	cmd   *exec.Cmd
