@@ -237,7 +237,7 @@ func (c *Client) newTenure(kind Kind, names []string, explicit string, cfg lockC
 		t.parts[i].name = n
 	}
 	if explicit != "" {
-		t.owner = explicitOwner(c.id, explicit)
+		t.owner = explicitOwner(c.id, c.seq.Add(1), explicit)
 	} else {
 		t.owner = tenureOwner(c.id, c.seq.Add(1))
 	}

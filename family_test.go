@@ -224,6 +224,26 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 		mustUnlock(t, r)
 		h := mustLock(t, other.RWMutex("rw", nil), context.Background())
 		mustUnlock(t, h)
+		// An explicit owner holding the write lock downgrades at once, and
+		// the store holds the read lease after the writer leaves.
+		jctx := leash.WithOwner(context.Background(), "job-2")
+		jw := mustLock(t, rw, jctx)
+		jr2 := mustLock(t, readLocker{rw}, jctx)
+		if jr2.Kind() != leash.KindRead || jr2.Owner() != jw.Owner() {
+			t.Errorf("explicit owner's downgrade: kind %v owner %q, want a read hold under the writer's owner %q", jr2.Kind(), jr2.Owner(), jw.Owner())
+		}
+		mustUnlock(t, jw)
+		if _, err := other.RWMutex("rw", nil).TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("writer after the explicit owner's downgrade = %v, want ErrNotAcquired (its read lease holds)", err)
+		}
+		mustUnlock(t, jr2)
+		// A Mutex held by an explicit owner cannot be taken by it as a reader.
+		mctx := leash.WithOwner(context.Background(), "job-3")
+		mh := mustLock(t, c.Mutex("plain"), mctx)
+		if _, err := c.RWMutex("plain", nil).RLock(mctx); !errors.Is(err, leash.ErrInvalidArgument) {
+			t.Errorf("read lock by the owner of a Mutex on the name = %v, want ErrInvalidArgument", err)
+		}
+		mustUnlock(t, mh)
 	})
 }
 

@@ -23,6 +23,7 @@ type faultStore struct {
 	mu          sync.Mutex
 	renewErr    error                   // when set, every renewal fails with it
 	acquireHook func(leash.Grant) error // runs after a real acquire; its error is returned
+	releaseHook func(leash.Request)     // runs before a real release
 	renewed     []leash.Request         // every renewal request seen
 	noStore     bool                    // fail the test on any call
 	t           *testing.T
@@ -81,6 +82,12 @@ func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.Re
 func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {
 	f.guard()
 	f.releases.Add(1)
+	f.mu.Lock()
+	hook := f.releaseHook
+	f.mu.Unlock()
+	if hook != nil {
+		hook(r)
+	}
 	return f.Store.Release(ctx, r, m)
 }
 

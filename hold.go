@@ -275,7 +275,8 @@ func (h *Hold) FenceOf(name string) int64 {
 }
 
 // Owner returns the owner string the store records for this hold:
-// "<client-id>:<n>", or "<client-id>:@<owner>" for an owner set with WithOwner.
+// "<client-id>:<n>", or "<client-id>:<n>@<owner>" for an owner set with
+// WithOwner. n is unique to the tenure (Lock to last Unlock).
 func (h *Hold) Owner() string { return h.t.owner }
 
 // Context returns a context that is cancelled when the lock is lost (its

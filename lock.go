@@ -104,6 +104,13 @@ func (l locker) reentry(ctx context.Context) (*Hold, *tenure, error) {
 	if t == nil {
 		return nil, nil, nil
 	}
+	return l.relate(ctx, t)
+}
+
+// relate applies the re-entry rules to t, a live tenure that the caller
+// already holds on l's name (through its context, or as the same explicit
+// owner): see reentry.
+func (l locker) relate(ctx context.Context, t *tenure) (*Hold, *tenure, error) {
 	exclusive := func(k Kind) bool { return k == KindMutex || k == KindFair }
 	switch {
 	case len(t.parts) > 1:
@@ -138,7 +145,36 @@ func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait boo
 		c.mu.Lock()
 		t := c.owned[k]
 		if t == nil {
+			// The owner may hold the name as another kind: a write lock it
+			// downgrades, or a read lock it may not upgrade. The store cannot
+			// tell, since every tenure has an owner of its own.
+			var parent *tenure
+			if o := c.ownedOther(k); o != nil {
+				if p := o.pending; p != nil {
+					c.mu.Unlock()
+					if err := c.await(ctx, l.name, p); err != nil {
+						return nil, err
+					}
+					continue
+				}
+				c.mu.Unlock()
+				if o.alive() {
+					h, downgradeFrom, err := l.relate(ctx, o)
+					if h != nil || err != nil {
+						return h, err
+					}
+					parent = downgradeFrom
+				}
+				c.mu.Lock()
+				if c.owned[k] != nil {
+					c.mu.Unlock()
+					continue
+				}
+			}
 			t = c.newTenure(l.kind, []string{l.name}, owner, l.cfg)
+			if parent != nil {
+				t.owner, t.parent = parent.owner, parent
+			}
 			t.pending = make(chan struct{})
 			c.owned[k] = t
 			c.mu.Unlock()
@@ -154,20 +190,41 @@ func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait boo
 		}
 		if p := t.pending; p != nil {
 			c.mu.Unlock()
-			select {
-			case <-p:
-				continue
-			case <-ctx.Done():
-				return nil, &NotAcquiredError{Name: l.name, Remaining: -1, Err: ctx.Err()}
-			case <-c.done:
-				return nil, ErrClosed
+			if err := c.await(ctx, l.name, p); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		c.mu.Unlock()
 		if h := t.reenter(ctx); h != nil {
 			return h, nil
 		}
 		c.forget(t) // ended: start a new tenure
+	}
+}
+
+// ownedOther returns the explicit owner's tenure on k's name of another
+// family than k's, if any. c.mu must be held.
+func (c *Client) ownedOther(k ownedKey) *tenure {
+	for _, f := range [...]Kind{KindMutex, KindRead, KindWrite} {
+		if f != k.kind {
+			if t := c.owned[ownedKey{k.name, k.owner, f}]; t != nil {
+				return t
+			}
+		}
+	}
+	return nil
+}
+
+// await waits for an explicit owner's acquire in flight (pending) to end.
+func (c *Client) await(ctx context.Context, name string, pending <-chan struct{}) error {
+	select {
+	case <-pending:
+		return nil
+	case <-ctx.Done():
+		return &NotAcquiredError{Name: name, Remaining: -1, Err: ctx.Err()}
+	case <-c.done:
+		return ErrClosed
 	}
 }
 

@@ -3,6 +3,7 @@ package leash_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -207,6 +208,67 @@ func TestExplicitOwnerSpansGoroutines(t *testing.T) {
 		defer mustUnlock(t, h)
 		if h.Fence() <= holds[0].Fence() {
 			t.Errorf("new tenure fence %d, want > %d", h.Fence(), holds[0].Fence())
+		}
+	})
+}
+
+// An owner's next tenure must not begin inside the store hold of its last
+// one while that hold's release is still on its way: the release would then
+// free the lock under the new holder, and another client could take it while
+// the new holder believes it holds it.
+func TestExplicitOwnerNextTenureWaitsForRelease(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.Mutex("job-lock")
+		ctx := leash.WithOwner(context.Background(), "job-17")
+		first := mustLock(t, m, ctx)
+		gate, entered := make(chan struct{}), make(chan struct{})
+		s.mu.Lock()
+		s.releaseHook = func(leash.Request) {
+			s.mu.Lock()
+			s.releaseHook = nil
+			s.mu.Unlock()
+			close(entered)
+			<-gate
+		}
+		s.mu.Unlock()
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- first.Unlock(context.Background()) }()
+		<-entered // the release is on its way, not yet applied
+
+		next := lockAsync(t, m, ctx)
+		synctest.Wait()
+		select {
+		case h := <-next:
+			close(gate)
+			<-unlocked
+			t.Fatalf("the owner's next Lock returned %q (fence %d) while its last tenure's release was in flight", h.Owner(), h.Fence())
+		default:
+		}
+		if first.Owner() == "" || !strings.HasSuffix(first.Owner(), "@job-17") {
+			t.Errorf("Owner() = %q, want it to end in @job-17", first.Owner())
+		}
+		close(gate)
+		if err := <-unlocked; err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		h := <-next
+		if h == nil {
+			t.FailNow()
+		}
+		defer mustUnlock(t, h)
+		if got := heldBy(t, s, "job-lock"); got != h.Owner() || h.Owner() == first.Owner() {
+			t.Errorf("store holder %q, new hold's owner %q, last tenure's %q: want the new, distinct owner", got, h.Owner(), first.Owner())
+		}
+		if h.Fence() <= first.Fence() {
+			t.Errorf("new tenure fence %d, want > %d", h.Fence(), first.Fence())
+		}
+		other := newClient(t, s, nil)
+		defer other.Close()
+		if g, err := other.Mutex("job-lock").TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("another client's TryLock = %v, %v while the owner holds the lock; want ErrNotAcquired", g, err)
 		}
 	})
 }

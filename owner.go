@@ -37,10 +37,15 @@ func tenureOwner(clientID string, n uint64) string {
 	return clientID + ":" + strconv.FormatUint(n, 10)
 }
 
-// explicitOwner is the store owner for an owner set with WithOwner. The "@"
-// keeps it apart from the numbered anonymous tenures.
-func explicitOwner(clientID, owner string) string {
-	return clientID + ":@" + owner
+// explicitOwner is the store owner of the n-th tenure of a client, when that
+// tenure is for an owner set with WithOwner: "<client-id>:<n>@<owner>". The
+// number makes every tenure's store owner unique, as an anonymous one's is
+// (a read lock downgraded from a write lock shares the writer's), so that nothing addressed to an ended tenure (a release still in flight or
+// retried in the background, a transport retry) can touch the next tenure of
+// the same owner: re-entry by owner is the Client's registry's job, never
+// the store's.
+func explicitOwner(clientID string, n uint64, owner string) string {
+	return tenureOwner(clientID, n) + "@" + owner
 }
 
 type ownerKey struct{}

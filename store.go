@@ -170,7 +170,8 @@ type Request struct {
 	Kind Kind
 	// Name is the lock name, already validated by the core.
 	Name string
-	// Owner identifies the tenure: "<client-id>:<n>" or "<client-id>:@<explicit owner>".
+	// Owner identifies the tenure, unique to it: "<client-id>:<n>", or
+	// "<client-id>:<n>@<explicit owner>" (see WithOwner).
 	Owner string
 	// Lease is the lease to set, measured by the server's clock.
 	Lease time.Duration
