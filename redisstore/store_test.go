@@ -152,3 +152,57 @@ func TestFencingSurvivesCounterLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenIsMaxOfCounterAndClock checks both branches of minting: a counter
+// behind the server clock (Redisson's RFencedLock counts from 1) jumps to the
+// clock in microseconds, and a counter ahead of it is incremented by one.
+// Either way the counter stays a decimal integer that Redisson can INCR.
+func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	name := lockName(t)
+	counter := "redisson_lock_token:{" + name + "}"
+	grant := func() int64 {
+		t.Helper()
+		h, err := c.Mutex(name).Lock(bg(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Unlock(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := rdb.Get(bg(t), counter).Int64()
+		if err != nil || stored != h.Fence() {
+			t.Fatalf("counter = %d, %v after granting token %d; want the token, as an integer", stored, err, h.Fence())
+		}
+		return h.Fence()
+	}
+	clock := func() int64 {
+		t.Helper()
+		now, err := rdb.Time(bg(t)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UnixMicro()
+	}
+
+	if err := rdb.Set(bg(t), counter, 41, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := clock()
+	if tok := grant(); tok < before || tok > clock() {
+		t.Errorf("token after a Redisson-sized counter = %d, want the server clock in µs, in [%d, now]", tok, before)
+	}
+
+	ahead := clock() + 1_000_000_000 // 1000 s ahead, as after a clock step back
+	if err := rdb.Set(bg(t), counter, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if tok := grant(); tok != ahead+1 {
+		t.Errorf("token after a counter ahead of the clock = %d, want %d (counter + 1)", tok, ahead+1)
+	}
+	if n, err := rdb.Incr(bg(t), counter).Result(); err != nil || n != ahead+2 {
+		t.Errorf("Redisson's INCR of the counter = %d, %v; want %d", n, err, ahead+2)
+	}
+}

@@ -16,7 +16,32 @@
 -- The lock is granted only when it is free and the caller is first in the queue (or the
 -- queue is empty). Places whose deadline passed (dead or departed waiters) are dropped
 -- first, so a dead waiter blocks the queue for at most one place lifetime. Deadlines use
--- the server's clock. Touches only KEYS.
+-- the server's clock. When the lock is free and nobody queues, it is granted at once, as a
+-- Mutex would be. Touches only KEYS.
+local wait = tonumber(ARGV[3])
+
+-- take_place takes or refreshes the caller's place, if it waits: arrival order in the
+-- queue, a deadline in the places.
+local function take_place(now)
+    if wait <= 0 then
+        return
+    end
+    if redis.call('zscore', KEYS[3], ARGV[2]) == false then
+        local _, arrival = now_us()
+        redis.call('zadd', KEYS[3], arrival, ARGV[2])
+    end
+    redis.call('zadd', KEYS[4], now + wait, ARGV[2])
+    extend(KEYS[3], wait)
+    extend(KEYS[4], wait)
+end
+
+if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
+    local r = fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[4], ARGV[2], ARGV[1])
+    if r[1] == 0 then
+        take_place(now_ms()) -- refused in the restart grace: wait in line meanwhile
+    end
+    return r
+end
 local now = now_ms()
 purge_queue(KEYS[3], KEYS[4], now)
 local free = redis.call('exists', KEYS[1]) == 0
@@ -37,16 +62,7 @@ else
         return held
     end
 end
-local wait = tonumber(ARGV[3])
-if wait > 0 then
-    if redis.call('zscore', KEYS[3], ARGV[2]) == false then
-        local t = redis.call('time')
-        redis.call('zadd', KEYS[3], string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2])), ARGV[2])
-    end
-    redis.call('zadd', KEYS[4], now + wait, ARGV[2])
-    extend(KEYS[3], wait)
-    extend(KEYS[4], wait)
-end
+take_place(now)
 if refused then
     return refused -- the caller keeps (or takes) its place meanwhile
 end

@@ -9,22 +9,51 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- next_token stores and returns the next fencing token of a name: max(counter + 1,
--- server time in microseconds). Tokens keep growing even when the counter is lost (a
+-- now_us returns the server time in microseconds, as a number and as its decimal string.
+-- Times in microseconds have 16 digits, and formatting or parsing a number that long
+-- (string.format, tonumber) takes the C library's slow multi-precision path: the hot
+-- scripts build and read them in pieces instead.
+local function now_us()
+    local t = redis.call('time')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
+end
+
+-- decimal parses a non-negative decimal integer string, such as a token or a time in
+-- microseconds, in two short pieces (see now_us). It returns nil for anything else.
+local function decimal(s)
+    if not s or not string.find(s, '^%d+$') then
+        return nil
+    end
+    if #s <= 9 then
+        return tonumber(s)
+    end
+    return tonumber(string.sub(s, 1, -10)) * 1000000000 + tonumber(string.sub(s, -9))
+end
+
+-- mint sets a name's fencing counter (key, whose value is counter, false if absent) to
+-- the next token and returns it: max(counter + 1, now), now being the server time in
+-- microseconds (now_s its string). Tokens keep growing even when the counter is lost (a
 -- restart without persistence, a failover to a lagging replica), as long as the server
 -- clock does not step back past the lost counter. Redisson's RFencedLock INCRs the same
--- counter, so Java and Go tokens interleave in one increasing sequence.
+-- counter, so Java and Go tokens interleave in one increasing sequence. Both are decimal
+-- strings without leading zeros, so comparing lengths, then strings, compares numbers.
+local function mint(key, counter, now, now_s)
+    if counter and (#counter > #now_s or (#counter == #now_s and counter >= now_s)) then
+        return redis.call('incr', key)
+    end
+    redis.call('set', key, now_s)
+    return now
+end
+
+-- next_token stores and returns the next fencing token of a name (see mint).
 local function next_token(key)
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max((tonumber(redis.call('get', key)) or 0) + 1, now)
-    redis.call('set', key, string.format('%.0f', token))
-    return token
+    local now, now_s = now_us()
+    return mint(key, redis.call('get', key), now, now_s)
 end
 
 -- last_token returns a name's last fencing token, 0 if none.
 local function last_token(key)
-    return tonumber(redis.call('get', key)) or 0
+    return decimal(redis.call('get', key)) or 0
 end
 
 -- extend raises key's time to live to at least ms milliseconds; it never lowers it.
@@ -62,7 +91,7 @@ end
 -- returns the acquire reply {1, token, 1}.
 local function grant(lock, tokenkey, owner, lease)
     local token = next_token(tokenkey)
-    redis.call('hincrby', lock, owner, 1)
+    redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
     return {1, token, 1}
 end
@@ -73,7 +102,7 @@ local function reenter(lock, tokenkey, owner, lease)
     if redis.call('hexists', lock, owner) == 0 then
         return nil
     end
-    local holds = redis.call('hincrby', lock, owner, 1)
+    local holds = redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
     return {1, last_token(tokenkey), holds}
 end
@@ -105,20 +134,21 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
         local holds = redis.call('hincrby', lock, owner, -1)
         if holds > 0 then
             redis.call('pexpire', lock, lease)
-            redis.call('set', latch, 0, 'px', latchms)
+            redis.call('set', latch, '0', 'px', latchms)
             return true, 0
         end
     end
     return false
 end
 
--- grace_at is grace at server time now (µs), given the marker's value (false if absent).
-local function grace_at(marker, grace_us, now, value)
+-- grace_at is grace at server time now (µs; now_s its string), given the marker's value
+-- (false if absent).
+local function grace_at(marker, grace_us, now, now_s, value)
     local created = 0
-    local start = tonumber(value)
+    local start = decimal(value)
     if not start then
         start, created = now, 1
-        redis.call('set', marker, string.format('%.0f', now))
+        redis.call('set', marker, now_s)
     end
     local left = start + tonumber(grace_us) - now
     if left > 0 then
@@ -139,9 +169,8 @@ local function grace(marker, grace_us)
     if grace_us == '0' then
         return nil
     end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    return grace_at(marker, grace_us, now, redis.call('get', marker))
+    local now, now_s = now_us()
+    return grace_at(marker, grace_us, now, now_s, redis.call('get', marker))
 end
 
 -- fresh_grant gives the free exclusive lock to owner, as grant does, unless the restart
@@ -149,22 +178,20 @@ end
 -- grant in fewer calls, for the hot path: one TIME serves both, and one MGET reads the
 -- marker and the fencing counter together.
 local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local now, now_s = now_us()
     local counter
     if grace_us == '0' then
         counter = redis.call('get', tokenkey)
     else
         local v = redis.call('mget', marker, tokenkey)
-        local refused = grace_at(marker, grace_us, now, v[1])
+        local refused = grace_at(marker, grace_us, now, now_s, v[1])
         if refused then
             return refused
         end
         counter = v[2]
     end
-    local token = math.max((tonumber(counter) or 0) + 1, now)
-    redis.call('set', tokenkey, string.format('%.0f', token))
-    redis.call('hincrby', lock, owner, 1)
+    local token = mint(tokenkey, counter, now, now_s)
+    redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
     return {1, token, 1}
 end
