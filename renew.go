@@ -103,6 +103,13 @@ func (s *scheduler) add(t *tenure) bool {
 	}
 	t.idx = len(s.items)
 	s.items = append(s.items, t)
+	if iv > 0 && s.wakeAt >= t.dueAt && s.wakeAt <= t.grantAt+iv {
+		// The loop already wakes inside this tenure's renewal window (at
+		// most one interval after the grant): renew it then, with whatever
+		// is due, rather than wake the loop now to reset its timer. Locks
+		// taken one after another would otherwise wake it on every Lock.
+		t.dueAt = s.wakeAt
+	}
 	s.wakeLocked(t.nextEvent())
 	return true
 }

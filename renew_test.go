@@ -263,6 +263,35 @@ func TestRenewalBatching(t *testing.T) {
 	})
 }
 
+// A lock with a short lease taken while the watchdog waits for a long one's
+// renewal must still be renewed within its own interval.
+func TestShortLeaseAfterLongOneRenewsOnTime(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil) // 30s lease, renewed every 10s
+		defer c.Close()
+		long := mustLock(t, c.Mutex("long"), context.Background())
+		defer mustUnlock(t, long)
+		for i := range 100 { // locks taken one after another
+			mustUnlock(t, mustLock(t, c.Mutex(fmt.Sprintf("quick/%d", i)), context.Background()))
+			time.Sleep(time.Millisecond)
+		}
+		short := mustLock(t, c.Mutex("short", &leash.LockOptions{Lease: 3 * time.Second}), context.Background())
+		defer mustUnlock(t, short)
+		time.Sleep(time.Second + time.Millisecond) // one interval of the short lease
+		if n := s.renewedOwner(short.Owner()); n == 0 {
+			t.Fatalf("short lease not renewed within its interval (1s)")
+		}
+		time.Sleep(10 * time.Second)
+		if err := short.Err(); err != nil {
+			t.Fatalf("short lease: %v", err)
+		}
+		if n := s.renewedOwner(long.Owner()); n == 0 {
+			t.Errorf("long lease not renewed within its interval (10s)")
+		}
+	})
+}
+
 func TestNoRenewalAfterUnlock(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
 		s := newFaultStore(t)
