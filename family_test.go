@@ -247,6 +247,38 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 	})
 }
 
+// An explicit owner whose read lock has just expired locally asks for the
+// write lock: noticing the expiry ends the read tenure, which must not
+// deadlock with the owner registry being consulted.
+func TestExplicitOwnerWriteAfterItsReadExpired(t *testing.T) {
+	s := newFaultStore(t)
+	c := newClient(t, s, &leash.Options{Lease: time.Second})
+	defer c.Close()
+	rw := c.RWMutex("expired-read", nil)
+	ctx := leash.WithOwner(context.Background(), "job-4")
+	r := mustLock(t, readLocker{rw}, ctx)
+	leash.ExpireLocally(r) // as after a pause: the store's lease has not run out
+	done := make(chan error, 1)
+	go func() {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		w, err := rw.Lock(lctx)
+		if err == nil {
+			err = w.Unlock(context.Background())
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("write Lock after the owner's read lock expired = %v, want the lock once the read lease ends", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("write Lock after the owner's read lock expired never returned")
+	}
+	wantLost(t, r, leash.ReasonExpired)
+}
+
 func TestRWMutexCrashedReaderFreesItsShareAlone(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
 		s := newFaultStore(t)

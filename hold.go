@@ -128,6 +128,15 @@ func (t *tenure) alive() bool {
 	return t.state == stateHeld
 }
 
+// held reports whether t is held as far as it knows, without checking its
+// validity deadline (which alive does, and which may end the tenure and take
+// the Client's lock): for callers that hold c.mu.
+func (t *tenure) held() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.state == stateHeld
+}
+
 // lose ends a held tenure: it records why, closes Lost, cancels every hold's
 // context and stops renewal. It reports whether it made the transition.
 func (t *tenure) lose(reason Reason, cause error) bool {

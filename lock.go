@@ -204,11 +204,12 @@ func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait boo
 }
 
 // ownedOther returns the explicit owner's tenure on k's name of another
-// family than k's, if any. c.mu must be held.
+// family than k's that is being acquired or is still held, if any. c.mu
+// must be held.
 func (c *Client) ownedOther(k ownedKey) *tenure {
 	for _, f := range [...]Kind{KindMutex, KindRead, KindWrite} {
 		if f != k.kind {
-			if t := c.owned[ownedKey{k.name, k.owner, f}]; t != nil {
+			if t := c.owned[ownedKey{k.name, k.owner, f}]; t != nil && (t.pending != nil || t.held()) {
 				return t
 			}
 		}
