@@ -195,6 +195,16 @@ func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 		t.Errorf("token after a Redisson-sized counter = %d, want the server clock in µs, in [%d, now]", tok, before)
 	}
 
+	// A counter that is no positive decimal (here negative, longer than the
+	// clock's digits) is replaced by the clock, never incremented.
+	if err := rdb.Set(bg(t), counter, "-99999999999999999", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before = clock()
+	if tok := grant(); tok < before || tok > clock() {
+		t.Errorf("token after a negative counter = %d, want the server clock in µs, in [%d, now]", tok, before)
+	}
+
 	ahead := clock() + 1_000_000_000 // 1000 s ahead, as after a clock step back
 	if err := rdb.Set(bg(t), counter, ahead, 0).Err(); err != nil {
 		t.Fatal(err)

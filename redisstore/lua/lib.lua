@@ -36,9 +36,11 @@ end
 -- restart without persistence, a failover to a lagging replica), as long as the server
 -- clock does not step back past the lost counter. Redisson's RFencedLock INCRs the same
 -- counter, so Java and Go tokens interleave in one increasing sequence. Both are decimal
--- strings without leading zeros, so comparing lengths, then strings, compares numbers.
+-- strings without leading zeros, so comparing lengths, then strings, compares numbers; a
+-- counter that is not such a string (negative, say) is replaced, as a lost one would be.
 local function mint(key, counter, now, now_s)
-    if counter and (#counter > #now_s or (#counter == #now_s and counter >= now_s)) then
+    if counter and string.find(counter, '^[1-9]%d*$')
+        and (#counter > #now_s or (#counter == #now_s and counter >= now_s)) then
         return redis.call('incr', key)
     end
     redis.call('set', key, now_s)
