@@ -53,6 +53,8 @@
 // only the last Unlock releases it. A context from [WithOwner] names a
 // logical owner, such as a job id, whose holds on one Client are shared by
 // every goroutine that carries it. Anything else waits like any other client.
+// Each tenure, from first Lock to last Unlock, has a store owner of its own
+// ([Hold.Owner]), with or without an explicit owner.
 //
 // # Waiting
 //

@@ -229,8 +229,8 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 		jctx := leash.WithOwner(context.Background(), "job-2")
 		jw := mustLock(t, rw, jctx)
 		jr2 := mustLock(t, readLocker{rw}, jctx)
-		if jr2.Kind() != leash.KindRead || jr2.Owner() != jw.Owner() {
-			t.Errorf("explicit owner's downgrade: kind %v owner %q, want a read hold under the writer's owner %q", jr2.Kind(), jr2.Owner(), jw.Owner())
+		if jr2.Kind() != leash.KindRead || jr2.Owner() == jw.Owner() {
+			t.Errorf("explicit owner's downgrade: kind %v owner %q, want a read hold under an owner of its own (the writer's is %q)", jr2.Kind(), jr2.Owner(), jw.Owner())
 		}
 		mustUnlock(t, jw)
 		if _, err := other.RWMutex("rw", nil).TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
@@ -244,6 +244,38 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 			t.Errorf("read lock by the owner of a Mutex on the name = %v, want ErrInvalidArgument", err)
 		}
 		mustUnlock(t, mh)
+	})
+}
+
+// A writer's second downgrade, taken while its first one's release is on
+// its way, must keep its read lease in the store once that release lands:
+// each downgraded read has a store owner of its own.
+func TestRWMutexDowngradeWhileEarlierOneReleases(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c, other := newClient(t, s, nil), newClient(t, s, nil)
+		defer c.Close()
+		defer other.Close()
+		rw := c.RWMutex("rw-twice", nil)
+		w := mustLock(t, rw, context.Background())
+		r1 := mustLock(t, readLocker{rw}, w.Context())
+		gate, unlocked := s.unlockStalled(r1)
+		r2 := mustLock(t, readLocker{rw}, w.Context()) // the second downgrade
+		close(gate)
+		if err := <-unlocked; err != nil {
+			t.Fatalf("first downgrade's Unlock: %v", err)
+		}
+		if r2.Owner() == r1.Owner() {
+			t.Errorf("both downgrades have store owner %q, want one each", r2.Owner())
+		}
+		mustUnlock(t, w)
+		if h, err := other.RWMutex("rw-twice", nil).TryLock(context.Background()); !errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("another client's writer = %v, %v while the second downgrade holds its read lease; want ErrNotAcquired", h, err)
+		}
+		if err := r2.Err(); err != nil {
+			t.Fatalf("second downgrade: %v", err)
+		}
+		mustUnlock(t, r2)
 	})
 }
 

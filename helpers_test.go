@@ -97,6 +97,29 @@ func (f *faultStore) Watch(ctx context.Context, kind leash.Kind, name string, wa
 	return f.Store.Watch(ctx, kind, name, wake)
 }
 
+// unlockStalled runs h.Unlock in a goroutine and returns once its store
+// release has started but not been applied: the release waits until gate is
+// closed. The Unlock's error arrives on the returned channel.
+func (f *faultStore) unlockStalled(h *leash.Hold) (gate chan struct{}, unlocked <-chan error) {
+	gate, entered := make(chan struct{}), make(chan struct{})
+	f.mu.Lock()
+	f.releaseHook = func(r leash.Request) {
+		if r.Owner != h.Owner() {
+			return
+		}
+		f.mu.Lock()
+		f.releaseHook = nil
+		f.mu.Unlock()
+		close(entered)
+		<-gate
+	}
+	f.mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- h.Unlock(context.Background()) }()
+	<-entered
+	return gate, done
+}
+
 // renewedOwners returns how many renewal requests named owner.
 func (f *faultStore) renewedOwner(owner string) int {
 	f.mu.Lock()

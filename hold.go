@@ -71,7 +71,11 @@ func (t *tenure) fence() int64 {
 
 // request is the store request for part i, with the tenure's lease.
 func (t *tenure) request(i int) Request {
-	return Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
+	r := Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
+	if t.parent != nil {
+		r.Parent = t.parent.owner
+	}
+	return r
 }
 
 // requests is one request per part.

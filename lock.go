@@ -86,9 +86,9 @@ func (l locker) lock(ctx context.Context, wait bool) (*Hold, error) {
 	}
 	nt := c.newTenure(l.kind, []string{l.name}, "", l.cfg)
 	if t != nil && l.kind == KindRead && t.kind == KindWrite {
-		// A downgrade: the writer takes a read lease under its own owner, so
-		// that the store grants it despite the write lock.
-		nt.owner, nt.parent = t.owner, t
+		// A downgrade: the store grants the read lease despite the write
+		// lock because the request names the writer as its parent.
+		nt.parent = t
 	}
 	return l.acquire(ctx, nt, wait)
 }
@@ -133,7 +133,7 @@ func (l locker) relate(ctx context.Context, t *tenure) (*Hold, *tenure, error) {
 	case l.kind == KindRead && t.kind == KindWrite:
 		return nil, t, nil
 	}
-	return nil, nil, fmt.Errorf("%w: %q is held through this context as a %s lock; a %s lock on the same name would wait for itself",
+	return nil, nil, fmt.Errorf("%w: %q is held through this context or owner as a %s lock; a %s lock on the same name would wait for itself",
 		ErrInvalidArgument, l.name, t.kind, l.kind)
 }
 
@@ -166,15 +166,14 @@ func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait boo
 					parent = downgradeFrom
 				}
 				c.mu.Lock()
-				if c.owned[k] != nil {
+				// Decide again if anything changed while c.mu was free.
+				if c.owned[k] != nil || c.ownedOther(k) != o || (parent != nil && !parent.held()) {
 					c.mu.Unlock()
 					continue
 				}
 			}
 			t = c.newTenure(l.kind, []string{l.name}, owner, l.cfg)
-			if parent != nil {
-				t.owner, t.parent = parent.owner, parent
-			}
+			t.parent = parent
 			t.pending = make(chan struct{})
 			c.owned[k] = t
 			c.mu.Unlock()

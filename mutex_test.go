@@ -224,19 +224,7 @@ func TestExplicitOwnerNextTenureWaitsForRelease(t *testing.T) {
 		m := c.Mutex("job-lock")
 		ctx := leash.WithOwner(context.Background(), "job-17")
 		first := mustLock(t, m, ctx)
-		gate, entered := make(chan struct{}), make(chan struct{})
-		s.mu.Lock()
-		s.releaseHook = func(leash.Request) {
-			s.mu.Lock()
-			s.releaseHook = nil
-			s.mu.Unlock()
-			close(entered)
-			<-gate
-		}
-		s.mu.Unlock()
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- first.Unlock(context.Background()) }()
-		<-entered // the release is on its way, not yet applied
+		gate, unlocked := s.unlockStalled(first) // the release is on its way, not yet applied
 
 		next := lockAsync(t, m, ctx)
 		synctest.Wait()

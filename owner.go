@@ -39,8 +39,8 @@ func tenureOwner(clientID string, n uint64) string {
 
 // explicitOwner is the store owner of the n-th tenure of a client, when that
 // tenure is for an owner set with WithOwner: "<client-id>:<n>@<owner>". The
-// number makes every tenure's store owner unique, as an anonymous one's is
-// (a read lock downgraded from a write lock shares the writer's), so that nothing addressed to an ended tenure (a release still in flight or
+// number makes every tenure's store owner unique, as an anonymous one's is,
+// so that nothing addressed to an ended tenure (a release still in flight or
 // retried in the background, a transport retry) can touch the next tenure of
 // the same owner: re-entry by owner is the Client's registry's job, never
 // the store's.
@@ -55,6 +55,17 @@ type ownerKey struct{}
 // whose context carries the same owner re-enters the same hold, whichever
 // goroutine calls it: use it for a logical owner that spans goroutines.
 // Without it, re-entry needs the held lock's own context (see [Mutex.Lock]).
+// The rules between kinds are those of re-entry through a context: an owner
+// holding an RWMutex's write lock takes a read lock at once (a downgrade);
+// one holding only a read lock gets ErrUpgrade from Lock; one holding a
+// Mutex gets ErrInvalidArgument from the RWMutex of the same name. A call
+// made while the same owner's Lock of another kind is still waiting waits
+// for that one to end first.
+//
+// An owner names who may re-enter, not the store record: each tenure (first
+// Lock to last Unlock) has a store owner of its own, "<client-id>:<n>@owner"
+// (see [Hold.Owner]), so the next tenure never inherits anything from the
+// last one.
 //
 // Owners are scoped to the Client: two processes using the same owner string
 // still exclude each other. An owner must be 1 to MaxOwnerLen bytes of

@@ -12,11 +12,12 @@ import "context"
 // last reader's release wakes one waiting writer; a writer's release wakes
 // the next writer if one waits, and otherwise every waiting reader.
 //
-// A writer may downgrade: RLock with the write hold's context takes a read
-// lease at once, and after the write Unlock it remains a reader. The reverse
-// is refused: Lock with a read hold's context returns an error matching
-// ErrUpgrade instead of waiting for itself. Re-entry through the context
-// works for both sides, as for [Mutex].
+// A writer may downgrade: RLock with the write hold's context (or the same
+// [WithOwner] owner) takes a read lease at once, a tenure of its own, and
+// after the write Unlock it remains a reader. The reverse is refused: Lock
+// with a read hold's context (or owner) returns an error matching ErrUpgrade
+// instead of waiting for itself. Re-entry through the context works for both
+// sides, as for [Mutex].
 type RWMutex struct{ r, w locker }
 
 // RWMutex returns the readers-writer lock called name. opts, at most one,

@@ -34,10 +34,11 @@ type Store interface {
 	// and a caller that is not granted is marked as a waiting writer for
 	// req.Wait, which keeps new readers out.
 	//
-	// KindRead: shared with other readers, not granted while another owner
-	// holds the write lock or while a writer waits; granted to the owner of
-	// the write lock (a downgrade). An owner holding a read lease asking for
-	// the write lock gets an error matching ErrUpgrade.
+	// KindRead: shared with other readers, not granted while a writer holds
+	// the lock or waits for it, except when req.Parent holds the write lock
+	// (a downgrade: the writer's own read lease, under an owner of its own,
+	// which outlives the write lock's release). An owner holding a read lease
+	// asking for the write lock gets an error matching ErrUpgrade.
 	//
 	// KindPermit: one of the name's permits, leased to req.Owner. req.Permits
 	// sets the permit count if the semaphore does not exist yet.
@@ -173,6 +174,9 @@ type Request struct {
 	// Owner identifies the tenure, unique to it: "<client-id>:<n>", or
 	// "<client-id>:<n>@<explicit owner>" (see WithOwner).
 	Owner string
+	// Parent is, for a KindRead request by the holder of the name's write
+	// lock (a downgrade), the write tenure's Owner; empty otherwise.
+	Parent string
 	// Lease is the lease to set, measured by the server's clock.
 	Lease time.Duration
 	// Wait is how long a waiter's place lasts without a new attempt: a fair

@@ -192,7 +192,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 			st.readers[req.Owner] = now.Add(req.Lease)
 			return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}, nil
 		}
-		downgrade := st.excl != nil && st.excl.write && st.excl.owner == req.Owner
+		downgrade := st.excl != nil && st.excl.write && req.Parent != "" && st.excl.owner == req.Parent
 		switch {
 		case st.excl != nil && !downgrade:
 			return notGranted(st.excl.expires)

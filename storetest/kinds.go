@@ -204,7 +204,13 @@ func testRWDowngrade(t *testing.T, s leash.Store, n *namer) {
 	wr := n.owner()
 	gw := mustAcquire(t, s, kreq(leash.KindWrite, name, wr, long))
 	mustNotAcquire(t, s, kreq(leash.KindRead, name, n.owner(), long))
-	gr := mustAcquire(t, s, kreq(leash.KindRead, name, wr, long)) // the writer takes a read lease
+	mustNotAcquire(t, s, kreq(leash.KindRead, name, wr, long)) // the writer's owner, but no parent
+	impostor := kreq(leash.KindRead, name, n.owner(), long)
+	impostor.Parent = n.owner() // a parent that does not hold the write lock
+	mustNotAcquire(t, s, impostor)
+	down := kreq(leash.KindRead, name, n.owner(), long)
+	down.Parent = wr
+	gr := mustAcquire(t, s, down) // the writer takes a read lease of its own
 	if gr.Fence <= gw.Fence {
 		t.Errorf("downgrade read token %d, want > %d", gr.Fence, gw.Fence)
 	}

@@ -7,14 +7,16 @@
 -- KEYS[4]  waiting writers, leash_rw_writers:{name}: zset owner -> end of the mark in ms
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner
+-- ARGV[3]  parent: the write lock's owner when its holder downgrades, else ""
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
--- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
+-- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
 --          waits (until its mark ends).
 -- Each reader has its own lease, so a crashed reader frees its share alone. While a writer
 -- waits, new readers are refused (no writer starvation), except the writer itself taking a
--- read lease (a downgrade). Touches only KEYS.
+-- read lease under an owner of its own (a downgrade, ARGV[3] naming the writer). Touches
+-- only KEYS.
 local now = now_ms()
 local lease = tonumber(ARGV[1])
 purge(KEYS[3], now)
@@ -26,14 +28,14 @@ if redis.call('zscore', KEYS[3], ARGV[2]) then -- a retry of a granted read
     return {1, last_token(KEYS[2]), 1}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
-local downgrade = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1
+local downgrade = mode == 'write' and ARGV[3] ~= '' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 if redis.call('exists', KEYS[1]) == 1 and mode ~= 'read' and not downgrade then
     return {0, redis.call('pttl', KEYS[1])}
 end
 if not downgrade and redis.call('zcard', KEYS[4]) > 0 then
     return {0, first_score(KEYS[4]) - now}
 end
-local refused = grace(KEYS[5], ARGV[3])
+local refused = grace(KEYS[5], ARGV[4])
 if refused then
     return refused
 end

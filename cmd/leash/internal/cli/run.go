@@ -65,7 +65,7 @@ output, and gets these variables in its environment:
   LEASH_FENCE   the fencing token of this hold: larger than that of every
                 earlier hold of the lock; pass it to the resources the command
                 writes so that they can reject a stale holder
-  LEASH_OWNER   the owner id recorded in the store
+  LEASH_OWNER   the owner id recorded in the store (new for every run)
 
 Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
 are passed on to the command's process group. While leash is still waiting
