@@ -174,8 +174,10 @@ type Request struct {
 	// Owner identifies the tenure, unique to it: "<client-id>:<n>", or
 	// "<client-id>:<n>@<explicit owner>" (see WithOwner).
 	Owner string
-	// Parent is, for a KindRead request by the holder of the name's write
-	// lock (a downgrade), the write tenure's Owner; empty otherwise.
+	// Parent is, on every request of a read tenure downgraded from a write
+	// lock, the write tenure's Owner; empty otherwise. Only Acquire of
+	// KindRead reads it (see Acquire); Renew and Release must ignore it, and
+	// a Parent that does not hold the write lock makes an ordinary read.
 	Parent string
 	// Lease is the lease to set, measured by the server's clock.
 	Lease time.Duration

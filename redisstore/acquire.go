@@ -35,7 +35,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
 	case leash.KindRead:
 		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
-		args = []any{ms(req.Lease), req.Owner, req.Parent}
+		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, req.Parent)
 	case leash.KindWrite:
 		script, keys = acquireWriteScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
 		args = []any{ms(req.Lease), req.Owner, waitMS(req.Wait)}

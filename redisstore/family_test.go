@@ -287,3 +287,43 @@ func subscribeCalls(t *testing.T, rdb *redis.Client) int64 {
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
 }
+
+// TestDowngradedReaderOutlivesWritersHash gives the writer a shorter lease
+// than the reader it downgraded to, so that the lock's hash expires while the
+// reader's lease runs: another writer must still be refused.
+func TestDowngradedReaderOutlivesWritersHash(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	s := redisstore.New(rdb, nil)
+	t.Cleanup(func() { s.Close() })
+	name := lockName(t)
+	w := leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:1", Lease: time.Minute}
+	r := leash.Request{Kind: leash.KindRead, Name: name, Owner: "reader:1", Parent: w.Owner, Lease: time.Minute}
+	for _, req := range []leash.Request{w, r} {
+		if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
+			t.Fatalf("Acquire(%s) = %+v, %v", req.Kind, g, err)
+		}
+	}
+	w.Lease = 50 * time.Millisecond // the writer renews with a short lease, then dies
+	if res := s.Renew(bg(t), []leash.Request{w}); res[0].Err != nil || res[0].Status != leash.Renewed {
+		t.Fatalf("Renew(writer) = %+v", res[0])
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n, _ := rdb.Exists(bg(t), name).Result(); n != 0 {
+		t.Fatalf("the lock's hash outlived the writer's lease")
+	}
+	other := leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute}
+	g, err := s.Acquire(bg(t), other)
+	if err != nil || g.Acquired {
+		t.Fatalf("another writer's Acquire = %+v, %v while the downgraded reader's lease runs; want refused", g, err)
+	}
+	if g.Remaining < 50*time.Second {
+		t.Errorf("refusal's Remaining = %v, want about the reader's lease (1m)", g.Remaining)
+	}
+	if _, err := s.Release(bg(t), r, leash.ReleaseAll); err != nil {
+		t.Fatalf("Release(reader): %v", err)
+	}
+	if g, err := s.Acquire(bg(t), other); err != nil || !g.Acquired {
+		t.Fatalf("another writer's Acquire after the reader left = %+v, %v; want granted", g, err)
+	}
+}

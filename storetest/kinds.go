@@ -208,6 +208,8 @@ func testRWDowngrade(t *testing.T, s leash.Store, n *namer) {
 	impostor := kreq(leash.KindRead, name, n.owner(), long)
 	impostor.Parent = n.owner() // a parent that does not hold the write lock
 	mustNotAcquire(t, s, impostor)
+	waiter := waiting(kreq(leash.KindWrite, name, n.owner(), long), long)
+	mustNotAcquire(t, s, waiter) // a waiting writer keeps new readers out, but not the downgrade
 	down := kreq(leash.KindRead, name, n.owner(), long)
 	down.Parent = wr
 	gr := mustAcquire(t, s, down) // the writer takes a read lease of its own
@@ -215,11 +217,22 @@ func testRWDowngrade(t *testing.T, s leash.Store, n *namer) {
 		t.Errorf("downgrade read token %d, want > %d", gr.Fence, gw.Fence)
 	}
 	mustRelease(t, s, kreq(leash.KindWrite, name, wr, long))
-	mustNotAcquire(t, s, kreq(leash.KindWrite, name, n.owner(), long)) // still a reader
-	mustAcquire(t, s, kreq(leash.KindRead, name, n.owner(), long))     // readers may join
+	mustNotAcquire(t, s, waiter) // still a reader
+	if _, err := s.Release(ctx(t), waiter, leash.Withdraw); err != nil {
+		t.Fatalf("Withdraw(waiting writer): %v", err)
+	}
+	// The reader's requests still name its parent after the writer left.
+	if res := s.Renew(ctx(t), []leash.Request{down}); len(res) != 1 || res[0].Err != nil || res[0].Status != leash.Renewed {
+		t.Fatalf("Renew(downgraded reader, writer gone) = %+v, want renewed", res)
+	}
+	other := kreq(leash.KindRead, name, n.owner(), long)
+	mustAcquire(t, s, other) // readers may join
 	if info := inspect(t, s, name); info.Kind != leash.KindRead || len(info.Owners) != 2 {
 		t.Errorf("after the downgrade: kind %v owners %+v, want two readers", info.Kind, info.Owners)
 	}
+	mustRelease(t, s, down)
+	mustRelease(t, s, other)
+	mustAcquire(t, s, kreq(leash.KindWrite, name, n.owner(), long)) // free once both left
 }
 
 func testRWUpgrade(t *testing.T, s leash.Store, n *namer) {

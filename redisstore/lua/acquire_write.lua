@@ -16,16 +16,18 @@
 --          error LEASH_UPGRADE: it would wait for itself.
 -- Touches only KEYS.
 local now = now_ms()
-purge(KEYS[3], now)
+local readers = purge(KEYS[3], now)
 purge(KEYS[4], now)
 if redis.call('zscore', KEYS[3], ARGV[2]) then
     return redis.error_reply('LEASH_UPGRADE the owner holds a read lease on this lock')
 end
-if redis.call('hget', KEYS[1], 'mode') == 'read' and redis.call('zcard', KEYS[3]) == 0 then
+if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 then
     redis.call('del', KEYS[1]) -- every reader's lease has ended
 end
 local refused = nil
-if redis.call('exists', KEYS[1]) == 0 then
+-- A live reader with no hash is one downgraded from a writer whose shorter lease let the
+-- hash expire first: the lock is still read-held.
+if redis.call('exists', KEYS[1]) == 0 and readers == 0 then
     refused = grace(KEYS[5], ARGV[4])
     if not refused then
         redis.call('zrem', KEYS[4], ARGV[2])
@@ -45,7 +47,8 @@ end
 if refused then
     return refused -- marked as a waiting writer meanwhile
 end
-if redis.call('hget', KEYS[1], 'mode') == 'read' then
-    return {0, last_score(KEYS[3]) - now}
+local left = redis.call('pttl', KEYS[1])
+if readers > 0 then
+    left = math.max(left, last_score(KEYS[3]) - now)
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, left}
