@@ -160,43 +160,54 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 
 // leave removes a waiter from its groups. A wake-up it received but did not
 // use passes to another waiter; the last waiter out of a group ends its watch.
+// It is one critical section with wake, so that no wake-up can reach the
+// waiter after its pending one was looked for.
 func (ws *waiters) leave(w *waiter) {
 	ws.mu.Lock()
-	pending := false
+	var stops []func()
+	for _, g := range w.groups {
+		if stop := ws.leaveGroupLocked(w, g); stop != nil {
+			stops = append(stops, stop)
+		}
+	}
 	select {
 	case <-w.ch:
-		pending = true
+		for _, g := range w.groups {
+			ws.wakeLocked(g, WakeOne)
+		}
 	default:
 	}
-	groups := w.groups
 	w.groups = nil
 	ws.mu.Unlock()
-	for _, g := range groups {
-		ws.leaveGroup(w, g)
-		if pending {
-			ws.wake(g, WakeOne)
-		}
+	for _, stop := range stops {
+		stop()
 	}
 }
 
 func (ws *waiters) leaveGroup(w *waiter, g *waitGroup) {
 	ws.mu.Lock()
-	if i := slices.Index(g.list, w); i >= 0 {
-		g.list = slices.Delete(g.list, i, i+1)
-	}
-	var stop func()
-	if len(g.list) == 0 && ws.groups[g.key] == g {
-		select {
-		case <-g.ready:
-			delete(ws.groups, g.key)
-			stop = g.stop
-		default: // the creator is still subscribing and will clean up
-		}
-	}
+	stop := ws.leaveGroupLocked(w, g)
 	ws.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
+}
+
+// leaveGroupLocked removes w from g and returns g's watch to stop when w was
+// its last waiter. ws.mu must be held.
+func (ws *waiters) leaveGroupLocked(w *waiter, g *waitGroup) (stop func()) {
+	if i := slices.Index(g.list, w); i >= 0 {
+		g.list = slices.Delete(g.list, i, i+1)
+	}
+	if len(g.list) == 0 && ws.groups[g.key] == g {
+		select {
+		case <-g.ready:
+			delete(ws.groups, g.key)
+			return g.stop
+		default: // the creator is still subscribing and will clean up
+		}
+	}
+	return nil
 }
 
 // wake delivers a notification to g's waiters. It never blocks, as
@@ -204,6 +215,11 @@ func (ws *waiters) leaveGroup(w *waiter, g *waitGroup) {
 func (ws *waiters) wake(g *waitGroup, msg string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.wakeLocked(g, msg)
+}
+
+// wakeLocked is wake with ws.mu held.
+func (ws *waiters) wakeLocked(g *waitGroup, msg string) {
 	signal := func(w *waiter) bool {
 		select {
 		case w.ch <- struct{}{}:
