@@ -531,6 +531,62 @@ func TestMultiLockLosesWholeHold(t *testing.T) {
 	})
 }
 
+// A MultiLock waiting for a later group that loses an earlier one starts
+// over, and must then wait for the first group's release, not the later
+// group's.
+func TestMultiLockStartingOverWatchesFirstGroup(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := singleStore{memstore.New()} // one group per name: "a", then "b"
+		opts := &leash.Options{Lease: 3 * time.Second}
+		holderB, multi, holderA := newClient(t, s, opts), newClient(t, s, opts), newClient(t, s, opts)
+		defer holderB.Close()
+		defer multi.Close()
+		defer holderA.Close()
+		start := time.Now()
+		hb := mustLock(t, holderB.Mutex("b"), context.Background())
+		got := grantedAt(t, multi.MultiLock([]string{"a", "b"}), context.Background())
+		time.Sleep(200 * time.Millisecond) // the MultiLock holds "a" and waits for "b"
+		if _, err := s.ForceRelease(context.Background(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		ha := mustLock(t, holderA.Mutex("a"), context.Background()) // "a" is lost to another client
+		time.Sleep(1300 * time.Millisecond)                         // its renewal finds out: start over
+		mustUnlock(t, hb)
+		time.Sleep(500 * time.Millisecond)
+		released := time.Now()
+		mustUnlock(t, ha)
+		if at := <-got; at.Sub(released) > 10*time.Millisecond {
+			t.Errorf("MultiLock granted %v after \"a\" was released (%v after start), want at once", at.Sub(released), at.Sub(start))
+		}
+	})
+}
+
+// extraRenewStore answers every Renew with one result too many.
+type extraRenewStore struct{ singleStore }
+
+func (s extraRenewStore) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
+	return append(s.singleStore.Renew(ctx, reqs), leash.RenewResult{Status: leash.Renewed})
+}
+
+// A store that answers a MultiLock's renewal of its held groups with the
+// wrong number of results is treated as a failed renewal, not trusted.
+func TestMultiLockRejectsWrongRenewalCount(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := extraRenewStore{singleStore{memstore.New()}}
+		opts := &leash.Options{Lease: 3 * time.Second}
+		holder, multi := newClient(t, s, opts), newClient(t, s, opts)
+		defer holder.Close()
+		defer multi.Close()
+		hb := mustLock(t, holder.Mutex("b"), context.Background())
+		got := grantedAt(t, multi.MultiLock([]string{"a", "b"}), context.Background())
+		time.Sleep(1500 * time.Millisecond) // past the renewal of "a" while waiting
+		mustUnlock(t, hb)
+		if at := <-got; at.IsZero() {
+			t.Fatal("MultiLock failed")
+		}
+	})
+}
+
 func TestMultiLockRejectsBadNames(t *testing.T) {
 	c := newClient(t, memstore.New(), nil)
 	defer c.Close()

@@ -234,10 +234,13 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 			return nil, c.waitEnded(reqs[0].Name, mg.Remaining, err)
 		}
 		if renewAt >= 0 && c.now() >= renewAt {
-			if err := m.renewHeld(ctx, t, held, sent); err != nil {
-				// A group taken earlier was lost while waiting: start over.
+			if err := m.renewHeld(ctx, t, held, heldIdx, sent); err != nil {
+				// A group taken earlier was lost while waiting: start over,
+				// watching the first group again.
 				c.releaseParts(ctx, held, c.now()+int64(t.cfg.lease))
 				held, heldIdx, gi = nil, nil, 0
+				c.waiters.leave(w)
+				w = nil
 			}
 		}
 	}
@@ -245,14 +248,18 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, e
 	return c.granted(ctx, t, slices.Min(sent))
 }
 
-// renewHeld renews the parts taken so far, recording the send time of those
-// renewed; it returns an error if any part is gone or its validity passed.
-func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []Request, sent []int64) error {
+// renewHeld renews the parts taken so far (held, at part indexes heldIdx),
+// recording the send time of those renewed; it returns an error if any part
+// is gone or its validity passed.
+func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []Request, heldIdx []int, sent []int64) error {
 	c := m.c
 	send := c.now()
 	res := c.store.Renew(ctx, held)
+	if len(res) != len(held) {
+		return fmt.Errorf("leash: multilock: store returned %d renewal results for %d requests", len(res), len(held))
+	}
 	for i, r := range res {
-		p := slices.IndexFunc(t.parts, func(p part) bool { return p.name == held[i].Name })
+		p := heldIdx[i]
 		switch {
 		case r.Err == nil && r.Status == Renewed:
 			sent[p] = send
