@@ -37,7 +37,6 @@ type tenure struct {
 
 	mu      sync.Mutex
 	state   int32
-	depth   int     // live holds
 	holds   []*Hold // live holds, cancelled on loss
 	lostErr *LostError
 	lostCh  chan struct{} // made on demand by Lost
@@ -127,9 +126,7 @@ func expiryReason(lastErr error) Reason {
 // alive reports whether the tenure is held, checking its deadline first.
 func (t *tenure) alive() bool {
 	t.check()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.state == stateHeld
+	return t.held()
 }
 
 // held reports whether t is held as far as it knows, without checking its
@@ -191,15 +188,12 @@ func (t *tenure) newHold(ctx context.Context) *Hold {
 	h.ctx = &holdCtx{Context: inner, t: t}
 	h.cancel = cancel
 	t.holds = append(t.holds, h)
-	t.depth++
 	return h
 }
 
 // reenter adds a hold if the tenure is still held, or returns nil.
 func (t *tenure) reenter(ctx context.Context) *Hold {
-	if !t.alive() {
-		return nil
-	}
+	t.check()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.state != stateHeld {
@@ -505,8 +499,7 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 	if i := slices.Index(t.holds, h); i >= 0 {
 		t.holds = slices.Delete(t.holds, i, i+1)
 	}
-	t.depth--
-	last = t.depth == 0
+	last = len(t.holds) == 0
 	lostErr = t.lostErr
 	if last && t.state == stateHeld {
 		t.state = stateReleased

@@ -123,7 +123,7 @@ func (l locker) relate(ctx context.Context, t *tenure) (*Hold, *tenure, error) {
 		return nil, nil, nil
 	case l.kind == KindWrite && t.kind == KindRead:
 		for w := t.parent; w != nil; w = w.parent {
-			if w.kind == KindWrite && w.alive() {
+			if w.kind == KindWrite {
 				if h := w.reenter(ctx); h != nil {
 					return h, nil, nil
 				}

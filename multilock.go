@@ -90,7 +90,8 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (*Hold, error) {
 		if t == nil {
 			continue
 		}
-		if len(t.parts) == len(m.names) && slices.Equal(t.namesSorted(), m.names) {
+		// A tenure's parts are in its lock's name order, sorted for a MultiLock.
+		if slices.EqualFunc(t.parts, m.names, func(p part, n string) bool { return p.name == n }) {
 			if h := t.reenter(ctx); h != nil {
 				return h, nil
 			}
@@ -100,15 +101,6 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (*Hold, error) {
 			ErrInvalidArgument, n)
 	}
 	return m.acquire(ctx, c.newTenure(KindMutex, m.names, "", m.cfg), wait)
-}
-
-func (t *tenure) namesSorted() []string {
-	names := make([]string, len(t.parts))
-	for i, p := range t.parts {
-		names[i] = p.name
-	}
-	slices.Sort(names)
-	return names
 }
 
 // groups splits the tenure's parts into what the store can take atomically,

@@ -94,8 +94,7 @@ func (s *scheduler) stop() ([]*tenure, []*cleanup) {
 // stopped (the Client is closing).
 func (s *scheduler) add(t *tenure) bool {
 	iv := int64(t.cfg.interval)
-	t.eligibleAt = t.grantAt + iv/2
-	t.dueAt = t.grantAt + iv - int64(rand.Float64()*jitterFrac*float64(iv))
+	t.schedule(t.grantAt, rand.Float64()*jitterFrac)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -137,9 +136,7 @@ func (s *scheduler) renewed(t *tenure, send int64, jitter float64) {
 	defer s.mu.Unlock()
 	t.lastErr = nil
 	if t.cfg.interval > 0 {
-		iv := int64(t.cfg.interval)
-		t.dueAt = send + iv - int64(jitter*float64(iv))
-		t.eligibleAt = send + iv/2
+		t.schedule(send, jitter)
 	}
 	if t.idx >= 0 {
 		s.wakeLocked(t.nextEvent())
@@ -166,6 +163,15 @@ func (s *scheduler) wakeLocked(at int64) {
 		default:
 		}
 	}
+}
+
+// schedule sets t's renewal times from base, when its grant or last renewal
+// was sent: eligible half an interval later, due a full interval later less
+// jitter (a fraction of the interval). s.mu must be held once t is tracked.
+func (t *tenure) schedule(base int64, jitter float64) {
+	iv := int64(t.cfg.interval)
+	t.eligibleAt = base + iv/2
+	t.dueAt = base + iv - int64(jitter*float64(iv))
 }
 
 // nextEvent is the next time the scheduler must look at t.
@@ -351,9 +357,7 @@ func (s *scheduler) finish(r *round) {
 		case res.Status == Renewed:
 			t.setValid(r.send)
 			t.lastErr = nil
-			iv := int64(t.cfg.interval)
-			t.dueAt = r.send + iv - int64(r.jitter*float64(iv))
-			t.eligibleAt = r.send + iv/2
+			t.schedule(r.send, r.jitter)
 		case res.Status == RenewGone:
 			lost = append(lost, loss{t, ReasonReleasedElsewhere, nil})
 		case res.Status == RenewTaken:
