@@ -274,13 +274,14 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, error
 		send := c.now()
 		g, err := c.store.Acquire(ctx, req)
 		if err != nil {
+			if errors.Is(err, ErrUpgrade) || errors.Is(err, ErrUnsupported) {
+				// The store refused: nothing was granted.
+				return nil, fmt.Errorf("leash: lock %q: %w", l.name, err)
+			}
 			// The outcome is unknown: the server may have granted the lock.
 			// Keep releasing it in the background until its lease would end.
 			c.sched.cleanup(req, send+int64(req.Lease), true)
-			switch {
-			case errors.Is(err, ErrUpgrade):
-				return nil, fmt.Errorf("leash: lock %q: %w", l.name, err)
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return nil, &NotAcquiredError{Name: l.name, Remaining: -1, Err: ctx.Err()}
 			}
 			return nil, fmt.Errorf("leash: lock %q: %w", l.name, err)

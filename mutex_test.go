@@ -3,6 +3,7 @@ package leash_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -443,6 +444,24 @@ func TestAmbiguousAcquireIsCleanedUp(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		if got := heldBy(t, s, "ambiguous"); got != "" {
 			t.Errorf("lock left behind after an ambiguous acquire, held by %q", got)
+		}
+	})
+}
+
+// A store's definite refusal (ErrUnsupported, ErrUpgrade) granted nothing,
+// so nothing is released in the background.
+func TestRefusedAcquireLeavesNoCleanup(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		s.acquireHook = func(leash.Grant) error { return fmt.Errorf("store: %w", leash.ErrUnsupported) }
+		if _, err := c.Mutex("refused").Lock(context.Background()); !errors.Is(err, leash.ErrUnsupported) {
+			t.Fatalf("Lock = %v, want ErrUnsupported", err)
+		}
+		time.Sleep(time.Minute) // past the lease the cleanup would run for (the double grants in memstore before failing; only the reply matters)
+		if n := s.releases.Load(); n != 0 {
+			t.Errorf("%d background releases after a definite refusal, want 0", n)
 		}
 	})
 }
