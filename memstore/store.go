@@ -133,6 +133,11 @@ func wrongType(n string) error {
 	return fmt.Errorf("memstore: %q is a semaphore, not a lock", n)
 }
 
+// notHeld is Release's error when the owner does not hold n.
+func notHeld(n string) error {
+	return fmt.Errorf("memstore: release %q: %w", n, leash.ErrNotHeld)
+}
+
 // Acquire implements [leash.Store].
 func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
 	if err := ctx.Err(); err != nil {
@@ -291,7 +296,6 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	s.mu.Lock()
 	st := s.get(req.Name, now)
 	var notes []note
-	notHeld := fmt.Errorf("memstore: release %q: %w", req.Name, leash.ErrNotHeld)
 	freed := false
 	switch {
 	case mode == leash.Withdraw:
@@ -309,7 +313,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	case req.Kind == leash.KindRead:
 		if _, ok := st.readers[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		delete(st.readers, req.Owner)
 		if freed = len(st.readers) == 0; freed && len(st.writers) > 0 {
@@ -318,11 +322,11 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	case req.Kind == leash.KindPermit:
 		if st.sem == nil {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		if _, ok := st.sem.permits[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		delete(st.sem.permits, req.Owner)
 		freed = true
@@ -331,7 +335,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		e := st.excl
 		if e == nil || e.owner != req.Owner {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		if mode == leash.ReleaseOne && e.holds > 1 {
 			e.holds--
