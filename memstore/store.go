@@ -522,8 +522,10 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var until time.Time
-	for _, r := range reqs {
+	sts := make([]*name, len(reqs))
+	for i, r := range reqs {
 		st := s.get(r.Name, now)
+		sts[i] = st
 		if st.sem != nil {
 			return leash.MultiGrant{}, wrongType(r.Name)
 		}
@@ -539,7 +541,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	}
 	mg := leash.MultiGrant{Acquired: true, Fences: make([]int64, len(reqs))}
 	for i, r := range reqs {
-		st := s.get(r.Name, now)
+		st := sts[i] // already pruned at now by the first loop
 		if e := st.excl; e != nil {
 			e.holds++
 			e.expires = now.Add(r.Lease)
