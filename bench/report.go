@@ -12,8 +12,6 @@ import (
 	"time"
 )
 
-func sortDur(d []time.Duration) { slices.Sort(d) }
-
 // isPeer reports whether a library is one of the peers (not leash).
 func isPeer(name string) bool { return !strings.HasPrefix(name, "leash") }
 
