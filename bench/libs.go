@@ -20,9 +20,8 @@ import (
 type lib struct {
 	name     string
 	settings string // what the configuration is, for BENCHMARKS.md
-	// renews reports whether the library renews held locks by itself.
-	renews bool
-	// fair reports whether waiters are served in arrival order.
+	// fair reports whether waiters are served in arrival order; the report
+	// compares the first fair library with the FIFO ideal.
 	fair bool
 	// open makes one client, as one process of the application would.
 	open func(addr string) (locker, error)
@@ -53,13 +52,11 @@ func libs() []lib {
 		{
 			name:     "leash Mutex",
 			settings: "`leash.New(redisstore.New(rdb, nil), nil)`: defaults (30 s lease renewed every 10 s, pub/sub wake-ups); `c.Mutex(name).Lock(ctx)`",
-			renews:   true,
 			open:     openLeash(false),
 		},
 		{
 			name:     "leash FairMutex",
 			settings: "as leash Mutex; `c.FairMutex(name, nil).Lock(ctx)` (3 s queue places)",
-			renews:   true,
 			fair:     true,
 			open:     openLeash(true),
 		},
@@ -76,7 +73,6 @@ func libs() []lib {
 		{
 			name:     "rueidislock",
 			settings: "`rueidislock.NewLocker(LockerOption{KeyMajority: 1, NoLoopTracking: true})` as its README recommends for one Redis ≥ 7.0.5; other fields default (5 s validity extended every 2.5 s, client-side-caching wake-ups); `WithContext`, `cancel()`",
-			renews:   true,
 			open:     openRueidis,
 		},
 	}

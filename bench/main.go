@@ -17,6 +17,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/leash-go/leash/internal/testserver"
@@ -182,7 +183,7 @@ func chartPanels(res *results) []panel {
 			for _, m := range res.contended[hold] {
 				all = append(all, m[l.name].waits...)
 			}
-			sortDur(all)
+			slices.Sort(all)
 			p.series = append(p.series, series{name: l.name, col: palette[i%len(palette)], waits: all})
 		}
 		panels = append(panels, p)

@@ -43,10 +43,10 @@ func TestProfile(t *testing.T) {
 	r, err := runUncontended(l, srv.Addr, *profG, 3*time.Second, "x")
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
-	fmt.Printf("client cpu %v = %v per op\n", cpu, cpu/time.Duration(r.opsPerSec*3))
 	if err != nil {
 		t.Fatal(err)
 	}
+	fmt.Printf("client cpu %v = %v per op\n", cpu, cpu/time.Duration(r.opsPerSec*3))
 	fmt.Printf("%-16s g=%-3d %8.0f ops/s p50 %v p99 %v\n", l.name, *profG, r.opsPerSec, r.p50, r.p99)
 	info, _ := rdb.Info(context.Background(), "commandstats", "cpu").Result()
 	for _, line := range strings.Split(info, "\n") {

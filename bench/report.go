@@ -12,8 +12,6 @@ import (
 	"time"
 )
 
-func sortDur(d []time.Duration) { slices.Sort(d) }
-
 // isPeer reports whether a library is one of the peers (not leash).
 func isPeer(name string) bool { return !strings.HasPrefix(name, "leash") }
 
@@ -125,8 +123,8 @@ func report(res *results, cfg config) ([]byte, error) {
 				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.99)) }))),
 				fmtPct(float64(selfN)/float64(max(total, 1))), gave, stuck, total)
 		}
-		if hold > 0 {
-			fair := res.libs[1].name
+		if i := slices.IndexFunc(res.libs, func(l lib) bool { return l.fair }); hold > 0 && i >= 0 {
+			fair := res.libs[i].name
 			ho := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.5)) }))
 			ideal := time.Duration(contendedWorkers-1) * (hold + ho)
 			p("\nFIFO ideal for %s: every waiter waits for the %d others' turns, (%d − 1) × (hold + hand-off p50) = %d × (%v + %s) ≈ %s.\n",

@@ -133,6 +133,11 @@ func wrongType(n string) error {
 	return fmt.Errorf("memstore: %q is a semaphore, not a lock", n)
 }
 
+// notHeld is Release's error when the owner does not hold n.
+func notHeld(n string) error {
+	return fmt.Errorf("memstore: release %q: %w", n, leash.ErrNotHeld)
+}
+
 // Acquire implements [leash.Store].
 func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
 	if err := ctx.Err(); err != nil {
@@ -291,7 +296,6 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	s.mu.Lock()
 	st := s.get(req.Name, now)
 	var notes []note
-	notHeld := fmt.Errorf("memstore: release %q: %w", req.Name, leash.ErrNotHeld)
 	freed := false
 	switch {
 	case mode == leash.Withdraw:
@@ -309,7 +313,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	case req.Kind == leash.KindRead:
 		if _, ok := st.readers[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		delete(st.readers, req.Owner)
 		if freed = len(st.readers) == 0; freed && len(st.writers) > 0 {
@@ -318,11 +322,11 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	case req.Kind == leash.KindPermit:
 		if st.sem == nil {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		if _, ok := st.sem.permits[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		delete(st.sem.permits, req.Owner)
 		freed = true
@@ -331,7 +335,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		e := st.excl
 		if e == nil || e.owner != req.Owner {
 			s.mu.Unlock()
-			return false, notHeld
+			return false, notHeld(req.Name)
 		}
 		if mode == leash.ReleaseOne && e.holds > 1 {
 			e.holds--
@@ -518,8 +522,10 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var until time.Time
-	for _, r := range reqs {
+	sts := make([]*name, len(reqs))
+	for i, r := range reqs {
 		st := s.get(r.Name, now)
+		sts[i] = st
 		if st.sem != nil {
 			return leash.MultiGrant{}, wrongType(r.Name)
 		}
@@ -535,7 +541,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	}
 	mg := leash.MultiGrant{Acquired: true, Fences: make([]int64, len(reqs))}
 	for i, r := range reqs {
-		st := s.get(r.Name, now)
+		st := sts[i] // already pruned at now by the first loop
 		if e := st.excl; e != nil {
 			e.holds++
 			e.expires = now.Add(r.Lease)

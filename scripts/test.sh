@@ -39,20 +39,22 @@ say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
 
-modules=$(go list -m -f '{{.Dir}}')
-for dir in $modules; do
-	rel=${dir#"$PWD"}; rel=${rel#/}; rel=${rel:-.}
+# The go.work modules, relative to the repository root ("." for the root).
+modules=()
+for dir in $(go list -m -f '{{.Dir}}'); do
+	rel=${dir#"$PWD"}; rel=${rel#/}; modules+=("${rel:-.}")
+done
+for rel in "${modules[@]}"; do
 	say "vet and staticcheck: $rel"
-	(cd "$dir" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
+	(cd "$rel" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
 done
 # bench/ is its own module outside go.work (the peers it measures must never
 # become leash dependencies): vet (which builds it) and staticcheck it, so
 # that it cannot rot; ./scripts/bench.sh runs it for real.
 say "vet and staticcheck: bench (GOWORK=off)"
 (cd bench && GOWORK=off go vet ./... && GOWORK=off go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in bench"
-for dir in $modules; do
-	rel=${dir#"$PWD"}; rel=${rel#/}; rel=${rel:-.}
+for rel in "${modules[@]}"; do
 	say "test: $rel"
-	(cd "$dir" && go test -race -shuffle=on -count=1 -timeout 20m ./...) || die "tests failed in $rel"
+	(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 20m ./...) || die "tests failed in $rel"
 done
 say "all checks and tests passed"

@@ -1,7 +1,7 @@
 // Package testserver starts real servers (redis-server, …) on free loopback
 // ports, each in its own directory, for leash's tests and demo. A server can
-// be stopped, killed, paused (SIGSTOP), resumed and restarted on the same
-// port and directory. Readiness is probed over the wire (PING), so the
+// be killed, paused (SIGSTOP), resumed and restarted on the same port and
+// directory. Readiness is probed over the wire (PING), so the
 // package needs no driver.
 package testserver
 
@@ -47,7 +47,6 @@ type Redis struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	paused bool
 }
 
 // ErrNotInstalled reports that a server binary is not on PATH.
@@ -172,7 +171,7 @@ func (r *Redis) Start() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r.cmd, r.exited, r.paused = cmd, exited, false
+	r.cmd, r.exited = cmd, exited
 	return nil
 }
 
@@ -222,9 +221,6 @@ func (r *Redis) PID() int {
 	return r.cmd.Process.Pid
 }
 
-// Running reports whether the server process is running (paused or not).
-func (r *Redis) Running() bool { return r.PID() != 0 }
-
 // signal sends sig to the running server.
 func (r *Redis) signal(sig syscall.Signal) error {
 	r.mu.Lock()
@@ -232,16 +228,7 @@ func (r *Redis) signal(sig syscall.Signal) error {
 	if r.cmd == nil {
 		return errors.New("testserver: redis-server is not running")
 	}
-	if err := r.cmd.Process.Signal(sig); err != nil {
-		return err
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		r.paused = true
-	case syscall.SIGCONT:
-		r.paused = false
-	}
-	return nil
+	return r.cmd.Process.Signal(sig)
 }
 
 // Pause freezes the server with SIGSTOP. Clients can still connect (the
@@ -253,9 +240,6 @@ func (r *Redis) Resume() error { return r.signal(syscall.SIGCONT) }
 
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.
 func (r *Redis) Kill() error { return r.end(syscall.SIGKILL) }
-
-// Stop ends the server with SIGTERM and waits for it.
-func (r *Redis) Stop() error { return r.end(syscall.SIGTERM) }
 
 func (r *Redis) end(sig syscall.Signal) error {
 	r.mu.Lock()
@@ -274,7 +258,7 @@ func (r *Redis) end(sig syscall.Signal) error {
 		<-exited
 	}
 	r.mu.Lock()
-	r.cmd, r.exited, r.paused = nil, nil, false
+	r.cmd, r.exited = nil, nil
 	r.mu.Unlock()
 	if err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err

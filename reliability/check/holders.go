@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -57,7 +58,7 @@ func tenures(ops []history.Op) []*tenure {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *tenure) int { return compare(a.lock1.Call, b.lock1.Call) })
+	slices.SortFunc(out, func(a, b *tenure) int { return cmp.Compare(a.lock1.Call, b.lock1.Call) })
 	return out
 }
 
@@ -66,16 +67,6 @@ func orPending(m map[string]int64, k string) int64 {
 		return v
 	}
 	return history.Pending
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // newer reports whether b was certainly granted after a.
@@ -133,7 +124,7 @@ func StaleWrites(ops []history.Op) StaleResult {
 			accepted = append(accepted, op)
 		}
 	}
-	slices.SortFunc(accepted, func(a, b history.Op) int { return compare(a.Seq, b.Seq) })
+	slices.SortFunc(accepted, func(a, b history.Op) int { return cmp.Compare(a.Seq, b.Seq) })
 	newest := map[string]*tenure{} // per lock: the newest tenure that has written
 	for _, op := range accepted {
 		w := by[op.Owner]

@@ -62,7 +62,6 @@ type demo struct {
 	url    string
 	rdb    redis.UniversalClient
 	prefix string // lock name prefix
-	store  *conn
 }
 
 func runDemo(e *env, args []string) int {
@@ -103,7 +102,7 @@ func runDemo(e *env, args []string) int {
 		return e.fail("demo", err)
 	}
 	defer conn.Close()
-	d.url, d.rdb, d.store = url, conn.rdb, conn
+	d.url, d.rdb = url, conn.rdb
 	d.tl.start = time.Now()
 
 	for _, scene := range []func(context.Context) error{d.contention, d.watchdog, d.crash, d.fencing} {

@@ -177,9 +177,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 		cfg.kind = kindSingle
 		cfg.single, err = redis.ParseURL(u.String())
 		if err == nil {
-			cfg.single.DialTimeout = orDefault(cfg.single.DialTimeout, dialTimeout)
-			cfg.single.DialerRetries = max(cfg.single.DialerRetries, dialerRetries)
-			cfg.single.ContextTimeoutEnabled = true
+			dialDefaults(&cfg.single.DialTimeout, &cfg.single.DialerRetries, &cfg.single.ContextTimeoutEnabled)
 		}
 	case "sentinel":
 		master, db, _ := strings.Cut(strings.Trim(u.Path, "/"), "/")
@@ -200,9 +198,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 		if err == nil {
 			cfg.failover.SentinelUsername, cfg.failover.SentinelPassword = user, pass
 			cfg.failover.Username, cfg.failover.Password = userPassword(u)
-			cfg.failover.DialTimeout = orDefault(cfg.failover.DialTimeout, dialTimeout)
-			cfg.failover.DialerRetries = max(cfg.failover.DialerRetries, dialerRetries)
-			cfg.failover.ContextTimeoutEnabled = true
+			dialDefaults(&cfg.failover.DialTimeout, &cfg.failover.DialerRetries, &cfg.failover.ContextTimeoutEnabled)
 		}
 	case "cluster":
 		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
@@ -216,9 +212,7 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 		cfg.kind = kindCluster
 		cfg.cluster, err = redis.ParseClusterURL(cu.String())
 		if err == nil {
-			cfg.cluster.DialTimeout = orDefault(cfg.cluster.DialTimeout, dialTimeout)
-			cfg.cluster.DialerRetries = max(cfg.cluster.DialerRetries, dialerRetries)
-			cfg.cluster.ContextTimeoutEnabled = true
+			dialDefaults(&cfg.cluster.DialTimeout, &cfg.cluster.DialerRetries, &cfg.cluster.ContextTimeoutEnabled)
 		}
 	}
 	if err != nil {
@@ -227,12 +221,16 @@ func parseStoreURL(raw string) (*storeConfig, error) {
 	return cfg, nil
 }
 
-// orDefault returns v, or def when v is zero.
-func orDefault(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
+// dialDefaults applies leash's dial defaults to the fields of a go-redis
+// options struct (single, failover and cluster ones share them but no type):
+// dialTimeout unless the URL set dial_timeout, at least dialerRetries dials,
+// and contexts bounding each command.
+func dialDefaults(timeout *time.Duration, retries *int, contextTimeout *bool) {
+	if *timeout == 0 {
+		*timeout = dialTimeout
 	}
-	return v
+	*retries = max(*retries, dialerRetries)
+	*contextTimeout = true
 }
 
 // hostPort checks one host of a URL's host list and adds the default port.

@@ -311,11 +311,10 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mtls := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{
+	testserver.NewRedis(t, testserver.RedisOptions{Args: []string{
 		"--tls-port", strconv.Itoa(mtlsPort), "--tls-cert-file", pki.serverCert, "--tls-key-file", pki.serverKey,
 		"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "yes",
 	}})
-	_ = mtls
 	mtlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mtlsPort))
 	log := logFile(t)
 	for _, tc := range []struct {
