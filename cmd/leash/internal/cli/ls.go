@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -59,12 +58,11 @@ func runLs(e *env, argv []string) int {
 		pattern = operands[0]
 	}
 	ctx := context.Background()
-	conn, cl, err := openClient(ctx, sf)
+	conn, err := openStore(ctx, sf)
 	if err != nil {
 		return e.fail("ls", err)
 	}
 	defer conn.Close()
-	defer cl.Close()
 	names, err := conn.store.List(ctx, pattern)
 	if err != nil {
 		return e.fail("ls", conn.fail(err))
@@ -72,16 +70,11 @@ func runLs(e *env, argv []string) int {
 	infos := []lockJSON{}
 	var held []leash.Info
 	for _, name := range names {
-		info, err := conn.inspect(ctx, cl, name)
-		if errors.Is(err, leash.ErrInvalidName) {
-			// A lock taken by another client under a name leash refuses
-			// to take (Redisson allows more): read it from the store.
-			if info, err = conn.store.Inspect(ctx, name); err != nil {
-				err = conn.fail(err)
-			}
-		}
+		// From the store, not a Client: the walk also finds locks that
+		// other clients took under names leash refuses (Redisson allows more).
+		info, err := conn.store.Inspect(ctx, name)
 		if err != nil {
-			return e.fail("ls", err)
+			return e.fail("ls", conn.fail(err))
 		}
 		if info.Held { // not released since the walk
 			held = append(held, info)

@@ -63,15 +63,14 @@ func runShow(e *env, argv []string) int {
 		return e.fail("show", usageErrorf("show takes one lock name, got %d: leash %s", len(names), c.usage))
 	}
 	ctx := context.Background()
-	conn, cl, err := openClient(ctx, sf, names[0])
+	conn, err := openStore(ctx, sf, names[0]) // checks the name
 	if err != nil {
 		return e.fail("show", err)
 	}
 	defer conn.Close()
-	defer cl.Close()
-	info, err := conn.inspect(ctx, cl, names[0])
+	info, err := conn.store.Inspect(ctx, names[0])
 	if err != nil {
-		return e.fail("show", err)
+		return e.fail("show", conn.fail(err))
 	}
 	if asJSON {
 		if err := writeJSON(e.stdout, toJSON(info)); err != nil {

@@ -467,30 +467,6 @@ func openStore(ctx context.Context, sf storeFlags, names ...string) (*conn, erro
 	return c, nil
 }
 
-// openClient opens the store like openStore and returns a leash Client on
-// it too; the caller closes both.
-func openClient(ctx context.Context, sf storeFlags, names ...string) (*conn, *leash.Client, error) {
-	c, err := openStore(ctx, sf, names...)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := c.newClient(nil)
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return c, cl, nil
-}
-
-// inspect reads the state of a lock.
-func (c *conn) inspect(ctx context.Context, cl *leash.Client, name string) (leash.Info, error) {
-	info, err := cl.Inspect(ctx, name)
-	if err != nil {
-		return leash.Info{}, c.fail(err)
-	}
-	return info, nil
-}
-
 // newClient returns a leash Client on the connection.
 func (c *conn) newClient(opts *leash.Options) (*leash.Client, error) {
 	return leash.New(c.store, opts)

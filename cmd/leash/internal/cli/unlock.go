@@ -54,17 +54,16 @@ func runUnlock(e *env, argv []string) int {
 		return e.fail("unlock", usageErrorf("unlock needs --force: it deletes %q whoever holds it, and a live holder keeps running until its next renewal", names[0]))
 	}
 	ctx := context.Background()
-	conn, cl, err := openClient(ctx, sf, names[0])
+	conn, err := openStore(ctx, sf, names[0]) // checks the name
 	if err != nil {
 		return e.fail("unlock", err)
 	}
 	defer conn.Close()
-	defer cl.Close()
-	info, err := conn.inspect(ctx, cl, names[0])
+	info, err := conn.store.Inspect(ctx, names[0])
 	if err != nil {
-		return e.fail("unlock", err)
+		return e.fail("unlock", conn.fail(err))
 	}
-	deleted, err := cl.ForceUnlock(ctx, names[0])
+	deleted, err := conn.store.ForceRelease(ctx, names[0])
 	if err != nil {
 		return e.fail("unlock", conn.fail(err))
 	}
