@@ -15,7 +15,7 @@ func TestLibFor(t *testing.T) {
 		want, not []string
 	}{
 		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take", "reenter", "last_token"}, []string{"grant", "grace", "drop_hold", "now_ms"}},
-		{"release", releaseLua, []string{"latched", "purge_queue", "now_ms"}, []string{"drop_hold", "fresh_grant"}},
+		{"release", releaseLua, []string{"drop_hold", "latched", "purge_queue", "now_ms"}, []string{"fresh_grant"}},
 		{"release_write", releaseWriteLua, []string{"drop_hold", "latched"}, []string{"fresh_grant"}},
 		{"acquire_many", acquireManyLua, []string{"fresh_token", "grace_at", "take", "grant", "next_token", "server_time"}, []string{"fresh_grant", "drop_hold"}},
 	} {

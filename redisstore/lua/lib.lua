@@ -147,9 +147,17 @@ end
 -- drop_hold begins the release of an owner's exclusive hold. It returns true and the reply
 -- when the release ends here: a retried request's first answer, nil when the owner holds
 -- nothing, or 0 when one of several holds was dropped (mode "one", the lease re-applied).
--- It returns false when the owner's last hold must go: the caller frees the lock, wakes
--- waiters and records 1 in the latch.
+-- It returns false when the owner's last hold is gone, its field removed: the caller frees
+-- the lock, wakes waiters and records 1 in the latch. Releasing every hold (mode "all")
+-- reads the latch only when the owner holds nothing: every tenure has an owner of its own,
+-- so an owner that is still there has not been released by an earlier attempt.
 local function drop_hold(lock, latch, owner, lease, mode, latchms)
+    if mode == 'all' then
+        if redis.call('hdel', lock, owner) == 0 then
+            return true, latched(latch)
+        end
+        return false
+    end
     local done = latched(latch)
     if done then
         return true, done
@@ -157,14 +165,12 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     if redis.call('hexists', lock, owner) == 0 then
         return true, nil
     end
-    if mode == 'one' then
-        local holds = redis.call('hincrby', lock, owner, -1)
-        if holds > 0 then
-            redis.call('pexpire', lock, lease)
-            redis.call('set', latch, '0', 'px', latchms)
-            return true, 0
-        end
+    if redis.call('hincrby', lock, owner, -1) > 0 then
+        redis.call('pexpire', lock, lease)
+        redis.call('set', latch, '0', 'px', latchms)
+        return true, 0
     end
+    redis.call('hdel', lock, owner)
     return false
 end
 
