@@ -14,10 +14,10 @@ func TestLibFor(t *testing.T) {
 		body      string
 		want, not []string
 	}{
-		{"acquire", acquireLua, []string{"fresh_grant", "grace_at", "reenter", "last_token"}, []string{"grant", "grace", "drop_hold", "now_ms"}},
-		{"release", releaseLua, []string{"latched", "purge_queue", "now_ms"}, []string{"drop_hold", "fresh_grant"}},
+		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take", "reenter", "last_token"}, []string{"grant", "grace", "drop_hold", "now_ms"}},
+		{"release", releaseLua, []string{"drop_hold", "latched", "purge_queue", "now_ms"}, []string{"fresh_grant"}},
 		{"release_write", releaseWriteLua, []string{"drop_hold", "latched"}, []string{"fresh_grant"}},
-		{"acquire_many", acquireManyLua, []string{"grace", "grace_at", "grant", "next_token"}, []string{"fresh_grant", "drop_hold"}},
+		{"acquire_many", acquireManyLua, []string{"fresh_token", "grace_at", "take", "grant", "next_token", "server_time"}, []string{"fresh_grant", "drop_hold"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lib := libFor(tc.body)

@@ -22,7 +22,7 @@ const (
 // List returns, sorted, the names of the locks held in the store whose names
 // match pattern, a Redis glob as in SCAN MATCH ("" means "*"). It walks the
 // keyspace with SCAN, never KEYS, so it does not block the server; on
-// Cluster it walks every master, on a Ring every shard.
+// Cluster it walks every master.
 //
 // A key counts as a lock when it has Redisson's RLock layout (a hash with an
 // expiry whose fields are owners "<id>:<n>" with positive hold counts), the
@@ -52,10 +52,6 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return listNode(ctx, node, pattern, add)
-		})
-	case *redis.Ring:
-		err = c.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
 			return listNode(ctx, node, pattern, add)
 		})
 	default:

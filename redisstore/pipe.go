@@ -95,31 +95,44 @@ func (p *pipeliner) next() {
 func (p *pipeliner) exec(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	send := func(eval func(pipe redis.Pipeliner, c *call) *redis.Cmd, which []*call) {
-		pipe := p.rdb.Pipeline()
-		for _, c := range which {
-			c.cmd = eval(pipe, c)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-	}
-	send(func(pipe redis.Pipeliner, c *call) *redis.Cmd {
-		return c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}, batch)
-	var reload []*call
-	for _, c := range batch {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			reload = append(reload, c)
-		}
-	}
-	if len(reload) > 0 {
-		send(func(pipe redis.Pipeliner, c *call) *redis.Cmd {
-			return c.script.Eval(ctx, pipe, c.keys, c.args...)
-		}, reload)
-	}
-	for _, c := range batch {
+	cmds := evalPipelined(ctx, p.rdb, len(batch), func(i int) (*redis.Script, []string, []any) {
+		return batch[i].script, batch[i].keys, batch[i].args
+	})
+	for i, c := range batch {
+		c.cmd = cmds[i]
 		close(c.done)
 	}
 	p.next()
+}
+
+// evalPipelined runs n scripts, the i-th being the script, keys and args
+// that at(i) returns, with EVALSHA in one pipeline, and returns their
+// commands in order; errors are read per command. Scripts the server has not
+// cached (NOSCRIPT) are sent again in full (EVAL), in a second pipeline.
+func evalPipelined(ctx context.Context, rdb redis.UniversalClient, n int, at func(i int) (*redis.Script, []string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	pipe := rdb.Pipeline()
+	for i := range cmds {
+		script, keys, args := at(i)
+		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	var reload []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			reload = append(reload, i)
+		}
+	}
+	if len(reload) == 0 {
+		return cmds
+	}
+	pipe = rdb.Pipeline()
+	for _, i := range reload {
+		script, keys, args := at(i)
+		cmds[i] = script.Eval(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
 }
 
 // batchContext is the context a batch is sent with: the first call's values,

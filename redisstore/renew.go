@@ -24,32 +24,9 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 		return res
 	}
 	batches := s.batches(reqs)
-	cmds := make([]*redis.Cmd, len(batches))
-	run := func(eval func(pipe redis.Pipeliner, b batch) *redis.Cmd, which []int) {
-		pipe := s.rdb.Pipeline()
-		for _, i := range which {
-			cmds[i] = eval(pipe, batches[i])
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-	}
-	all := make([]int, len(batches))
-	for i := range all {
-		all[i] = i
-	}
-	run(func(pipe redis.Pipeliner, b batch) *redis.Cmd {
-		return b.script.EvalSha(ctx, pipe, b.keys, b.args...)
-	}, all)
-	var reload []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			reload = append(reload, i)
-		}
-	}
-	if len(reload) > 0 {
-		run(func(pipe redis.Pipeliner, b batch) *redis.Cmd {
-			return b.script.Eval(ctx, pipe, b.keys, b.args...)
-		}, reload)
-	}
+	cmds := evalPipelined(ctx, s.rdb, len(batches), func(i int) (*redis.Script, []string, []any) {
+		return batches[i].script, batches[i].keys, batches[i].args
+	})
 	for i, b := range batches {
 		v, err := cmds[i].Result()
 		var st []leash.RenewStatus

@@ -245,16 +245,24 @@ func called(text string) map[string]bool {
 
 var _ leash.Store = (*Store)(nil)
 
-// New returns a Store on rdb. A nil rdb or bad options are reported by
-// Validate, which leash.New calls, so they surface before any round trip.
+// New returns a Store on rdb. A nil rdb, a *redis.Ring or bad options are
+// reported by Validate, which leash.New calls, so they surface before any
+// round trip.
 func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s := &Store{rdb: rdb, reqID: newRequestPrefix()}
 	if opts != nil {
 		s.opts = *opts
 	}
+	_, ring := rdb.(*redis.Ring)
 	switch {
 	case rdb == nil || isNilClient(rdb):
 		s.err = errors.New("redisstore: New: the redis client is nil; pass one such as redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+	case ring:
+		// A Ring shards by its own hash of each key, not by Cluster slot,
+		// so the keys of one script (a renewal batch, a MultiLock group)
+		// could live on several shards, and a script run on one of them
+		// would find locks that are held elsewhere gone.
+		s.err = errors.New("redisstore: New: a *redis.Ring is not supported: its shards do not keep a lock's keys, or a script's, together; use a single server (redis.NewClient), Sentinel (redis.NewFailoverClient) or Cluster (redis.NewClusterClient)")
 	case s.opts.BatchSize < 0 || s.opts.BatchSize > MaxBatchSize:
 		s.err = fmt.Errorf("redisstore: Options.BatchSize = %d: must be between 1 and %d (zero means %d)", s.opts.BatchSize, MaxBatchSize, DefaultBatchSize)
 	case s.opts.HealthCheck < 0:
@@ -300,7 +308,7 @@ func isNilClient(rdb redis.UniversalClient) bool {
 	return false
 }
 
-// Validate reports a construction error: a nil client or bad options.
+// Validate reports a construction error: a nil client, a Ring or bad options.
 func (s *Store) Validate() error { return s.err }
 
 // CheckName rejects names whose companion keys would land in another Cluster

@@ -3,7 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +51,31 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 				t.Errorf("leash.New = %v, want ErrInvalidArgument naming redisstore", err)
 			}
 		})
+	}
+}
+
+// TestNewRejectsRing checks that a Ring, which shards keys without regard to
+// Cluster slots, is refused by Validate before any connection is made.
+func TestNewRejectsRing(t *testing.T) {
+	var dials atomic.Int32
+	ring := redis.NewRing(&redis.RingOptions{
+		Addrs:              map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"},
+		HeartbeatFrequency: time.Hour,
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			dials.Add(1)
+			return nil, errors.New("this test makes no connection")
+		},
+	})
+	defer ring.Close()
+	c, err := leash.New(redisstore.New(ring, nil), nil)
+	if err == nil {
+		c.Close()
+	}
+	if !errors.Is(err, leash.ErrInvalidArgument) || !strings.Contains(err.Error(), "redis.Ring") {
+		t.Errorf("leash.New on a Ring = %v, want ErrInvalidArgument naming redis.Ring", err)
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("%d connections dialled, want none", n)
 	}
 }
 

@@ -5,7 +5,7 @@
 -- KEYS[2]  fencing counter, redisson_lock_token:{name} (Redisson RFencedLock layout)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<n>"
--- KEYS[3]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[3]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when the owner now holds the lock;

@@ -8,7 +8,7 @@
 -- ARGV[2]  owner field
 -- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
 --          until now + ARGV[3]; 0 takes no place (TryLock)
--- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
@@ -49,11 +49,12 @@ local refused = nil
 if free then
     local head = redis.call('zrange', KEYS[3], 0, 0)[1]
     if head == nil or head == ARGV[2] then
-        refused = grace(KEYS[5], ARGV[4])
-        if not refused then
+        local token
+        token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
+        if token then
             redis.call('zrem', KEYS[3], ARGV[2])
             redis.call('zrem', KEYS[4], ARGV[2])
-            return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+            return take(KEYS[1], ARGV[2], ARGV[1], token)
         end
     end
 else

@@ -1,6 +1,6 @@
 -- acquire_many.lua: take several reentrant locks for one owner, all or none.
 -- Uses lib.lua. Serves MultiLock, for names in one hash slot.
--- KEYS[1]     restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[1]     restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- KEYS[2i]    lock hash i (Mutex layout)
 -- KEYS[2i+1]  fencing counter of lock i, redisson_lock_token:{name i}
 -- ARGV[1]     lease in milliseconds
@@ -12,7 +12,7 @@
 --             someone else: the shortest remaining lease among those, -1 if none expires.
 -- Touches only KEYS, all in one slot.
 local blocked = nil
-local fresh = false
+local first = nil -- the first lock not held yet
 for i = 2, #KEYS, 2 do
     if redis.call('exists', KEYS[i]) == 1 and redis.call('hexists', KEYS[i], ARGV[2]) == 0 then
         local p = redis.call('pttl', KEYS[i])
@@ -20,18 +20,35 @@ for i = 2, #KEYS, 2 do
             blocked = p
         end
     end
-    fresh = fresh or redis.call('exists', KEYS[i]) == 0
+    if first == nil and redis.call('exists', KEYS[i]) == 0 then
+        first = i
+    end
 end
 if blocked ~= nil then
     return {0, blocked}
 end
-local refused = fresh and grace(KEYS[1], ARGV[3])
-if refused then
-    return refused
+-- The first fresh grant's token is minted before anything else is written: the restart grace
+-- it checks refuses the whole request, and the other fresh grants pass it at the same time.
+-- Each later one mints from a time one µs later than the one before, as if it had read the
+-- clock anew, so every name gets a token of its own.
+local token, refused = nil, nil
+local step = 0
+if first then
+    token, refused = fresh_token(KEYS[first + 1], KEYS[1], ARGV[3])
+    if not token then
+        return refused
+    end
 end
 local out = {1}
 for i = 2, #KEYS, 2 do
-    local r = reenter(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1]) or grant(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1])
-    out[#out + 1] = r[2]
+    local r = reenter(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1])
+    if r then
+        out[#out + 1] = r[2]
+    elseif i == first then
+        out[#out + 1] = take(KEYS[i], ARGV[2], ARGV[1], token)[2]
+    else
+        step = step + 1
+        out[#out + 1] = grant(KEYS[i], KEYS[i + 1], ARGV[2], ARGV[1], step)[2]
+    end
 end
 return out

@@ -6,7 +6,7 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner (one per permit)
 -- ARGV[3]  permit count to set if the semaphore does not exist yet
--- KEYS[4]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[4]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when every permit is held: until the first
@@ -27,11 +27,10 @@ if redis.call('zscore', KEYS[1], ARGV[2]) then -- a retry of a granted permit
     return {1, last_token(KEYS[2]), 1}
 end
 if held < size then
-    local refused = grace(KEYS[4], ARGV[4])
-    if refused then
+    local token, refused = fresh_token(KEYS[2], KEYS[4], ARGV[4])
+    if not token then
         return refused
     end
-    local token = next_token(KEYS[2])
     redis.call('zadd', KEYS[1], now + lease, ARGV[2])
     extend(KEYS[1], lease)
     return {1, token, 1}

@@ -8,7 +8,7 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner
 -- ARGV[3]  parent: the write lock's owner when its holder downgrades, else ""
--- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
@@ -35,11 +35,10 @@ end
 if not downgrade and redis.call('zcard', KEYS[4]) > 0 then
     return {0, first_score(KEYS[4]) - now}
 end
-local refused = grace(KEYS[5], ARGV[4])
-if refused then
+local token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
+if not token then
     return refused
 end
-local token = next_token(KEYS[2])
 redis.call('zadd', KEYS[3], now + lease, ARGV[2])
 if not downgrade then
     redis.call('hset', KEYS[1], 'mode', 'read')

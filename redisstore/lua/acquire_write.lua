@@ -8,7 +8,7 @@
 -- ARGV[2]  owner
 -- ARGV[3]  mark lifetime in ms: a writer that is not granted is marked as waiting until
 --          now + ARGV[3], which keeps new readers out; 0 marks nothing (TryLock)
--- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see grace()
+-- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
@@ -24,15 +24,15 @@ end
 if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 then
     redis.call('del', KEYS[1]) -- every reader's lease has ended
 end
-local refused = nil
+local token, refused = nil, nil
 -- A live reader with no hash is one downgraded from a writer whose shorter lease let the
 -- hash expire first: the lock is still read-held.
 if redis.call('exists', KEYS[1]) == 0 and readers == 0 then
-    refused = grace(KEYS[5], ARGV[4])
-    if not refused then
+    token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
+    if token then
         redis.call('zrem', KEYS[4], ARGV[2])
         redis.call('hset', KEYS[1], 'mode', 'write')
-        return grant(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+        return take(KEYS[1], ARGV[2], ARGV[1], token)
     end
 end
 local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])

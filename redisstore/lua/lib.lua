@@ -3,19 +3,37 @@
 -- client's, so deadlines mean the same to every client whatever their clocks.
 redis.replicate_commands()
 
+-- server_time returns the server's TIME reply, asked once per script and kept: every time a
+-- script uses is one instant, read in one call.
+local time_reply = nil
+local function server_time()
+    if not time_reply then
+        time_reply = redis.call('time')
+    end
+    return time_reply
+end
+
 -- now_ms returns the server time in milliseconds.
 local function now_ms()
-    local t = redis.call('time')
+    local t = server_time()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- now_us returns the server time in microseconds, as a number and as its decimal string.
--- Times in microseconds have 16 digits, and formatting or parsing a number that long
--- (string.format, tonumber) takes the C library's slow multi-precision path: the hot
--- scripts build and read them in pieces instead.
-local function now_us()
-    local t = redis.call('time')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. string.sub('00000' .. t[2], -6)
+-- now_us returns the server time in microseconds, as a number and as its decimal string; or,
+-- given step, the time step microseconds later (a script that mints the tokens of several
+-- names from its one TIME gives each a step of its own, and so a token of its own). Times in
+-- microseconds have 16 digits, and formatting or parsing a number that long (string.format,
+-- tonumber) takes the C library's slow multi-precision path: the hot scripts build and read
+-- them in pieces instead.
+local function now_us(step)
+    local t = server_time()
+    local sec, us = t[1], t[2]
+    if step then
+        us = tonumber(us) + step
+        sec = tostring(tonumber(sec) + math.floor(us / 1000000))
+        us = us % 1000000
+    end
+    return tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
 end
 
 -- decimal parses a non-negative decimal integer string, such as a token or a time in
@@ -47,9 +65,10 @@ local function mint(key, counter, now, now_s)
     return now
 end
 
--- next_token stores and returns the next fencing token of a name (see mint).
-local function next_token(key)
-    local now, now_s = now_us()
+-- next_token stores and returns the next fencing token of a name (see mint), minted from the
+-- time step µs after now (see now_us).
+local function next_token(key, step)
+    local now, now_s = now_us(step)
     return mint(key, redis.call('get', key), now, now_s)
 end
 
@@ -89,13 +108,19 @@ local function last_score(z)
     return tonumber(redis.call('zrange', z, -1, -1, 'withscores')[2])
 end
 
--- grant gives the free exclusive lock to owner: a new token, one hold, the lease. It
+-- take gives the free exclusive lock to owner under a new token: one hold, the lease. It
 -- returns the acquire reply {1, token, 1}.
-local function grant(lock, tokenkey, owner, lease)
-    local token = next_token(tokenkey)
+local function take(lock, owner, lease, token)
     redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
     return {1, token, 1}
+end
+
+-- grant gives the free exclusive lock to owner with the next token (see take and next_token),
+-- ignoring the restart grace: for the locks of a request whose grace fresh_token has already
+-- checked.
+local function grant(lock, tokenkey, owner, lease, step)
+    return take(lock, owner, lease, next_token(tokenkey, step))
 end
 
 -- reenter adds a hold to the exclusive lock if owner holds it, refreshing the lease, and
@@ -122,9 +147,17 @@ end
 -- drop_hold begins the release of an owner's exclusive hold. It returns true and the reply
 -- when the release ends here: a retried request's first answer, nil when the owner holds
 -- nothing, or 0 when one of several holds was dropped (mode "one", the lease re-applied).
--- It returns false when the owner's last hold must go: the caller frees the lock, wakes
--- waiters and records 1 in the latch.
+-- It returns false when the owner's last hold is gone, its field removed: the caller frees
+-- the lock, wakes waiters and records 1 in the latch. Releasing every hold (mode "all")
+-- reads the latch only when the owner holds nothing: every tenure has an owner of its own,
+-- so an owner that is still there has not been released by an earlier attempt.
 local function drop_hold(lock, latch, owner, lease, mode, latchms)
+    if mode == 'all' then
+        if redis.call('hdel', lock, owner) == 0 then
+            return true, latched(latch)
+        end
+        return false
+    end
     local done = latched(latch)
     if done then
         return true, done
@@ -132,19 +165,17 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     if redis.call('hexists', lock, owner) == 0 then
         return true, nil
     end
-    if mode == 'one' then
-        local holds = redis.call('hincrby', lock, owner, -1)
-        if holds > 0 then
-            redis.call('pexpire', lock, lease)
-            redis.call('set', latch, '0', 'px', latchms)
-            return true, 0
-        end
+    if redis.call('hincrby', lock, owner, -1) > 0 then
+        redis.call('pexpire', lock, lease)
+        redis.call('set', latch, '0', 'px', latchms)
+        return true, 0
     end
+    redis.call('hdel', lock, owner)
     return false
 end
 
--- grace_at is grace at server time now (µs; now_s its string), given the marker's value
--- (false if absent).
+-- grace_at returns the restart grace's refusal (see fresh_token) at server time now (µs;
+-- now_s its string), given the marker's value (false if absent), or nil.
 local function grace_at(marker, grace_us, now, now_s, value)
     local created = 0
     local start = decimal(value)
@@ -159,27 +190,17 @@ local function grace_at(marker, grace_us, now, now_s, value)
     return nil
 end
 
--- grace enforces the restart grace before a fresh grant. marker is the restart marker
--- (leash:epoch, or leash:epoch:{<slot tag>} on Cluster): the server's start time in
--- microseconds, lost with the data when the server restarts without persistence. Its
--- absence means leases granted before the restart may still run, so nothing is granted
--- until the server has been up for grace_us microseconds. A missing marker is set to "now"
--- (the pessimistic guess; the client may lower it from INFO server with epoch.lua). It
--- returns nil when a fresh grant may proceed, else the reply {0, ms left, created, start}
--- (created = 1 when this call set the marker). A grace_us of "0" turns it off.
-local function grace(marker, grace_us)
-    if grace_us == '0' then
-        return nil
-    end
-    local now, now_s = now_us()
-    return grace_at(marker, grace_us, now, now_s, redis.call('get', marker))
-end
-
--- fresh_grant gives the free exclusive lock to owner, as grant does, unless the restart
--- grace refuses it (see grace): it returns {1, token, 1} or the refusal. It is grace and
--- grant in fewer calls, for the hot path: one TIME serves both, and one MGET reads the
--- marker and the fencing counter together.
-local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
+-- fresh_token stores and returns the next fencing token of a name (see mint) for a fresh
+-- grant, unless the restart grace refuses the grant: then it writes nothing but a missing
+-- marker and returns nil and the reply {0, ms left, created, start} (created = 1 when this
+-- call set the marker). marker is the restart marker (leash:epoch, or leash:epoch:{<slot
+-- tag>} on Cluster): the server's start time in microseconds, lost with the data when the
+-- server restarts without persistence. Its absence means leases granted before the restart
+-- may still run, so nothing is granted until the server has been up for grace_us
+-- microseconds. A missing marker is set to "now" (the pessimistic guess; the client may
+-- lower it from INFO server with epoch.lua). A grace_us of "0" turns the grace off. One
+-- MGET reads the marker and the fencing counter together.
+local function fresh_token(tokenkey, marker, grace_us)
     local now, now_s = now_us()
     local counter
     if grace_us == '0' then
@@ -188,12 +209,19 @@ local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
         local v = redis.call('mget', marker, tokenkey)
         local refused = grace_at(marker, grace_us, now, now_s, v[1])
         if refused then
-            return refused
+            return nil, refused
         end
         counter = v[2]
     end
-    local token = mint(tokenkey, counter, now, now_s)
-    redis.call('hincrby', lock, owner, '1')
-    redis.call('pexpire', lock, lease)
-    return {1, token, 1}
+    return mint(tokenkey, counter, now, now_s)
+end
+
+-- fresh_grant gives the free exclusive lock to owner, as take does, with a token from
+-- fresh_token: it returns {1, token, 1} or the restart grace's refusal.
+local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
+    local token, refused = fresh_token(tokenkey, marker, grace_us)
+    if not token then
+        return refused
+    end
+    return take(lock, owner, lease, token)
 end

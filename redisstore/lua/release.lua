@@ -16,30 +16,13 @@
 -- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
 -- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
 -- the same request (same request id) gets the first attempt's answer instead of ErrNotHeld
--- or a second decrement; Redisson's unlock uses the same latch. Releasing every hold reads
--- the latch only when the owner holds nothing: every tenure has an owner of its own, so an
--- owner that is still there has not been released by an earlier attempt. The fair queue is
--- read only when it exists. Touches only KEYS.
-if ARGV[3] == 'all' then
-    -- The owner's field is the hash's only one: the hash goes with it.
-    if redis.call('hdel', KEYS[1], ARGV[1]) == 0 then
-        return latched(KEYS[3])
-    end
-else
-    local done = latched(KEYS[3])
-    if done then
-        return done
-    end
-    if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-        return nil
-    end
-    if redis.call('hincrby', KEYS[1], ARGV[1], '-1') > 0 then
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[3], '0', 'px', ARGV[4])
-        return 0
-    end
-    redis.call('del', KEYS[1])
+-- or a second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair
+-- queue is read only when it exists. Touches only KEYS.
+local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+if finished then
+    return reply
 end
+-- The owner's field was the hash's only one: the hash went with it.
 local head = nil
 if redis.call('exists', KEYS[4]) == 1 then
     purge_queue(KEYS[4], KEYS[5], now_ms())

@@ -17,7 +17,6 @@ local finished, reply = drop_hold(KEYS[1], KEYS[5], ARGV[1], ARGV[2], ARGV[3], A
 if finished then
     return reply
 end
-redis.call('hdel', KEYS[1], ARGV[1])
 local now = now_ms()
 if purge(KEYS[2], now) > 0 then -- downgraded: the writer's read lease remains
     redis.call('hset', KEYS[1], 'mode', 'read')

@@ -15,7 +15,9 @@ for i = 1, #KEYS, 2 do
     if s and tonumber(s) > now then
         redis.call('zadd', KEYS[i], now + lease, ARGV[i])
         extend(KEYS[i], lease)
-        extend(KEYS[i + 1], lease)
+        if KEYS[i + 1] ~= KEYS[i] then -- a permit names its zset twice
+            extend(KEYS[i + 1], lease)
+        end
         out[#out + 1] = 1
     else
         if s then
