@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +43,42 @@ func benchClient(b *testing.B, rdb redis.UniversalClient, opts *leash.Options) *
 	return c
 }
 
+// cpuPerOp reports, per operation of the benchmark's timed loop, the CPU
+// time redis-server spent (INFO cpu) and the CPU time this process spent
+// (getrusage): on a machine where both share the cores, their sum is what
+// bounds throughput. Call it after the set-up and before the loop; call the
+// returned function when the loop ends.
+func cpuPerOp(b *testing.B, rdb *redis.Client) func() {
+	b.Helper()
+	server := func() time.Duration {
+		info, err := rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\r\n") {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+		return time.Duration(sum * float64(time.Second))
+	}
+	client := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	s0, c0 := server(), client()
+	return func() {
+		c1 := client() // before the INFO round trip
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+		b.ReportMetric(per(server()-s0), "redis-cpu-µs/op")
+		b.ReportMetric(per(c1-c0), "client-cpu-µs/op")
+	}
+}
+
 // BenchmarkLockUnlock is an uncontended Lock+Unlock: two round trips. The
 // parallel variants give each goroutine its own lock name.
 func BenchmarkLockUnlock(b *testing.B) {
@@ -52,6 +91,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
 			b.ReportAllocs()
 			b.ResetTimer()
+			done := cpuPerOp(b, rdb)
 			b.RunParallel(func(pb *testing.PB) {
 				m := c.Mutex(fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
 				for pb.Next() {
@@ -66,6 +106,39 @@ func BenchmarkLockUnlock(b *testing.B) {
 					}
 				}
 			})
+			done()
+		})
+	}
+}
+
+// BenchmarkBaselineSetNX is the peers' pattern, for comparison with
+// BenchmarkLockUnlock on the same machine: SET NX PX to lock, a GET-and-DEL
+// script to unlock, no fencing token, restart grace, wake-up or retry latch.
+func BenchmarkBaselineSetNX(b *testing.B) {
+	unlock := redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
+	for _, par := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			_, rdb := benchRedis(b)
+			ctx := context.Background()
+			var id atomic.Int64
+			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
+			b.ReportAllocs()
+			b.ResetTimer()
+			done := cpuPerOp(b, rdb)
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("bench/baseline/%d", id.Add(1))
+				for pb.Next() {
+					if ok, err := rdb.SetNX(ctx, key, "owner", 30*time.Second).Result(); err != nil || !ok {
+						b.Errorf("SET NX = %v, %v", ok, err)
+						return
+					}
+					if err := unlock.Run(ctx, rdb, []string{key}, "owner").Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			done()
 		})
 	}
 }
