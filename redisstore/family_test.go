@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -288,42 +289,99 @@ func subscribeCalls(t *testing.T, rdb *redis.Client) int64 {
 	return n
 }
 
-// TestDowngradedReaderOutlivesWritersHash gives the writer a shorter lease
-// than the reader it downgraded to, so that the lock's hash expires while the
-// reader's lease runs: another writer must still be refused.
-func TestDowngradedReaderOutlivesWritersHash(t *testing.T) {
-	srv := sharedRedis(t)
-	rdb := newRDB(t, srv.Addr)
-	s := redisstore.New(rdb, nil)
+// downgraded returns a store and a lock on it that writer w took holds times
+// (with a minute's lease) and then downgraded to reader r, with r's lease.
+func downgraded(t *testing.T, holds int, readLease time.Duration) (s *redisstore.Store, rdb *redis.Client, w, r leash.Request) {
+	t.Helper()
+	rdb = newRDB(t, sharedRedis(t).Addr)
+	s = redisstore.New(rdb, nil)
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
-	w := leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:1", Lease: time.Minute}
-	r := leash.Request{Kind: leash.KindRead, Name: name, Owner: "reader:1", Parent: w.Owner, Lease: time.Minute}
-	for _, req := range []leash.Request{w, r} {
+	w = leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:1", Lease: time.Minute}
+	r = leash.Request{Kind: leash.KindRead, Name: name, Owner: "reader:1", Parent: w.Owner, Lease: readLease}
+	for _, req := range append(slices.Repeat([]leash.Request{w}, holds), r) {
 		if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
 			t.Fatalf("Acquire(%s) = %+v, %v", req.Kind, g, err)
 		}
 	}
+	return s, rdb, w, r
+}
+
+// TestDowngradedReaderKeepsTheHash gives the writer a shorter lease than the
+// reader it downgraded to (a short renewal, as UnlockAfter makes), then lets
+// the writer die: the lock's hash must last as long as the reader's lease, so
+// that neither another writer nor a Mutex (nor a Redisson RLock) on the name is
+// granted beside the reader. Before the writer's renewal kept the hash as long
+// as its readers, the hash expired with the writer's lease and a Mutex was
+// granted at once.
+func TestDowngradedReaderKeepsTheHash(t *testing.T) {
+	s, rdb, w, r := downgraded(t, 1, 2*time.Second)
+	name := w.Name
 	w.Lease = 50 * time.Millisecond // the writer renews with a short lease, then dies
 	if res := s.Renew(bg(t), []leash.Request{w}); res[0].Err != nil || res[0].Status != leash.Renewed {
 		t.Fatalf("Renew(writer) = %+v", res[0])
 	}
 	time.Sleep(200 * time.Millisecond)
-	if n, _ := rdb.Exists(bg(t), name).Result(); n != 0 {
-		t.Fatalf("the lock's hash outlived the writer's lease")
+	if ttl, _ := rdb.PTTL(bg(t), name).Result(); ttl < time.Second {
+		t.Fatalf("the lock's hash has %v left 200ms after the writer's 50ms renewal; want the reader's lease (about 1.8s)", ttl)
 	}
-	other := leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute}
-	g, err := s.Acquire(bg(t), other)
-	if err != nil || g.Acquired {
-		t.Fatalf("another writer's Acquire = %+v, %v while the downgraded reader's lease runs; want refused", g, err)
+	others := []leash.Request{
+		{Kind: leash.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute},
+		{Kind: leash.KindMutex, Name: name, Owner: "mutex:1", Lease: time.Minute},
 	}
-	if g.Remaining < 50*time.Second {
-		t.Errorf("refusal's Remaining = %v, want about the reader's lease (1m)", g.Remaining)
+	for _, o := range others {
+		g, err := s.Acquire(bg(t), o)
+		if err != nil || g.Acquired {
+			t.Fatalf("%s Acquire = %+v, %v while the downgraded reader's lease runs; want refused", o.Kind, g, err)
+		}
+		if g.Remaining < time.Second {
+			t.Errorf("%s refusal's Remaining = %v, want about the reader's lease (1.8s)", o.Kind, g.Remaining)
+		}
+	}
+	// The reader goes on renewing: the hash goes on covering it.
+	time.Sleep(time.Second)
+	if res := s.Renew(bg(t), []leash.Request{r}); res[0].Err != nil || res[0].Status != leash.Renewed {
+		t.Fatalf("Renew(reader) = %+v", res[0])
+	}
+	if g, err := s.Acquire(bg(t), others[1]); err != nil || g.Acquired {
+		t.Fatalf("Mutex Acquire after the reader renewed = %+v, %v; want refused", g, err)
 	}
 	if _, err := s.Release(bg(t), r, leash.ReleaseAll); err != nil {
 		t.Fatalf("Release(reader): %v", err)
 	}
-	if g, err := s.Acquire(bg(t), other); err != nil || !g.Acquired {
-		t.Fatalf("another writer's Acquire after the reader left = %+v, %v; want granted", g, err)
+	// The dead writer's field stays until the reader's last lease would have
+	// ended (at most one lease, as for any crashed holder), then everything frees.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, o := range others {
+		for {
+			g, err := s.Acquire(bg(t), o)
+			if err != nil {
+				t.Fatalf("%s Acquire after the reader left: %v", o.Kind, err)
+			}
+			if g.Acquired {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s Acquire still refused 5s after a 2s reader lease ended: %+v", o.Kind, g)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := s.Release(bg(t), o, leash.ReleaseAll); err != nil {
+			t.Fatalf("Release(%s): %v", o.Kind, err)
+		}
+	}
+}
+
+// TestWriterReleaseOneKeepsReaders drops one of a writer's two holds after it
+// downgraded: the lease it re-applies must not end the hash under the reader.
+func TestWriterReleaseOneKeepsReaders(t *testing.T) {
+	s, rdb, w, _ := downgraded(t, 2, time.Minute)
+	name := w.Name
+	w.Lease = 50 * time.Millisecond
+	if freed, err := s.Release(bg(t), w, leash.ReleaseOne); err != nil || freed {
+		t.Fatalf("ReleaseOne(writer) = %v, %v; want still held", freed, err)
+	}
+	if ttl, _ := rdb.PTTL(bg(t), name).Result(); ttl < 50*time.Second {
+		t.Fatalf("after ReleaseOne with a 50ms lease the hash has %v left; want the reader's lease (1m)", ttl)
 	}
 }

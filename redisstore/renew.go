@@ -9,8 +9,8 @@ import (
 )
 
 // Renew implements [leash.Store]. It groups the requests by script (locks
-// held in the name's hash: Mutex, FairMutex, writers; per-owner leases:
-// readers, permits) and by Cluster hash slot (a single server is one slot
+// held in the name's hash: Mutex, FairMutex; writers, whose hash also
+// covers their readers; per-owner leases: readers, permits) and by Cluster hash slot (a single server is one slot
 // group), cuts each group into batches of BatchSize, and runs every batch's
 // script in one pipeline: one round trip per node, nodes in parallel. A batch
 // that fails (a node down, a timeout) reports its error in its own results
@@ -52,19 +52,28 @@ type batch struct {
 	args   []any
 }
 
-// leased reports whether a kind's holds are per-owner leases in a zset.
-func leased(k leash.Kind) bool { return k == leash.KindRead || k == leash.KindPermit }
+// renewScriptFor returns the script that renews a kind's holds.
+func renewScriptFor(k leash.Kind) *redis.Script {
+	switch k {
+	case leash.KindRead, leash.KindPermit: // per-owner leases in a zset
+		return renewLeaseScript
+	case leash.KindWrite: // the hash, kept as long as its readers
+		return renewWriteScript
+	default: // the hash
+		return renewScript
+	}
+}
 
 // batches groups reqs by script and hash slot, and cuts groups into batches.
 func (s *Store) batches(reqs []leash.Request) []batch {
 	type group struct {
-		leased bool
+		script *redis.Script
 		slot   int
 	}
 	groups := map[group][]int{}
 	var order []group
 	for i, r := range reqs {
-		g := group{leased: leased(r.Kind)}
+		g := group{script: renewScriptFor(r.Kind)}
 		if s.cluster {
 			g.slot = slot(r.Name)
 		}
@@ -78,15 +87,14 @@ func (s *Store) batches(reqs []leash.Request) []batch {
 		idx := groups[g]
 		for len(idx) > 0 {
 			n := min(len(idx), s.batch)
-			b := batch{script: renewScript, idx: idx[:n], args: make([]any, 0, 2*n)}
-			if g.leased {
-				b.script = renewLeaseScript
-			}
+			b := batch{script: g.script, idx: idx[:n], args: make([]any, 0, 2*n)}
 			for _, k := range b.idx {
 				r := reqs[k]
 				switch r.Kind {
 				case leash.KindRead: // the reader's lease, and the hash kept alive as long
 					b.keys = append(b.keys, readersKey(r.Name), r.Name)
+				case leash.KindWrite: // the hash, and the readers it must outlive
+					b.keys = append(b.keys, r.Name, readersKey(r.Name))
 				case leash.KindPermit: // the permit's lease, in the semaphore's own zset
 					b.keys = append(b.keys, r.Name, r.Name)
 				default:

@@ -140,6 +140,8 @@ var (
 	renewLua string
 	//go:embed lua/renew_lease.lua
 	renewLeaseLua string
+	//go:embed lua/renew_write.lua
+	renewWriteLua string
 	//go:embed lua/release.lua
 	releaseLua string
 	//go:embed lua/release_read.lua
@@ -165,6 +167,7 @@ var (
 	acquireManyScript   = withLib(acquireManyLua)
 	renewScript         = redis.NewScript(renewLua)
 	renewLeaseScript    = withLib(renewLeaseLua)
+	renewWriteScript    = withLib(renewWriteLua)
 	releaseScript       = withLib(releaseLua)
 	releaseReadScript   = withLib(releaseReadLua)
 	releaseWriteScript  = withLib(releaseWriteLua)

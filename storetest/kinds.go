@@ -26,6 +26,7 @@ func runKinds(t *testing.T, newStore NewStore) {
 		{"rw: readers share; a waiting writer keeps new readers out", leash.KindRead, testRWWriterPreference},
 		{"rw: each reader's lease expires alone", leash.KindRead, testRWReaderLease},
 		{"rw: a writer downgrades to a reader", leash.KindRead, testRWDowngrade},
+		{"rw: a writer's short lease does not free its downgraded reader's lock", leash.KindRead, testRWDowngradeOutlivesWriter},
 		{"rw: an upgrade is refused", leash.KindRead, testRWUpgrade},
 		{"rw: a waiting writer's mark expires", leash.KindRead, testRWWriterMark},
 		{"rw: writer and mutex exclude each other", leash.KindRead, testRWExcludesMutex},
@@ -233,6 +234,29 @@ func testRWDowngrade(t *testing.T, s leash.Store, n *namer) {
 	mustRelease(t, s, down)
 	mustRelease(t, s, other)
 	mustAcquire(t, s, kreq(leash.KindWrite, name, n.owner(), long)) // free once both left
+}
+
+// testRWDowngradeOutlivesWriter renews a writer with a lease far shorter than
+// the read lease it downgraded to (as UnlockAfter does), and lets it lapse: the
+// reader still holds the lock, so neither a writer nor a Mutex may be granted.
+func testRWDowngradeOutlivesWriter(t *testing.T, s leash.Store, n *namer) {
+	name := n.name()
+	w := kreq(leash.KindWrite, name, n.owner(), long)
+	mustAcquire(t, s, w)
+	down := kreq(leash.KindRead, name, n.owner(), long)
+	down.Parent = w.Owner
+	mustAcquire(t, s, down)
+	w.Lease = 50 * time.Millisecond
+	if res := s.Renew(ctx(t), []leash.Request{w}); len(res) != 1 || res[0].Err != nil || res[0].Status != leash.Renewed {
+		t.Fatalf("Renew(writer, 50ms) = %+v, want renewed", res)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mustNotAcquire(t, s, kreq(leash.KindWrite, name, n.owner(), long))
+	mustNotAcquire(t, s, kreq(leash.KindMutex, name, n.owner(), long))
+	if res := s.Renew(ctx(t), []leash.Request{down}); len(res) != 1 || res[0].Err != nil || res[0].Status != leash.Renewed {
+		t.Fatalf("Renew(downgraded reader) = %+v, want renewed", res)
+	}
+	mustNotAcquire(t, s, kreq(leash.KindMutex, name, n.owner(), long))
 }
 
 func testRWUpgrade(t *testing.T, s leash.Store, n *namer) {

@@ -26,7 +26,8 @@ if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 then
 end
 local token, refused = nil, nil
 -- A live reader with no hash is one downgraded from a writer whose shorter lease let the
--- hash expire first: the lock is still read-held.
+-- hash expire first (hold_for now keeps the hash as long as its readers; a server may still
+-- hold such keys from an earlier leash): the lock is still read-held.
 if redis.call('exists', KEYS[1]) == 0 and readers == 0 then
     token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
     if token then
@@ -37,6 +38,9 @@ if redis.call('exists', KEYS[1]) == 0 and readers == 0 then
 end
 local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 if held then
+    if readers > 0 then
+        hold_for(KEYS[1], KEYS[3], ARGV[1], now) -- not below its downgrade's lease
+    end
     return held
 end
 local wait = tonumber(ARGV[3])

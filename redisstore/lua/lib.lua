@@ -108,6 +108,18 @@ local function last_score(z)
     return tonumber(redis.call('zrange', z, -1, -1, 'withscores')[2])
 end
 
+-- hold_for sets a readers-writer lock's time to live (hash lock) to lease ms, or to the end of
+-- the last reader's lease in zset readers when that is later: a writer's lease (renewed short,
+-- or cut by UnlockAfter) must never end the hash under a live reader, its own downgrade, or a
+-- Mutex or a Redisson RLock would be granted beside that reader.
+local function hold_for(lock, readers, lease, now)
+    local last = last_score(readers)
+    if last and last - now > tonumber(lease) then
+        lease = last - now
+    end
+    redis.call('pexpire', lock, lease)
+end
+
 -- take gives the free exclusive lock to owner under a new token: one hold, the lease. It
 -- returns the acquire reply {1, token, 1}.
 local function take(lock, owner, lease, token)

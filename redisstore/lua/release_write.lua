@@ -7,7 +7,8 @@
 -- KEYS[4]  channel, leash_rw__channel:{name}
 -- KEYS[5]  unlock latch, redisson_unlock_latch:{name}:<request id>
 -- ARGV[1]  owner
--- ARGV[2]  lease in milliseconds, re-applied while holds remain
+-- ARGV[2]  lease in milliseconds, re-applied while holds remain (never below a live reader's,
+--          see hold_for)
 -- ARGV[3]  "one" or "all"
 -- ARGV[4]  latch lifetime in milliseconds
 -- Returns  1 freed; 0 still held; nil when the owner does not hold the write lock.
@@ -15,6 +16,9 @@
 -- reader). Touches only KEYS.
 local finished, reply = drop_hold(KEYS[1], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
+    if reply == 0 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+        hold_for(KEYS[1], KEYS[2], ARGV[2], now_ms()) -- holds remain: not below a reader
+    end
     return reply
 end
 local now = now_ms()

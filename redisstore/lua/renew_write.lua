@@ -1,0 +1,21 @@
+-- renew_write.lua: extend the leases of many readers-writer write locks, each only if its
+-- owner still holds it, and never below a live reader's lease (see hold_for). Uses lib.lua.
+-- KEYS[2i-1]   lock hash i
+-- KEYS[2i]     its readers, leash_rw_readers:{name} (all KEYS hash to one Cluster slot; the
+--              caller groups them)
+-- ARGV[2i-1]   owner field of lock i
+-- ARGV[2i]     lease of lock i in milliseconds
+-- Returns      one entry per lock, as renew.lua: 1 renewed; 0 the key is gone; 2 the key
+--              exists but the owner does not hold it. Never creates a key. Touches only KEYS.
+local out = {}
+for i = 1, #KEYS, 2 do
+    if redis.call('hexists', KEYS[i], ARGV[i]) == 1 then
+        hold_for(KEYS[i], KEYS[i + 1], ARGV[i + 1], now_ms())
+        out[#out + 1] = 1
+    elseif redis.call('exists', KEYS[i]) == 1 then
+        out[#out + 1] = 2
+    else
+        out[#out + 1] = 0
+    end
+end
+return out
