@@ -45,7 +45,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	default:
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
 	}
-	v, left, ok, err := s.runAcquire(ctx, script, n, req.Lease, keys, args, false)
+	v, left, ok, err := s.runAcquire(ctx, script, []leash.Request{req}, keys, args, false)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "LEASH_UPGRADE") {
 			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, leash.ErrUpgrade)
@@ -98,8 +98,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	for _, r := range reqs {
 		keys = append(keys, r.Name, tokenKey(r.Name))
 	}
-	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, reqs[0].Name, reqs[0].Lease, keys,
-		[]any{ms(reqs[0].Lease), reqs[0].Owner}, true)
+	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, reqs, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {
 		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -163,25 +164,32 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 	return nil
 }
 
-// runAcquire runs an acquire script with the restart marker of name and the
-// grace for lease appended (the marker last in KEYS, the grace last in ARGV,
-// unless markerFirst puts the marker first, as acquire_many.lua wants). A
-// refusal inside the grace, by a marker this very call created, is retried
-// once after lowering the marker from the server's real uptime: a server that
-// has been up longer than the grace and merely never saw leash grants at once.
-// It returns the script's reply, or, in the grace, ok false and the time left.
-func (s *Store) runAcquire(ctx context.Context, script *redis.Script, name string, lease time.Duration,
+// runAcquire runs an acquire script for reqs (one request, or a MultiLock
+// group) with the restart marker of the first name and the grace for its
+// lease appended (the marker last in KEYS, the grace last in ARGV, unless
+// markerFirst puts the marker first, as acquire_many.lua wants). A refusal
+// inside the grace, by a marker this very call created, is retried once
+// after lowering the marker from the server's real uptime: a server that has
+// been up longer than the grace and merely never saw leash grants at once.
+// It returns the script's reply, or, in the grace, ok false and the time
+// left. A grant that the replication guard finds too few replicas
+// acknowledged is undone, and the guard's verdict returned as the error.
+func (s *Store) runAcquire(ctx context.Context, script *redis.Script, reqs []leash.Request,
 	keys []string, args []any, markerFirst bool) (v any, left time.Duration, ok bool, err error) {
-	marker := s.markerKey(name)
+	marker := s.markerKey(reqs[0].Name)
 	if markerFirst {
 		keys = append([]string{marker}, keys...)
 	} else {
 		keys = append(keys, marker)
 	}
-	args = append(args, s.graceArg(lease))
+	args = append(args, s.graceArg(reqs[0].Lease))
 	for attempt := 0; ; attempt++ {
-		if v, err = s.pipe.run(ctx, script, keys, args...); err != nil {
+		var verdict error
+		if v, verdict, err = s.runGrant(ctx, script, keys, args); err != nil {
 			return nil, 0, false, err
+		}
+		if verdict != nil && isGrant(v) {
+			return nil, 0, false, s.undoGrant(ctx, reqs, verdict)
 		}
 		left, created, start, inGrace := parseGrace(v)
 		if !inGrace {

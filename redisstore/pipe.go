@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -95,7 +96,7 @@ func (p *pipeliner) next() {
 func (p *pipeliner) exec(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	cmds := evalPipelined(ctx, p.rdb, len(batch), func(i int) (*redis.Script, []string, []any) {
+	cmds, _ := evalPipelined(ctx, p.rdb, replicaGuard{}, len(batch), func(i int) (*redis.Script, []string, []any) {
 		return batch[i].script, batch[i].keys, batch[i].args
 	})
 	for i, c := range batch {
@@ -108,15 +109,20 @@ func (p *pipeliner) exec(batch []*call) {
 // evalPipelined runs n scripts, the i-th being the script, keys and args
 // that at(i) returns, with EVALSHA in one pipeline, and returns their
 // commands in order; errors are read per command. Scripts the server has not
-// cached (NOSCRIPT) are sent again in full (EVAL), in a second pipeline.
-func evalPipelined(ctx context.Context, rdb redis.UniversalClient, n int, at func(i int) (*redis.Script, []string, []any)) []*redis.Cmd {
+// cached (NOSCRIPT) are sent again in full (EVAL), in a second pipeline. When
+// guard is on, each pipeline ends with its WAIT, and the second result is
+// the guard's verdict on the scripts' writes (see replicaGuard.verdict).
+func evalPipelined(ctx context.Context, rdb redis.UniversalClient, guard replicaGuard, n int,
+	at func(i int) (*redis.Script, []string, []any)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)
 	pipe := rdb.Pipeline()
 	for i := range cmds {
 		script, keys, args := at(i)
 		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
 	}
+	wait := guard.add(ctx, pipe)
 	_, _ = pipe.Exec(ctx) // errors are read per command
+	verdict := guard.verdict(wait)
 	var reload []int
 	for i, c := range cmds {
 		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
@@ -124,15 +130,16 @@ func evalPipelined(ctx context.Context, rdb redis.UniversalClient, n int, at fun
 		}
 	}
 	if len(reload) == 0 {
-		return cmds
+		return cmds, verdict
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range reload {
 		script, keys, args := at(i)
 		cmds[i] = script.Eval(ctx, pipe, keys, args...)
 	}
+	wait = guard.add(ctx, pipe)
 	_, _ = pipe.Exec(ctx)
-	return cmds
+	return cmds, cmp.Or(verdict, guard.verdict(wait))
 }
 
 // batchContext is the context a batch is sent with: the first call's values,

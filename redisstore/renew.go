@@ -24,7 +24,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 		return res
 	}
 	batches := s.batches(reqs)
-	cmds := evalPipelined(ctx, s.rdb, len(batches), func(i int) (*redis.Script, []string, []any) {
+	cmds, verdict := evalPipelined(ctx, s.rdb, s.guard, len(batches), func(i int) (*redis.Script, []string, []any) {
 		return batches[i].script, batches[i].keys, batches[i].args
 	})
 	for i, b := range batches {
@@ -34,9 +34,13 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 			st, err = parseRenew(v, len(b.idx))
 		}
 		for j, k := range b.idx {
-			if err != nil {
+			switch {
+			case err != nil:
 				res[k].Err = fmt.Errorf("redisstore: renew %d locks: %w", len(b.idx), err)
-			} else {
+			case st[j] == leash.Renewed && verdict != nil:
+				// Renewed on the primary only: a failover could lose it.
+				res[k].Err = fmt.Errorf("redisstore: renew %d locks: %w", len(b.idx), verdict)
+			default:
 				res[k].Status = st[j]
 			}
 		}

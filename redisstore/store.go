@@ -24,6 +24,9 @@
 // server's persistence: a restart without AOF forgets held locks, so after
 // one the store grants nothing until the server has been up for one lease
 // (Options.RestartGrace), by which time every forgotten lease has ended.
+// Replication is asynchronous: a failover can promote a replica that has not
+// yet received a grant. Options.Replicas makes every grant and renewal wait
+// for replicas' acknowledgements (WAIT) before it counts.
 package redisstore
 
 import (
@@ -59,6 +62,9 @@ const (
 	NoLinger time.Duration = -1
 	// MaxBatchSize is the largest BatchSize accepted.
 	MaxBatchSize = 10000
+	// DefaultReplicaTimeout is how long a grant or renewal waits for its
+	// replicas' acknowledgements when Options.Replicas is set.
+	DefaultReplicaTimeout = time.Second
 )
 
 // Options configures a Store. A nil *Options means all defaults; a zero
@@ -99,7 +105,30 @@ type Options struct {
 	// snapshots and appendfsync everysec can lose recent grants with the
 	// marker still present, which the grace does not detect.
 	RestartGrace time.Duration
+	// Replicas turns on the replication guard: a grant or a renewal counts
+	// only once at least this many replicas have acknowledged it (WAIT, sent
+	// in the same pipeline as the script, so one round trip plus the
+	// replicas' delay). Without it, a failover to a replica that had not yet
+	// received a grant (Redis replicates asynchronously) loses the lock while
+	// its holder believes it holds it, and another client may take it. A
+	// grant too few replicas acknowledge within ReplicaTimeout is undone and
+	// the acquire fails with ErrNotReplicated; such a renewal fails with it,
+	// so the holder is told the lock is lost if no later renewal succeeds
+	// within its validity. WAIT narrows the window, it does not close it: a
+	// failover may still promote a replica that missed the write, and the
+	// fencing token remains the guard of record. Zero (the default) turns
+	// the guard off. Not supported on Cluster.
+	Replicas int
+	// ReplicaTimeout bounds the wait for the replicas' acknowledgements.
+	// Default DefaultReplicaTimeout (1s); it must be shorter than the redis
+	// client's ReadTimeout and well under the leases in use.
+	ReplicaTimeout time.Duration
 }
+
+// ErrNotReplicated reports that fewer replicas than Options.Replicas
+// acknowledged a grant or a renewal in time. A grant that fails so is
+// undone before the error is returned.
+var ErrNotReplicated = errors.New("redisstore: not acknowledged by enough replicas")
 
 // ErrNotLock reports that a key under a lock's name holds something that is
 // not a leash (or Redisson) lock: another application's data, or a lock of
@@ -119,6 +148,7 @@ type Store struct {
 	reqSeq  atomic.Uint64
 	notify  notifier
 	pipe    pipeliner
+	guard   replicaGuard
 }
 
 var (
@@ -276,6 +306,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.Linger = %v: must be positive, or NoLinger (zero means %v)", s.opts.Linger, DefaultLinger)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
+	default:
+		s.err = s.initGuard(rdb)
 	}
 	if s.opts.BatchSize == 0 {
 		s.opts.BatchSize = DefaultBatchSize

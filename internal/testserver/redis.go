@@ -30,6 +30,10 @@ type RedisOptions struct {
 	AOF bool
 	// Args are extra redis-server arguments, such as "--maxmemory", "10mb".
 	Args []string
+	// ReplicaOf makes the server a replica of the redis-server at this
+	// address ("127.0.0.1:<port>"). A replica copies its primary's data,
+	// restart marker included, so it is not marked fresh.
+	ReplicaOf string
 }
 
 // Redis is a redis-server process.
@@ -89,7 +93,9 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 		r.Port = port
 		r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if lastErr = r.Start(); lastErr == nil {
-			if r.cluster() { // no slots are served yet; the test calls redisstore's MarkFresh
+			if r.cluster() || opts.ReplicaOf != "" {
+				// A cluster serves no slots yet (the test calls redisstore's
+				// MarkFresh); a replica is read-only and copies its primary.
 				return r, nil
 			}
 			if lastErr = command(r.Addr, "SET leash:epoch 0"); lastErr == nil {
@@ -143,6 +149,13 @@ func (r *Redis) Start() error {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	if r.opts.ReplicaOf != "" {
+		host, port, err := net.SplitHostPort(r.opts.ReplicaOf)
+		if err != nil {
+			return fmt.Errorf("testserver: ReplicaOf %q: %w", r.opts.ReplicaOf, err)
+		}
+		args = append(args, "--replicaof", host, port)
 	}
 	args = append(args, r.opts.Args...)
 	cmd := exec.Command(bin, args...)

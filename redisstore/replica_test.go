@@ -1,0 +1,156 @@
+package redisstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// replicated starts a primary and a replica of it, each a redis-server of
+// its own, and returns them once the replica is in sync.
+func replicated(t *testing.T) (primary, replica *testserver.Redis) {
+	t.Helper()
+	primary = testserver.NewRedis(t, testserver.RedisOptions{})
+	replica = testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: primary.Addr})
+	rdb := newRDB(t, replica.Addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := rdb.Info(bg(t), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return primary, replica
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica of %s not in sync after 10s: %v\n%s", primary.Addr, err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// guardedClient returns a Client whose store waits for one replica's
+// acknowledgement of every grant and renewal.
+func guardedClient(t *testing.T, addr string, lease time.Duration) *leash.Client {
+	t.Helper()
+	s := redisstore.New(newRDB(t, addr), &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	c, err := leash.New(s, &leash.Options{Lease: lease})
+	if err != nil {
+		t.Fatalf("leash.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestReplicationGuard walks one primary and its replica through the guard's
+// cases: a grant is on the replica when Lock returns; while the replica does
+// not acknowledge, renewals fail, so the holder is told while the primary
+// still holds the lock, and a new grant is undone with ErrNotReplicated; once
+// the replica is back, a grant survives a failover to it.
+func TestReplicationGuard(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	primary, replica := replicated(t)
+	onPrimary, onReplica := newRDB(t, primary.Addr), newRDB(t, replica.Addr)
+	c := guardedClient(t, primary.Addr, lease)
+	name := lockName(t)
+
+	h, err := c.Mutex(name).Lock(bg(t))
+	if err != nil {
+		t.Fatalf("Lock with the replica in sync: %v", err)
+	}
+	if n, err := onReplica.HLen(bg(t), name).Result(); err != nil || n != 1 {
+		t.Errorf("replica's lock hash when Lock returned: %d fields, %v; want the holder's", n, err)
+	}
+	if tok, _ := onReplica.Get(bg(t), "redisson_lock_token:{"+name+"}").Int64(); tok != h.Fence() {
+		t.Errorf("replica's fencing counter %d, want the grant's token %d", tok, h.Fence())
+	}
+
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = replica.Resume()
+		}
+	}()
+	select {
+	case <-h.Lost():
+	case <-time.After(2 * lease):
+		t.Fatalf("holder not told within %v after its replica stopped acknowledging", 2*lease)
+	}
+	if ttl, _ := onPrimary.PTTL(bg(t), name).Result(); ttl <= 0 {
+		t.Errorf("primary's lease when the holder was told: %v; want still running (nobody else could take it yet)", ttl)
+	}
+	var lost *leash.LostError
+	if !errors.As(h.Err(), &lost) || lost.Reason != leash.ReasonUnreachable || !errors.Is(lost, redisstore.ErrNotReplicated) {
+		t.Errorf("holder's error = %v; want lost, store unreachable, ErrNotReplicated", h.Err())
+	}
+
+	other := name + "/unreplicated"
+	if _, err := c.Mutex(other).Lock(bg(t)); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Lock with the replica paused = %v; want ErrNotReplicated", err)
+	}
+	if n, _ := onPrimary.Exists(bg(t), other).Result(); n != 0 {
+		t.Errorf("the unreplicated grant is still on the primary; want undone")
+	}
+
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	var h2 *leash.Hold
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if h2, err = c.Mutex(other).Lock(bg(t)); err == nil {
+			break
+		}
+		if !errors.Is(err, redisstore.ErrNotReplicated) || time.Now().After(deadline) {
+			t.Fatalf("Lock after the replica resumed = %v; want granted", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := onReplica.Do(bg(t), "replicaof", "no", "one").Err(); err != nil {
+		t.Fatalf("promote the replica: %v", err)
+	}
+	_, err = newClient(t, replica.Addr, nil).Mutex(other).TryLock(bg(t))
+	var na *leash.NotAcquiredError
+	if !errors.As(err, &na) || na.Remaining <= 0 {
+		t.Fatalf("TryLock on the promoted replica = %v; want refused: the guarded grant (token %d) was replicated", err, h2.Fence())
+	}
+}
+
+// TestReplicationGuardOptions checks that the guard's bad settings are
+// refused when the Store is made, before any round trip.
+func TestReplicationGuardOptions(t *testing.T) {
+	single := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // go-redis's default ReadTimeout
+	quick := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 500 * time.Millisecond})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { single.Close(); quick.Close(); cluster.Close() })
+	for _, tc := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		opts redisstore.Options
+		want string
+	}{
+		{"negative replicas", single, redisstore.Options{Replicas: -1}, "Options.Replicas = -1"},
+		{"negative timeout", single, redisstore.Options{Replicas: 1, ReplicaTimeout: -time.Second}, "Options.ReplicaTimeout = -1s"},
+		{"timeout past the read timeout", quick, redisstore.Options{Replicas: 1}, "shorter than the redis client's ReadTimeout (500ms)"},
+		{"cluster", cluster, redisstore.Options{Replicas: 1}, "not supported on Cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := redisstore.New(tc.rdb, &tc.opts).Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v; want an error about %q", err, tc.want)
+			}
+		})
+	}
+	if err := redisstore.New(single, &redisstore.Options{Replicas: 2}).Validate(); err != nil {
+		t.Errorf("Validate() with the default timeout = %v; want nil", err)
+	}
+}
