@@ -7,26 +7,26 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/faultproxy"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
-// replicated starts a primary and a replica of it, each a redis-server of
-// its own, and returns them once the replica is in sync.
-func replicated(t *testing.T) (primary, replica *testserver.Redis) {
+// replicaOf starts a redis-server replicating the server at addr and returns
+// it once it is in sync.
+func replicaOf(t *testing.T, addr string) *testserver.Redis {
 	t.Helper()
-	primary = testserver.NewRedis(t, testserver.RedisOptions{})
-	replica = testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: primary.Addr})
+	replica := testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: addr})
 	rdb := newRDB(t, replica.Addr)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, err := rdb.Info(bg(t), "replication").Result()
 		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return primary, replica
+			return replica
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replica of %s not in sync after 10s: %v\n%s", primary.Addr, err, info)
+			t.Fatalf("replica of %s not in sync after 10s: %v\n%s", addr, err, info)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -52,7 +52,8 @@ func guardedClient(t *testing.T, addr string, lease time.Duration) *leash.Client
 // the replica is back, a grant survives a failover to it.
 func TestReplicationGuard(t *testing.T) {
 	const lease = 1500 * time.Millisecond
-	primary, replica := replicated(t)
+	primary := testserver.NewRedis(t, testserver.RedisOptions{})
+	replica := replicaOf(t, primary.Addr)
 	onPrimary, onReplica := newRDB(t, primary.Addr), newRDB(t, replica.Addr)
 	c := guardedClient(t, primary.Addr, lease)
 	name := lockName(t)
@@ -152,5 +153,62 @@ func TestReplicationGuardOptions(t *testing.T) {
 	}
 	if err := redisstore.New(single, &redisstore.Options{Replicas: 2}).Validate(); err != nil {
 		t.Errorf("Validate() with the default timeout = %v; want nil", err)
+	}
+}
+
+// TestTokensGrowAcrossFailoverToLaggingReplica fails over to a replica that
+// missed the last grants (its link to the primary swallowed them), so its
+// fencing counter is behind the tokens already issued: the next grant on it
+// must still carry a larger token than any of them (DESIGN §4: tokens are
+// floored by the server clock, not only counted).
+func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
+	primary := testserver.NewRedis(t, testserver.RedisOptions{})
+	link, err := faultproxy.New(primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { link.Close() })
+	replica := replicaOf(t, link.Addr)
+	name := lockName(t)
+	counter := "redisson_lock_token:{" + name + "}"
+	lockUnlock := func(c *leash.Client) int64 {
+		t.Helper()
+		h, err := c.Mutex(name).Lock(bg(t))
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := h.Unlock(bg(t)); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		return h.Fence()
+	}
+	c := newClient(t, primary.Addr, nil)
+	first := lockUnlock(c)
+	onReplica := newRDB(t, replica.Addr)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tok, _ := onReplica.Get(bg(t), counter).Int64()
+		if n, _ := onReplica.Exists(bg(t), name).Result(); tok == first && n == 0 {
+			break // the replica has the grant and the release
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not receive the first grant and release within 5s")
+		}
+	}
+	link.Blackhole()
+	var last int64
+	for range 20 {
+		last = lockUnlock(c)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := onReplica.Do(bg(t), "replicaof", "no", "one").Err(); err != nil {
+		t.Fatalf("promote the replica: %v", err)
+	}
+	if stale, _ := onReplica.Get(bg(t), counter).Int64(); stale >= last {
+		t.Fatalf("promoted replica's counter %d is not behind the last token %d; the replica did not lag", stale, last)
+	}
+	if next := lockUnlock(newClient(t, replica.Addr, nil)); next <= last {
+		t.Errorf("first token after the failover %d, want > %d, the last one the old primary issued", next, last)
 	}
 }

@@ -144,6 +144,9 @@ func (r *Redis) Start() error {
 		"--dir", r.Dir, "--logfile", filepath.Join(r.Dir, "redis.log"),
 		"--daemonize", "no", "--save", "", "--protected-mode", "no",
 		"--enable-debug-command", "local",
+		// A replica's first sync starts at once, not after Redis's default
+		// 5 s wait for more replicas to join it.
+		"--repl-diskless-sync-delay", "0",
 	}
 	if r.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
