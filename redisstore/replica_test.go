@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,22 +17,30 @@ import (
 )
 
 // replicaOf starts a redis-server replicating the server at addr and returns
-// it once it is in sync.
+// it once the primary has its acknowledgement of a write made after the
+// first sync: until a replica acknowledges, WAIT counts it out.
 func replicaOf(t *testing.T, addr string) *testserver.Redis {
 	t.Helper()
 	replica := testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: addr})
-	rdb := newRDB(t, replica.Addr)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := rdb.Info(bg(t), "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return replica
+	primary := newRDB(t, addr)
+	acked := regexp.MustCompile(fmt.Sprintf(`port=%d,state=online,offset=(\d+)`, replica.Port))
+	written := regexp.MustCompile(`master_repl_offset:(\d+)`)
+	offset := func(re *regexp.Regexp) int64 {
+		info, _ := primary.Info(bg(t), "replication").Result()
+		m := re.FindStringSubmatch(info)
+		if m == nil {
+			return -1
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica of %s not in sync after 10s: %v\n%s", addr, err, info)
-		}
-		time.Sleep(20 * time.Millisecond)
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		return n
 	}
+	waitFor(t, "the replica's first sync", func() bool { return offset(acked) >= 0 })
+	if err := primary.Incr(bg(t), "test:replication-probe").Err(); err != nil {
+		t.Fatal(err)
+	}
+	probe := offset(written)
+	waitFor(t, "the replica's acknowledgement of a write", func() bool { return offset(acked) >= probe })
+	return replica
 }
 
 // guardedClient returns a Client whose store waits for one replica's
@@ -185,15 +196,11 @@ func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
 	c := newClient(t, primary.Addr, nil)
 	first := lockUnlock(c)
 	onReplica := newRDB(t, replica.Addr)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitFor(t, "the replica to receive the first grant and release", func() bool {
 		tok, _ := onReplica.Get(bg(t), counter).Int64()
-		if n, _ := onReplica.Exists(bg(t), name).Result(); tok == first && n == 0 {
-			break // the replica has the grant and the release
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not receive the first grant and release within 5s")
-		}
-	}
+		n, _ := onReplica.Exists(bg(t), name).Result()
+		return tok == first && n == 0
+	})
 	link.Blackhole()
 	var last int64
 	for range 20 {
@@ -211,4 +218,78 @@ func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
 	if next := lockUnlock(newClient(t, replica.Addr, nil)); next <= last {
 		t.Errorf("first token after the failover %d, want > %d, the last one the old primary issued", next, last)
 	}
+}
+
+// TestSentinelFailoverKeepsGuardedLock holds a lock through a Sentinel
+// failover: a primary with two replicas, the replication guard on, the
+// primary killed while the lock is held. Sentinel promotes a replica and
+// points the other at it; the holder's client follows, its renewals land on
+// the new primary, and it is never told the lock is lost. Meanwhile and after,
+// another client is refused; once the holder unlocks, the next token is larger.
+func TestSentinelFailoverKeepsGuardedLock(t *testing.T) {
+	const master, lease = "leash-master", 6 * time.Second
+	primary := testserver.NewRedis(t, testserver.RedisOptions{})
+	replicaOf(t, primary.Addr)
+	replicaOf(t, primary.Addr)
+	sentinel := testserver.NewSentinel(t, primary, master)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	t.Cleanup(func() { sc.Close() })
+	waitFor(t, "Sentinel lists both replicas", func() bool {
+		rs, err := sc.Replicas(bg(t), master).Result()
+		return err == nil && len(rs) == 2
+	})
+	newFailoverClient := func(guard bool) *leash.Client {
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: master, SentinelAddrs: []string{sentinel.Addr},
+			DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		})
+		t.Cleanup(func() { rdb.Close() })
+		var opts *redisstore.Options
+		if guard {
+			opts = &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond}
+		}
+		c, err := leash.New(redisstore.New(rdb, opts), &leash.Options{Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder, other := newFailoverClient(true), newFailoverClient(false)
+	name := lockName(t)
+	h, err := holder.Mutex(name).Lock(bg(t))
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+
+	killed := time.Now()
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Sentinel promotes a replica", func() bool {
+		a, err := sc.GetMasterAddrByName(bg(t), master).Result()
+		return err == nil && len(a) == 2 && a[1] != strconv.Itoa(primary.Port)
+	})
+	waitFor(t, "a renewal on the new primary", func() bool {
+		if _, err := other.Mutex(name).TryLock(bg(t)); err == nil {
+			t.Fatal("another client was granted the held lock after the failover")
+		}
+		return h.ValidUntil().After(killed.Add(lease))
+	})
+	select {
+	case <-h.Lost():
+		t.Fatalf("holder told the lock is lost across the failover: %v", h.Err())
+	default:
+	}
+	if err := h.Unlock(bg(t)); err != nil {
+		t.Fatalf("Unlock after the failover: %v", err)
+	}
+	h2, err := other.Mutex(name).TryLock(bg(t))
+	if err != nil {
+		t.Fatalf("TryLock after the holder unlocked: %v", err)
+	}
+	if h2.Fence() <= h.Fence() {
+		t.Errorf("token after the failover %d, want > %d", h2.Fence(), h.Fence())
+	}
+	_ = h2.Unlock(bg(t))
 }

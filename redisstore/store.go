@@ -116,8 +116,10 @@ type Options struct {
 	// so the holder is told the lock is lost if no later renewal succeeds
 	// within its validity. WAIT narrows the window, it does not close it: a
 	// failover may still promote a replica that missed the write, and the
-	// fencing token remains the guard of record. Zero (the default) turns
-	// the guard off. Not supported on Cluster.
+	// fencing token remains the guard of record. A replica that has just
+	// (re)connected counts only from its first acknowledgement, which Redis
+	// replicas send every second. Zero (the default) turns the guard off.
+	// Not supported on Cluster.
 	Replicas int
 	// ReplicaTimeout bounds the wait for the replicas' acknowledgements.
 	// Default DefaultReplicaTimeout (1s); it must be shorter than the redis

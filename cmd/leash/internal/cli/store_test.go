@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -422,34 +421,11 @@ func TestSentinel(t *testing.T) {
 	}
 }
 
-// startSentinel starts a redis-server in Sentinel mode that monitors master
-// as "leash-master", and returns its address.
+// startSentinel starts a Sentinel that monitors master as "leash-master",
+// and returns its address once it knows the master.
 func startSentinel(t *testing.T, master *testserver.Redis) string {
 	t.Helper()
-	bin, err := testserver.RedisBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := testserver.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "sentinel.conf")
-	text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor leash-master 127.0.0.1 %d 1\n",
-		port, dir, filepath.Join(dir, "sentinel.log"), master.Port)
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, conf, "--sentinel")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := testserver.NewSentinel(t, master, "leash-master").Addr
 	sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
 	defer sc.Close()
 	eventually(t, 15*time.Second, "Sentinel knows the master", func() bool {
