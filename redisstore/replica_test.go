@@ -2,8 +2,6 @@ package redisstore_test
 
 import (
 	"errors"
-	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,33 +13,6 @@ import (
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
 )
-
-// replicaOf starts a redis-server replicating the server at addr and returns
-// it once the primary has its acknowledgement of a write made after the
-// first sync: until a replica acknowledges, WAIT counts it out.
-func replicaOf(t *testing.T, addr string) *testserver.Redis {
-	t.Helper()
-	replica := testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: addr})
-	primary := newRDB(t, addr)
-	acked := regexp.MustCompile(fmt.Sprintf(`port=%d,state=online,offset=(\d+)`, replica.Port))
-	written := regexp.MustCompile(`master_repl_offset:(\d+)`)
-	offset := func(re *regexp.Regexp) int64 {
-		info, _ := primary.Info(bg(t), "replication").Result()
-		m := re.FindStringSubmatch(info)
-		if m == nil {
-			return -1
-		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		return n
-	}
-	waitFor(t, "the replica's first sync", func() bool { return offset(acked) >= 0 })
-	if err := primary.Incr(bg(t), "test:replication-probe").Err(); err != nil {
-		t.Fatal(err)
-	}
-	probe := offset(written)
-	waitFor(t, "the replica's acknowledgement of a write", func() bool { return offset(acked) >= probe })
-	return replica
-}
 
 // guardedClient returns a Client whose store waits for one replica's
 // acknowledgement of every grant and renewal.
@@ -64,7 +35,7 @@ func guardedClient(t *testing.T, addr string, lease time.Duration) *leash.Client
 func TestReplicationGuard(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	primary := testserver.NewRedis(t, testserver.RedisOptions{})
-	replica := replicaOf(t, primary.Addr)
+	replica := testserver.NewReplica(t, primary.Addr)
 	onPrimary, onReplica := newRDB(t, primary.Addr), newRDB(t, replica.Addr)
 	c := guardedClient(t, primary.Addr, lease)
 	name := lockName(t)
@@ -179,7 +150,7 @@ func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { link.Close() })
-	replica := replicaOf(t, link.Addr)
+	replica := testserver.NewReplica(t, link.Addr)
 	name := lockName(t)
 	counter := "redisson_lock_token:{" + name + "}"
 	lockUnlock := func(c *leash.Client) int64 {
@@ -229,8 +200,8 @@ func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
 func TestSentinelFailoverKeepsGuardedLock(t *testing.T) {
 	const master, lease = "leash-master", 6 * time.Second
 	primary := testserver.NewRedis(t, testserver.RedisOptions{})
-	replicaOf(t, primary.Addr)
-	replicaOf(t, primary.Addr)
+	testserver.NewReplica(t, primary.Addr)
+	testserver.NewReplica(t, primary.Addr)
 	sentinel := testserver.NewSentinel(t, primary, master)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
 	t.Cleanup(func() { sc.Close() })

@@ -6,7 +6,6 @@
 package testserver
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -193,21 +192,12 @@ func (r *Redis) Start() error {
 
 // command sends one inline command and expects a +OK or +PONG reply.
 func command(addr, cmd string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	reply, err := query(addr, cmd)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+OK") && !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("testserver: %s answered %q", cmd, strings.TrimSpace(line))
+	if reply != "OK" && reply != "PONG" {
+		return fmt.Errorf("testserver: %s answered %q", cmd, reply)
 	}
 	return nil
 }

@@ -100,6 +100,12 @@ Flags:
                          follows a lost lock (default 10s; 0: SIGKILL at once)
   --quiet                print nothing when the lock is not acquired; the
                          status still says so
+  --replicas N           count the grant and each renewal only once N
+                         replicas have acknowledged it (Redis WAIT, up to 1s);
+                         a grant they do not acknowledge is undone and run
+                         exits 69 without running the command, and renewals
+                         they do not acknowledge lose the lock like an
+                         unreachable store (default 0: off; not on Cluster)
 ` + storeHelp + `
 
 Exit status:
@@ -146,6 +152,7 @@ func defineRunFlags(fs *flag.FlagSet) *runConfig {
 	r.atLeast = durationVar(fs, "at-least", 0, "keep the lock this `duration` after taking it")
 	r.killAfter = durationVar(fs, "kill-after", defaultKillAfter, "SIGKILL the command this `duration` after SIGTERM on loss")
 	fs.BoolVar(&r.quiet, "quiet", false, "print nothing when the lock is not acquired")
+	fs.IntVar(&r.store.replicas, "replicas", 0, "count a grant or renewal only once `n` replicas acknowledged it")
 	return r
 }
 
@@ -175,6 +182,8 @@ func parseRun(e *env, argv []string) (*runConfig, error) {
 		return nil, usageErrorf("--lease %v: must be between %v and %v", r.lease.d, leash.MinLease, leash.MaxLease)
 	case r.maxHold.set && r.maxHold.d == 0:
 		return nil, usageErrorf("--max-hold 0: must be positive (leave it out for no limit)")
+	case r.store.replicas < 0:
+		return nil, usageErrorf("--replicas %d: must be 0 (off) or more", r.store.replicas)
 	case r.atLeast.d > leash.MaxLease:
 		return nil, usageErrorf("--at-least %v: must be at most %v", r.atLeast.d, leash.MaxLease)
 	}

@@ -74,6 +74,9 @@ Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 // storeFlags are the connection flags of every command that uses a store.
 type storeFlags struct {
 	url, caFile, certFile, keyFile string
+	// replicas is run's --replicas: the replication guard
+	// (redisstore.Options.Replicas); the other commands grant nothing.
+	replicas int
 }
 
 func (sf *storeFlags) register(fs *flag.FlagSet) {
@@ -358,8 +361,15 @@ func newConn(sf storeFlags, names ...string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sf.replicas > 0 && cfg.kind == kindCluster {
+		return nil, usageErrorf("--replicas is not supported on Redis Cluster (%s): WAIT must follow the grant on its node's connection", cfg.desc)
+	}
 	rdb := cfg.client()
-	c := &conn{rdb: rdb, store: redisstore.New(rdb, nil), desc: cfg.desc}
+	c := &conn{rdb: rdb, store: redisstore.New(rdb, &redisstore.Options{Replicas: sf.replicas}), desc: cfg.desc}
+	if err := c.store.Validate(); err != nil {
+		c.Close()
+		return nil, withStatus(exitUsage, err)
+	}
 	for _, name := range names {
 		if err := checkName(c.store, name); err != nil {
 			c.Close()
@@ -435,6 +445,9 @@ func (c *conn) fail(err error) error {
 		whatToDo = "is the server running, on this host and port?"
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		whatToDo = "the server closed the connection; if it serves TLS on this port, use rediss://"
+	case errors.Is(err, redisstore.ErrNotReplicated):
+		format = "the store at %s did not replicate the lock in time: %s"
+		whatToDo = "check that --replicas replicas are connected and keeping up"
 	case errors.As(err, &replyErr), errors.Is(err, redisstore.ErrNotLock):
 		format = "the store at %s answered with an error: %s"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():

@@ -476,3 +476,37 @@ func TestCluster(t *testing.T) {
 		t.Errorf("List on a Cluster: %v", err)
 	}
 }
+
+// TestRunReplicas: with --replicas 1 the command runs once the replica has
+// acknowledged the grant, and does not run at all (status 69, one line that
+// names the replicas) when the replica does not acknowledge; the flag is a
+// usage error on Cluster and when negative.
+func TestRunReplicas(t *testing.T) {
+	primary := testserver.NewRedis(t, testserver.RedisOptions{})
+	replica := testserver.NewReplica(t, primary.Addr)
+	store, name, log := "redis://"+primary.Addr, lockName(t), logFile(t)
+	guard := []string{"--replicas", "1"}
+	if status, _, stderr := runLeash(t, store, runArgs(name, guard, child(log, "-id", "acknowledged"))...); status != 0 {
+		t.Fatalf("run --replicas 1 with the replica in sync exited %d: %s", status, stderr)
+	}
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Resume()
+	status, _, stderr := runLeash(t, store, runArgs(name, guard, child(log, "-id", "unacknowledged"))...)
+	if status != exitStore || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "did not replicate the lock in time") {
+		t.Errorf("run --replicas 1 with the replica paused = %d, %q; want %d and one line saying the lock was not replicated", status, stderr, exitStore)
+	}
+	if lines := strings.Join(readLog(log), "\n"); !strings.Contains(lines, " acknowledged ") || strings.Contains(lines, "unacknowledged") {
+		t.Errorf("commands that ran:\n%s\nwant only the acknowledged one", lines)
+	}
+	for _, tc := range []struct{ url, replicas, want string }{
+		{"redis+cluster://127.0.0.1:1", "1", "--replicas is not supported on Redis Cluster"},
+		{store, "-1", "--replicas -1: must be 0 (off) or more"},
+	} {
+		status, _, stderr := runLeash(t, tc.url, runArgs(name, []string{"--replicas", tc.replicas}, child(log))...)
+		if status != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("run --replicas %s on %s = %d, %q; want %d and %q", tc.replicas, tc.url, status, stderr, exitUsage, tc.want)
+		}
+	}
+}
