@@ -73,13 +73,31 @@ func TestReplicationGuard(t *testing.T) {
 		t.Errorf("holder's error = %v; want lost, store unreachable, ErrNotReplicated", h.Err())
 	}
 
-	other := name + "/unreplicated"
-	if _, err := c.Mutex(other).Lock(bg(t)); !errors.Is(err, redisstore.ErrNotReplicated) {
-		t.Fatalf("Lock with the replica paused = %v; want ErrNotReplicated", err)
+	// Every kind's unacknowledged grant is undone: only the fencing counter,
+	// a semaphore's size and the undoing release's latch (which expires) may
+	// remain on the primary.
+	kinds := map[string]func(name string) (*leash.Hold, error){
+		"multi": func(name string) (*leash.Hold, error) {
+			return c.MultiLock([]string{name + "/a", name + "/b"}).Lock(bg(t))
+		},
 	}
-	if n, _ := onPrimary.Exists(bg(t), other).Result(); n != 0 {
-		t.Errorf("the unreplicated grant is still on the primary; want undone")
+	for _, k := range holderKinds {
+		kinds[k.holder] = func(name string) (*leash.Hold, error) { return lockKind(bg(t), c, k.holder, name) }
 	}
+	for kind, lock := range kinds {
+		n := name + "/" + kind
+		if _, err := lock(n); !errors.Is(err, redisstore.ErrNotReplicated) {
+			t.Errorf("%s with the replica paused = %v; want ErrNotReplicated", kind, err)
+		}
+		keys, _ := onPrimary.Keys(bg(t), "*"+n+"*").Result()
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "redisson_lock_token:") && !strings.HasPrefix(k, "leash_semaphore_size:") &&
+				!strings.HasPrefix(k, "redisson_unlock_latch:") {
+				t.Errorf("%s: %q is still on the primary after the unacknowledged grant; want undone", kind, k)
+			}
+		}
+	}
+	other := name + "/mutex"
 
 	if err := replica.Resume(); err != nil {
 		t.Fatal(err)
