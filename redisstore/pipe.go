@@ -107,16 +107,88 @@ func (p *pipeliner) exec(batch []*call) {
 }
 
 // evalPipelined runs n scripts, the i-th being the script, keys and args
-// that at(i) returns, with EVALSHA in one pipeline, and returns their
-// commands in order; errors are read per command. Scripts the server has not
-// cached (NOSCRIPT) are sent again in full (EVAL), in a second pipeline. When
-// guard is on, each pipeline ends with its WAIT, and the second result is
-// the guard's verdict on the scripts' writes (see replicaGuard.verdict).
+// that at(i) returns, with EVALSHA in one pipeline per Redis node, and
+// returns their commands in order; errors are read per command. Scripts the
+// server has not cached (NOSCRIPT) are sent again in full (EVAL), in a second
+// pipeline. When guard is on, each pipeline ends with its WAIT, and the
+// second result is the guard's verdict on the scripts' writes (see
+// replicaGuard.verdict).
+//
+// On Cluster the nodes' pipelines run concurrently and apart: go-redis's
+// own cross-node pipeline retries a slow node's commands until ctx ends and
+// then marks every command in it failed, so one paused node would fail the
+// renewals of locks on healthy nodes too.
 func evalPipelined(ctx context.Context, rdb redis.UniversalClient, guard replicaGuard, n int,
 	at func(i int) (*redis.Script, []string, []any)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)
+	groups := nodeGroups(ctx, rdb, n, at)
+	if len(groups) == 1 {
+		return cmds, evalGroup(ctx, rdb, guard, groups[0], at, cmds)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		verdict error
+	)
+	for _, g := range groups {
+		// Owner: this call, which waits for it; ctx bounds it.
+		wg.Go(func() {
+			v := evalGroup(ctx, rdb, guard, g, at, cmds)
+			mu.Lock()
+			verdict = cmp.Or(verdict, v)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return cmds, verdict
+}
+
+// nodeGroups splits the indices 0..n-1 of evalPipelined's scripts by the
+// Cluster node that serves each one's first key: one group on anything but
+// a Cluster. A key whose node is unknown goes in a group of its own kind,
+// which go-redis routes (and redirects) as usual.
+func nodeGroups(ctx context.Context, rdb redis.UniversalClient, n int,
+	at func(i int) (*redis.Script, []string, []any)) [][]int {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok || n <= 1 {
+		return [][]int{seq(n)}
+	}
+	byNode := map[*redis.Client][]int{}
+	var order []*redis.Client
+	for i := range n {
+		_, keys, _ := at(i)
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			node = nil
+		}
+		if _, seen := byNode[node]; !seen {
+			order = append(order, node)
+		}
+		byNode[node] = append(byNode[node], i)
+	}
+	groups := make([][]int, len(order))
+	for j, node := range order {
+		groups[j] = byNode[node]
+	}
+	return groups
+}
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// evalGroup runs the scripts of idx (see evalPipelined) in one pipeline
+// through rdb, and a second one for those the server had not cached; it sets
+// cmds[i] for each i in idx and returns the guard's verdict.
+func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuard, idx []int,
+	at func(i int) (*redis.Script, []string, []any), cmds []*redis.Cmd) error {
 	pipe := rdb.Pipeline()
-	for i := range cmds {
+	for _, i := range idx {
 		script, keys, args := at(i)
 		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
 	}
@@ -124,13 +196,13 @@ func evalPipelined(ctx context.Context, rdb redis.UniversalClient, guard replica
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	verdict := guard.verdict(wait)
 	var reload []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+	for _, i := range idx {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			reload = append(reload, i)
 		}
 	}
 	if len(reload) == 0 {
-		return cmds, verdict
+		return verdict
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range reload {
@@ -139,7 +211,7 @@ func evalPipelined(ctx context.Context, rdb redis.UniversalClient, guard replica
 	}
 	wait = guard.add(ctx, pipe)
 	_, _ = pipe.Exec(ctx)
-	return cmds, cmp.Or(verdict, guard.verdict(wait))
+	return cmp.Or(verdict, guard.verdict(wait))
 }
 
 // batchContext is the context a batch is sent with: the first call's values,

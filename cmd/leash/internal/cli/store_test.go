@@ -436,15 +436,7 @@ func startSentinel(t *testing.T, master *testserver.Redis) string {
 }
 
 func TestCluster(t *testing.T) {
-	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"}})
-	rdb := newRDB(t, srv.Addr)
-	if err := rdb.Do(ctxFor(t), "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 15*time.Second, "the one-node cluster is up", func() bool {
-		info, err := rdb.ClusterInfo(ctxFor(t)).Result()
-		return err == nil && strings.Contains(info, "cluster_state:ok")
-	})
+	srv := testserver.NewCluster(t, 1)[0]
 	fresh := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 	defer fresh.Close()
 	if err := redisstore.New(fresh, nil).MarkFresh(ctxFor(t)); err != nil { // a new cluster: no restart grace
