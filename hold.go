@@ -163,6 +163,7 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 
 	t.c.sched.remove(t)
 	t.c.forget(t)
+	t.c.observeEnd(t, OpLost, reason, cause)
 	lvl := slog.LevelError
 	if reason == ReasonClosed {
 		lvl = slog.LevelWarn
@@ -501,10 +502,14 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 	}
 	last = len(t.holds) == 0
 	lostErr = t.lostErr
-	if last && t.state == stateHeld {
+	released := last && t.state == stateHeld
+	if released {
 		t.state = stateReleased
 	}
 	t.mu.Unlock()
+	if released {
+		t.c.observeEnd(t, OpReleased, 0, nil)
+	}
 	h.cancel(ErrReleased)
 	if !last {
 		if lostErr != nil {

@@ -253,8 +253,10 @@ func family(k Kind) Kind {
 }
 
 // acquire runs the acquire loop for a new single-name tenure.
-func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, error) {
+func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
 	c := l.c
+	start := c.now()
+	defer func() { c.observeAcquire(t, start, err) }()
 	req := l.request(t, wait)
 	var (
 		w      *waiter

@@ -68,6 +68,11 @@ type Options struct {
 	// Logger receives leash's logs: Debug per round trip, Warn when a renewal
 	// fails but the hold survives, Error when a hold is lost. Default: discard.
 	Logger *slog.Logger
+
+	// Observer receives every lock event (acquired, not acquired, released,
+	// lost, a renewal round), for metrics; see the prom module for
+	// Prometheus. Default: none.
+	Observer Observer
 }
 
 // LockOptions overrides the Client's lock defaults for one lock. A nil
@@ -193,6 +198,7 @@ type clientConfig struct {
 	lock           lockConfig
 	releaseTimeout time.Duration
 	logger         *slog.Logger
+	observer       Observer
 }
 
 func newClientConfig(o *Options) (clientConfig, error) {
@@ -207,7 +213,7 @@ func newClientConfig(o *Options) (clientConfig, error) {
 	if err != nil {
 		return clientConfig{}, err
 	}
-	cfg := clientConfig{lock: lc, releaseTimeout: opts.ReleaseTimeout, logger: opts.Logger}
+	cfg := clientConfig{lock: lc, releaseTimeout: opts.ReleaseTimeout, logger: opts.Logger, observer: opts.Observer}
 	switch {
 	case cfg.releaseTimeout == 0:
 		cfg.releaseTimeout = DefaultReleaseTimeout

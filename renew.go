@@ -375,6 +375,7 @@ func (s *scheduler) finish(r *round) {
 	}
 	log.Debug("renewal round", slog.Int(attrCount, len(r.ts)), slog.Int("failed", failed),
 		slog.Duration("took", time.Duration(now-r.send)))
+	s.c.observe(Event{Op: OpRenewed, Locks: len(r.ts), Failed: failed, Err: lastErr, Took: time.Duration(now - r.send)})
 }
 
 // retryDelay is how soon a failed renewal is retried.
