@@ -32,6 +32,11 @@ type tenure struct {
 	grantAt  int64   // monotonic ns: send time of the granting acquire
 	parent   *tenure // the tenure on the same name this one was taken inside, if any
 
+	// Observer bookkeeping, on the acquiring goroutine: when the acquire
+	// call began, and whether OpAcquired was sent.
+	start     int64
+	announced bool
+
 	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
 
@@ -397,6 +402,9 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if lostErr != nil && !t.mayStillHold(lostErr.Reason) {
 		return lostErr
 	}
+	if lostErr == nil { // else its loss was observed already
+		defer func() { c.observeUnlocked(t, lostErr) }()
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	var errs []error
@@ -457,6 +465,7 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lostErr
 	}
 	c := t.c
+	defer func() { c.observeUnlocked(t, lostErr) }()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	reqs := t.requests()
@@ -473,9 +482,11 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 			return fmt.Errorf("leash: unlock %q after %v: %w (the lock keeps its current lease, at most %v)",
 				reqs[i].Name, d, r.Err, t.cfg.lease)
 		case r.Status == RenewGone:
-			return &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+			lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+			return lostErr
 		case r.Status == RenewTaken:
-			return &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
+			lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
+			return lostErr
 		}
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
@@ -502,14 +513,10 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 	}
 	last = len(t.holds) == 0
 	lostErr = t.lostErr
-	released := last && t.state == stateHeld
-	if released {
+	if last && t.state == stateHeld {
 		t.state = stateReleased
 	}
 	t.mu.Unlock()
-	if released {
-		t.c.observeEnd(t, OpReleased, 0, nil)
-	}
 	h.cancel(ErrReleased)
 	if !last {
 		if lostErr != nil {

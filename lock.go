@@ -255,8 +255,8 @@ func family(k Kind) Kind {
 // acquire runs the acquire loop for a new single-name tenure.
 func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
 	c := l.c
-	start := c.now()
-	defer func() { c.observeAcquire(t, start, err) }()
+	t.start = c.now()
+	defer func() { c.observeNotAcquired(t, err) }()
 	req := l.request(t, wait)
 	var (
 		w      *waiter
@@ -368,8 +368,12 @@ func (c *Client) granted(ctx context.Context, t *tenure, send int64) (*Hold, err
 		c.undo(ctx, t)
 		return nil, &NotAcquiredError{Name: t.name(), Remaining: -1, Err: err}
 	}
+	// Observed before the watchdog may lose it, so an observer sees the
+	// grant before the tenure's end.
+	c.observeGrant(t)
 	if !c.sched.add(t) {
 		c.undo(ctx, t)
+		c.observeEnd(t, OpLost, ReasonClosed, ErrClosed)
 		return nil, ErrClosed
 	}
 	if c.debugOn() {

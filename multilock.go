@@ -144,8 +144,8 @@ func (m *MultiLock) acquireGroup(ctx context.Context, reqs []Request) (MultiGran
 // acquire takes the groups in order, holding each while waiting for the next.
 func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
 	c := m.c
-	start := c.now()
-	defer func() { c.observeAcquire(t, start, err) }()
+	t.start = c.now()
+	defer func() { c.observeNotAcquired(t, err) }()
 	groups := m.groups()
 	every := t.cfg.interval
 	if every == 0 {

@@ -7,9 +7,13 @@ import (
 
 // An Observer receives a Client's lock events as they happen, for metrics:
 // the prom module turns them into Prometheus collectors. Observe runs on the
-// goroutine where the event happens (a Lock caller's, an Unlock caller's, the
-// watchdog's), never with leash's own locks held; it must be quick, must not
-// block, and must be safe for concurrent use.
+// goroutine where the event happens: the caller of Lock or Unlock (and their
+// kin), the watchdog's (renewal rounds, most losses), a caller of Hold.Err,
+// Hold.Lost or a hold context's Err that notices the validity has passed, or
+// Close's. It is never called with leash's own locks held, but it must be
+// quick, must not block, must be safe for concurrent use, and must not call
+// back into the Client (Close from the watchdog's goroutine would wait for
+// itself).
 type Observer interface {
 	Observe(Event)
 }
@@ -23,30 +27,37 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 // Op says what an [Event] reports.
 type Op uint8
 
-// The events an Observer receives. Every tenure (a lock from its grant to its
-// end; re-entries and the holds they add are not events) that is acquired
-// ends exactly once, released or lost; so acquired minus released minus lost
-// is the number of locks held.
+// The events an Observer receives. A tenure is a lock from its grant to its
+// end: re-entries, and the holds they add and drop, are not events. Every
+// tenure whose grant is observed ends exactly once, released or lost, after
+// that grant; so acquired minus released minus lost is the number of locks
+// held.
 const (
-	// OpAcquired: a Lock, TryLock or Acquire took the lock. Wait is how long
-	// the call took.
+	// OpAcquired: an attempt to take a lock (Lock, TryLock, RLock,
+	// Acquire and their kin, when not a re-entry) got it. Wait is how long
+	// the call had taken.
 	OpAcquired Op = iota + 1
-	// OpNotAcquired: a Lock, TryLock or Acquire ended without the lock. Err
-	// says why: a *NotAcquiredError when it was held by someone else until
-	// the call gave up (TryLock, a context that ended), another error when
-	// the store failed. Wait is how long the call took.
+	// OpNotAcquired: such an attempt ended without the lock. Err says why:
+	// a *NotAcquiredError when someone else held it until the call gave up
+	// (TryLock, a context that ended; also a grant that came just as the
+	// context ended, and was given back); another error when the store
+	// failed or refused, or the Client closed. Wait is how long the call
+	// took. Calls refused before any attempt (bad options, a closed Client,
+	// a context already done) are not events.
 	OpNotAcquired
 	// OpReleased: a held lock's last hold was unlocked (Unlock or
 	// UnlockAfter). Held is how long it was held.
 	OpReleased
-	// OpLost: a held lock was lost. Reason says why; Err is the cause, if
-	// any. Held is how long it was held. The holder is told first (its
-	// context, Lost), the observer just after.
+	// OpLost: a held lock was lost, while held or as Unlock or UnlockAfter
+	// found it gone or taken. Reason says why; Err is the cause, if any.
+	// Held is how long it was held. The holder is told first (its context,
+	// Lost), the observer just after.
 	OpLost
 	// OpRenewed: the watchdog finished a renewal round. Locks is how many
-	// locks it renewed, Failed how many of them the store could not renew
-	// this time (they are retried until their validity ends), Err the last
-	// such failure, and Took the round's duration.
+	// locks the round tried to renew (a MultiLock counts once), Failed how
+	// many of them the store could not renew this time (they are retried
+	// until their validity ends), Err the last such failure, and Took the
+	// round's duration.
 	OpRenewed
 )
 
@@ -86,17 +97,33 @@ func (c *Client) observe(e Event) {
 	}
 }
 
-// observeAcquire reports the end of an acquire call for tenure t that began
-// at start (c.now()).
-func (c *Client) observeAcquire(t *tenure, start int64, err error) {
+// observeGrant reports that tenure t, whose acquire call began at t.start,
+// was granted.
+func (c *Client) observeGrant(t *tenure) {
 	if c.cfg.observer == nil {
 		return
 	}
-	e := Event{Op: OpAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - start)}
-	if err != nil {
-		e.Op, e.Err = OpNotAcquired, err
+	t.announced = true
+	c.observe(Event{Op: OpAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - t.start)})
+}
+
+// observeNotAcquired reports an acquire call for tenure t that ended with
+// err, unless err is nil or the grant was reported (and its end will be).
+func (c *Client) observeNotAcquired(t *tenure, err error) {
+	if c.cfg.observer == nil || err == nil || t.announced {
+		return
 	}
-	c.observe(e)
+	c.observe(Event{Op: OpNotAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - t.start), Err: err})
+}
+
+// observeUnlocked reports the end of tenure t by Unlock or UnlockAfter: lost,
+// if the round trip found it gone or taken, else released.
+func (c *Client) observeUnlocked(t *tenure, lost *LostError) {
+	if lost != nil {
+		c.observeEnd(t, OpLost, lost.Reason, lost.Err)
+		return
+	}
+	c.observeEnd(t, OpReleased, 0, nil)
 }
 
 // observeEnd reports the end of tenure t: released, or lost for reason.

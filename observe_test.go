@@ -34,18 +34,33 @@ func (r *recorder) has(op leash.Op) bool {
 	return false
 }
 
-// take returns the events of op seen so far and forgets every event.
+// take returns the events of op seen so far, and forgets them.
 func (r *recorder) take(op leash.Op) []leash.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []leash.Event
+	var out, rest []leash.Event
 	for _, e := range r.events {
 		if e.Op == op {
 			out = append(out, e)
+		} else {
+			rest = append(rest, e)
 		}
 	}
-	r.events = nil
+	r.events = rest
 	return out
+}
+
+// observedClient returns a Client on s whose events rec records, closed at
+// cleanup.
+func observedClient(t *testing.T, s leash.Store, lease time.Duration) (*leash.Client, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	c, err := leash.New(s, &leash.Options{Lease: lease, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, rec
 }
 
 // TestObserverSeesEveryTenureEnd walks a Client through each event: a grant,
@@ -53,12 +68,7 @@ func (r *recorder) take(op leash.Op) []leash.Event {
 // rounds, a loss and a MultiLock, and checks what the observer was told.
 func TestObserverSeesEveryTenureEnd(t *testing.T) {
 	s := newFaultStore(t)
-	rec := &recorder{}
-	c, err := leash.New(s, &leash.Options{Lease: 300 * time.Millisecond, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, rec := observedClient(t, s, 300*time.Millisecond)
 	ctx := context.Background()
 
 	h, err := c.Mutex("a").Lock(ctx)
@@ -87,6 +97,9 @@ func TestObserverSeesEveryTenureEnd(t *testing.T) {
 	other, err := c.Mutex("b").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ev := rec.take(leash.OpAcquired); len(ev) != 1 || ev[0].Name != "b" {
+		t.Errorf("acquired events after locking \"b\": %+v; want one", ev)
 	}
 	_, err = c.Mutex("b").TryLock(context.Background()) // another owner: refused
 	var na *leash.NotAcquiredError
@@ -127,16 +140,35 @@ func TestObserverSeesEveryTenureEnd(t *testing.T) {
 	_ = m.Unlock(ctx)
 }
 
+// TestObserverUnlockFindsLockGone: a lock freed under its holder (an operator's
+// force-unlock) that Unlock finds gone before the watchdog did is observed as
+// lost, released elsewhere, not as released.
+func TestObserverUnlockFindsLockGone(t *testing.T) {
+	s := newFaultStore(t)
+	c, rec := observedClient(t, s, 0)
+	ctx := context.Background()
+	h, err := c.Mutex("a").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForceRelease(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var lostErr *leash.LostError
+	if err := h.Unlock(ctx); !errors.As(err, &lostErr) {
+		t.Fatalf("Unlock of a force-unlocked lock = %v; want a *LostError", err)
+	}
+	lost, released := rec.take(leash.OpLost), rec.take(leash.OpReleased)
+	if len(lost) != 1 || lost[0].Reason != leash.ReasonReleasedElsewhere || len(released) != 0 {
+		t.Errorf("lost %+v, released %+v; want one loss, released elsewhere, and no release", lost, released)
+	}
+}
+
 // TestObserverFailedRenewal checks that a round with a failing store reports
 // the failures, while the lock survives them.
 func TestObserverFailedRenewal(t *testing.T) {
 	s := newFaultStore(t)
-	rec := &recorder{}
-	c, err := leash.New(s, &leash.Options{Lease: time.Second, Observer: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, rec := observedClient(t, s, time.Second)
 	h, err := c.Mutex("a").Lock(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,18 @@
 //
 // The metrics, with their labels:
 //
-//	leash_acquires_total{kind,result}      Lock, TryLock and Acquire calls that ended;
-//	                                       result "acquired", "not_acquired" (held by
-//	                                       someone else until the call gave up) or "error"
+//	leash_acquires_total{kind,result}      attempts to take a lock that ended (Lock,
+//	                                       TryLock, Acquire...; re-entries are not
+//	                                       attempts); result "acquired", "not_acquired"
+//	                                       (held by someone else until the call gave
+//	                                       up) or "error" (the store failed, or the
+//	                                       Client closed)
 //	leash_acquire_wait_seconds{kind}       how long the calls that acquired took
 //	leash_locks_held{kind}                 locks held now (re-entries count once)
 //	leash_hold_seconds{kind,end}           how long locks were held; end "released" or "lost"
-//	leash_lost_total{kind,reason}          locks lost, by reason ("store_unreachable",
-//	                                       "taken_over", "max_hold_reached", ...)
+//	leash_lost_total{kind,reason}          locks lost, by reason: "expired",
+//	                                       "unreachable", "released_elsewhere",
+//	                                       "taken_over", "max_hold", "stalled", "closed"
 //	leash_renewal_rounds_total             watchdog renewal rounds
 //	leash_renewal_failures_total           locks a round could not renew (retried until
 //	                                       their validity ends; a loss is counted in
@@ -29,7 +33,6 @@ package prom
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/leash-go/leash"
 	"github.com/prometheus/client_golang/prometheus"
@@ -79,7 +82,7 @@ func New(opts *Options) *Metrics {
 	}
 	return &Metrics{
 		acquires: prometheus.NewCounterVec(counter("acquires_total",
-			"Lock, TryLock and Acquire calls that ended, by result: acquired, not_acquired (held by someone else until the call gave up) or error."),
+			"Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up) or error (the store failed, or the Client closed)."),
 			[]string{"kind", "result"}),
 		wait: prometheus.NewHistogramVec(histogram("acquire_wait_seconds",
 			"How long the calls that acquired a lock took, waiting included.",
@@ -126,12 +129,33 @@ func (m *Metrics) Observe(e leash.Event) {
 	case leash.OpLost:
 		m.held.WithLabelValues(kind).Dec()
 		m.hold.WithLabelValues(kind, "lost").Observe(e.Held.Seconds())
-		m.lost.WithLabelValues(kind, strings.ReplaceAll(e.Reason.String(), " ", "_")).Inc()
+		m.lost.WithLabelValues(kind, reasonLabel(e.Reason)).Inc()
 	case leash.OpRenewed:
 		m.rounds.Inc()
 		m.renewFailures.Add(float64(e.Failed))
 		m.roundTime.Observe(e.Took.Seconds())
 	}
+}
+
+// reasonLabels are the reason label's values: fixed here, so that rewording
+// a reason in leash's logs never renames a series.
+var reasonLabels = map[leash.Reason]string{
+	leash.ReasonExpired:           "expired",
+	leash.ReasonUnreachable:       "unreachable",
+	leash.ReasonReleasedElsewhere: "released_elsewhere",
+	leash.ReasonTakenOver:         "taken_over",
+	leash.ReasonMaxHold:           "max_hold",
+	leash.ReasonStalled:           "stalled",
+	leash.ReasonClosed:            "closed",
+}
+
+// reasonLabel is the reason label's value for r ("other" for a reason this
+// version does not know).
+func reasonLabel(r leash.Reason) string {
+	if l, ok := reasonLabels[r]; ok {
+		return l
+	}
+	return "other"
 }
 
 // collectors are the metrics, for Describe and Collect.

@@ -59,7 +59,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := `
-# HELP leash_acquires_total Lock, TryLock and Acquire calls that ended, by result: acquired, not_acquired (held by someone else until the call gave up) or error.
+# HELP leash_acquires_total Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up) or error (the store failed, or the Client closed).
 # TYPE leash_acquires_total counter
 leash_acquires_total{kind="mutex",result="acquired",service="test"} 1
 leash_acquires_total{kind="mutex",result="not_acquired",service="test"} 1
