@@ -450,8 +450,8 @@ func (h *Hold) Unlock(ctx context.Context) error {
 //
 // UnlockAfter returns a *LostError if the lock was lost before the call (the
 // store then keeps nothing), or a wrapped store error if the round trip
-// failed, in which case the lock keeps its current lease and expires on its
-// own within one lease.
+// failed, in which case the lock keeps its current lease or d, whichever the
+// server has, and expires on its own.
 func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return h.Unlock(ctx)
@@ -479,8 +479,8 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	for i, r := range res {
 		switch {
 		case r.Err != nil:
-			return fmt.Errorf("leash: unlock %q after %v: %w (the lock keeps its current lease, at most %v)",
-				reqs[i].Name, d, r.Err, t.cfg.lease)
+			return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
+				reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
 		case r.Status == RenewGone:
 			lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
 			return lostErr

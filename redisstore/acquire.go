@@ -98,7 +98,13 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	for _, r := range reqs {
 		keys = append(keys, r.Name, tokenKey(r.Name))
 	}
-	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, reqs, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
+	// acquire_many.lua grants every name to the first request's owner, as a
+	// Mutex; that is what a guard's undo gives back.
+	undo := make([]leash.Request, len(reqs))
+	for i, r := range reqs {
+		undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
+	}
+	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, undo, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {
 		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
 	}

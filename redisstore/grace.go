@@ -172,24 +172,29 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 // after lowering the marker from the server's real uptime: a server that has
 // been up longer than the grace and merely never saw leash grants at once.
 // It returns the script's reply, or, in the grace, ok false and the time
-// left. A grant that the replication guard finds too few replicas
-// acknowledged is undone, and the guard's verdict returned as the error.
-func (s *Store) runAcquire(ctx context.Context, script *redis.Script, reqs []leash.Request,
+// left. With the replication guard on, a grant too few replicas
+// acknowledged, or one whose outcome is unknown, is undone by releasing
+// undo, the holds the script grants, and the error says why.
+func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []leash.Request,
 	keys []string, args []any, markerFirst bool) (v any, left time.Duration, ok bool, err error) {
-	marker := s.markerKey(reqs[0].Name)
+	marker := s.markerKey(undo[0].Name)
 	if markerFirst {
 		keys = append([]string{marker}, keys...)
 	} else {
 		keys = append(keys, marker)
 	}
-	args = append(args, s.graceArg(reqs[0].Lease))
+	args = append(args, s.graceArg(undo[0].Lease))
 	for attempt := 0; ; attempt++ {
 		var verdict error
-		if v, verdict, err = s.runGrant(ctx, script, keys, args); err != nil {
+		v, verdict, err = s.runGrant(ctx, script, keys, args)
+		switch {
+		case err != nil && s.guard.on() && !isReply(err):
+			// The reply, or WAIT's, was lost: a grant may stand unreplicated.
+			return nil, 0, false, s.undoGrant(ctx, undo, err)
+		case err != nil:
 			return nil, 0, false, err
-		}
-		if verdict != nil && isGrant(v) {
-			return nil, 0, false, s.undoGrant(ctx, reqs, verdict)
+		case verdict != nil && isGrant(v):
+			return nil, 0, false, s.undoGrant(ctx, undo, verdict)
 		}
 		left, created, start, inGrace := parseGrace(v)
 		if !inGrace {

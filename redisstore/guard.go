@@ -99,16 +99,32 @@ func isGrant(v any) bool {
 	return ok && len(a) > 0 && a[0] == int64(1)
 }
 
-// undoGrant releases the grant of reqs that too few replicas acknowledged,
-// and returns the error the acquire fails with. The release has a context of
-// its own: the caller's may have ended while WAIT waited.
-func (s *Store) undoGrant(ctx context.Context, reqs []leash.Request, verdict error) error {
+// undoGrant gives back what an acquire for reqs may have granted, whose
+// acknowledgement by the replicas failed (cause: the guard's verdict) or is
+// unknown (cause: the transport's error, when the reply was lost), and
+// returns the error the acquire fails with. ReleaseOne drops exactly the hold
+// the acquire added: the whole lock when it was fresh, one hold of a
+// re-entry. The release has a context of its own: the caller's may have
+// ended while WAIT waited.
+func (s *Store) undoGrant(ctx context.Context, reqs []leash.Request, cause error) error {
+	what := "granted, but %w; the grant was undone"
+	if !errors.Is(cause, ErrNotReplicated) {
+		what = "%w (with the replication guard on: the lock, if granted, was released)"
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.guard.timeout+time.Second)
 	defer cancel()
 	for _, r := range reqs {
-		if _, err := s.Release(rctx, r, leash.ReleaseAll); err != nil && !errors.Is(err, leash.ErrNotHeld) {
-			return fmt.Errorf("granted, but %w; undoing the grant failed too (the lock frees itself within its lease): %w", verdict, err)
+		if _, err := s.Release(rctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
+			return fmt.Errorf(what+"; releasing it failed too, and it frees itself within its lease: %w", cause, err)
 		}
 	}
-	return fmt.Errorf("granted, but %w; the grant was undone", verdict)
+	return fmt.Errorf(what, cause)
+}
+
+// isReply reports whether err is an error reply from Redis (the script ran
+// and failed), as against a transport or context error (the outcome is
+// unknown).
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
 }

@@ -201,8 +201,11 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 			reload = append(reload, i)
 		}
 	}
-	if len(reload) == 0 {
+	switch len(reload) {
+	case 0:
 		return verdict
+	case len(idx):
+		verdict = nil // the first pipeline wrote nothing to acknowledge
 	}
 	pipe = rdb.Pipeline()
 	for _, i := range reload {

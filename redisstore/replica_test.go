@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -281,4 +282,47 @@ func TestSentinelFailoverKeepsGuardedLock(t *testing.T) {
 		t.Errorf("token after the failover %d, want > %d", h2.Fence(), h.Fence())
 	}
 	_ = h2.Unlock(bg(t))
+}
+
+// TestReplicationGuardUndo checks the guard's undo at the store: a re-entry
+// the replica does not acknowledge gives back only its own hold, and an
+// acquire whose reply is lost (the caller's deadline passes while WAIT waits)
+// leaves no lock behind either.
+func TestReplicationGuardUndo(t *testing.T) {
+	primary := testserver.NewRedis(t, testserver.RedisOptions{})
+	replica := testserver.NewReplica(t, primary.Addr)
+	rdb := newRDB(t, primary.Addr)
+	s := redisstore.New(rdb, &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { s.Close() })
+	name := lockName(t)
+	req := leash.Request{Kind: leash.KindMutex, Name: name, Owner: "owner:1", Lease: time.Minute}
+	if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
+		t.Fatalf("Acquire with the replica in sync = %+v, %v", g, err)
+	}
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Resume()
+
+	if _, err := s.Acquire(bg(t), req); !errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("re-entry with the replica paused = %v; want ErrNotReplicated", err)
+	}
+	if holds, _ := rdb.HGet(bg(t), name, req.Owner).Result(); holds != "1" {
+		t.Errorf("holds after the unacknowledged re-entry was undone = %q; want the first grant's 1", holds)
+	}
+
+	// A client whose reads end with the caller's context, as the CLI's do.
+	withCtx := redis.NewClient(&redis.Options{Addr: primary.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { withCtx.Close() })
+	s2 := redisstore.New(withCtx, &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { s2.Close() })
+	lost := leash.Request{Kind: leash.KindMutex, Name: name + "/lost-reply", Owner: "owner:2", Lease: time.Minute}
+	ctx, cancel := context.WithTimeout(bg(t), 50*time.Millisecond)
+	defer cancel()
+	if g, err := s2.Acquire(ctx, lost); err == nil || errors.Is(err, redisstore.ErrNotReplicated) {
+		t.Fatalf("Acquire whose deadline passed during WAIT = %+v, %v; want the deadline's error", g, err)
+	}
+	if n, _ := rdb.Exists(bg(t), lost.Name).Result(); n != 0 {
+		t.Errorf("the acquire whose reply was lost left the lock on the primary; want it released")
+	}
 }

@@ -481,6 +481,10 @@ func TestRunReplicas(t *testing.T) {
 	if status, _, stderr := runLeash(t, store, runArgs(name, guard, child(log, "-id", "acknowledged"))...); status != 0 {
 		t.Fatalf("run --replicas 1 with the replica in sync exited %d: %s", status, stderr)
 	}
+	// A read timeout below the default WAIT timeout shortens the WAIT.
+	if status, _, stderr := runLeash(t, store+"/0?read_timeout=400ms", runArgs(name, guard, child(log, "-id", "quick"))...); status != 0 {
+		t.Fatalf("run --replicas 1 with ?read_timeout=400ms exited %d: %s", status, stderr)
+	}
 	if err := replica.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -489,8 +493,8 @@ func TestRunReplicas(t *testing.T) {
 	if status != exitStore || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "did not replicate the lock in time") {
 		t.Errorf("run --replicas 1 with the replica paused = %d, %q; want %d and one line saying the lock was not replicated", status, stderr, exitStore)
 	}
-	if lines := strings.Join(readLog(log), "\n"); !strings.Contains(lines, " acknowledged ") || strings.Contains(lines, "unacknowledged") {
-		t.Errorf("commands that ran:\n%s\nwant only the acknowledged one", lines)
+	if lines := strings.Join(readLog(log), "\n"); !strings.Contains(lines, " acknowledged ") || !strings.Contains(lines, " quick ") || strings.Contains(lines, "unacknowledged") {
+		t.Errorf("commands that ran:\n%s\nwant only the two acknowledged ones", lines)
 	}
 	for _, tc := range []struct{ url, replicas, want string }{
 		{"redis+cluster://127.0.0.1:1", "1", "--replicas is not supported on Redis Cluster"},
