@@ -9,12 +9,13 @@ import (
 )
 
 // Renew implements [leash.Store]. It groups the requests by script (locks
-// held in the name's hash: Mutex, FairMutex; writers, whose hash also
-// covers their readers; per-owner leases: readers, permits) and by Cluster hash slot (a single server is one slot
-// group), cuts each group into batches of BatchSize, and runs every batch's
-// script in one pipeline: one round trip per node, nodes in parallel. A batch
-// that fails (a node down, a timeout) reports its error in its own results
-// only.
+// held in the name's hash: Mutex, FairMutex; writers, whose hash also covers
+// their readers; per-owner leases: readers, permits) and by Cluster hash slot
+// (a single server is one slot group), cuts each group into batches of
+// BatchSize, and runs every batch's script in one pipeline: one round trip
+// per node, nodes in parallel. A batch that fails (a node down, a timeout)
+// reports its error in its own results only; with the replication guard
+// on, so does a batch whose renewals too few replicas acknowledged.
 func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
 	res := make([]leash.RenewResult, len(reqs))
 	if s.err != nil {
