@@ -22,6 +22,7 @@ type faultStore struct {
 
 	mu          sync.Mutex
 	renewErr    error                   // when set, every renewal fails with it
+	renewErrOf  string                  // when set, only renewals of this name fail with renewErr
 	acquireHook func(leash.Grant) error // runs after a real acquire; its error is returned
 	releaseHook func(leash.Request)     // runs before a real release
 	renewed     []leash.Request         // every renewal request seen
@@ -67,16 +68,20 @@ func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.Re
 	f.renewCalls.Add(1)
 	f.mu.Lock()
 	f.renewed = append(f.renewed, reqs...)
-	err := f.renewErr
+	err, only := f.renewErr, f.renewErrOf
 	f.mu.Unlock()
-	if err != nil {
-		res := make([]leash.RenewResult, len(reqs))
-		for i := range res {
-			res[i].Err = err
-		}
-		return res
+	if err == nil {
+		return f.Store.Renew(ctx, reqs)
 	}
-	return f.Store.Renew(ctx, reqs)
+	res := make([]leash.RenewResult, len(reqs))
+	for i, r := range reqs {
+		if only != "" && r.Name != only {
+			res[i] = f.Store.Renew(ctx, reqs[i:i+1])[0]
+			continue
+		}
+		res[i].Err = err
+	}
+	return res
 }
 
 func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {

@@ -360,23 +360,17 @@ func (h *Hold) Renew(ctx context.Context) error {
 	if len(res) != len(reqs) {
 		return fmt.Errorf("leash: renew %q: store returned %d results for %d requests", t.name(), len(res), len(reqs))
 	}
-	for _, r := range res {
-		if r.Err != nil {
-			return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
-		}
-	}
-	for _, r := range res {
-		switch r.Status {
-		case Renewed:
-		case RenewGone:
-			t.lose(ReasonReleasedElsewhere, nil)
-			return h.Err()
-		case RenewTaken:
-			t.lose(ReasonTakenOver, nil)
-			return h.Err()
-		default:
-			return fmt.Errorf("leash: renew %q: store returned unknown status %d", t.name(), r.Status)
-		}
+	// Folded as the watchdog folds them: a part gone or taken loses the
+	// whole hold, even when another part's round trip failed.
+	switch r := outcome(res); {
+	case r.Err != nil:
+		return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
+	case r.Status == RenewGone:
+		t.lose(ReasonReleasedElsewhere, nil)
+		return h.Err()
+	case r.Status == RenewTaken:
+		t.lose(ReasonTakenOver, nil)
+		return h.Err()
 	}
 	t.c.sched.renewed(t, send, 0)
 	return nil
