@@ -192,3 +192,35 @@ func ExampleClient_MultiLock() {
 	// A is held: false
 	// holds [account:A account:B] true
 }
+
+// An Observer sees every lock event, for metrics (the prom module keeps
+// Prometheus ones); ObserverFunc adapts a function.
+func ExampleObserverFunc() {
+	held := map[leash.Kind]int{} // only this goroutine's Lock and Unlock change it here
+	count := leash.ObserverFunc(func(e leash.Event) {
+		switch e.Op {
+		case leash.OpAcquired:
+			held[e.Kind]++
+		case leash.OpReleased, leash.OpLost:
+			held[e.Kind]--
+		}
+	})
+	c, err := leash.New(memstore.New(), &leash.Options{Observer: count})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	h, err := c.Mutex("nightly-report").Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("mutexes held:", held[leash.KindMutex])
+	if err := h.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("mutexes held:", held[leash.KindMutex])
+	// Output:
+	// mutexes held: 1
+	// mutexes held: 0
+}
