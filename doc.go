@@ -67,4 +67,10 @@
 // A Client runs one renewal goroutine whatever the number of held locks, and
 // renews all the locks that are due together in one store call, which the
 // store splits into batches (one Lua script per 500 locks on Redis).
+//
+// # Watching it
+//
+// Options.Logger receives leash's logs (log/slog); Options.Observer receives
+// every lock event (acquired, not acquired, released, lost with its reason,
+// each renewal round), from which the prom module keeps Prometheus metrics.
 package leash
