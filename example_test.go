@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -194,15 +195,17 @@ func ExampleClient_MultiLock() {
 }
 
 // An Observer sees every lock event, for metrics (the prom module keeps
-// Prometheus ones); ObserverFunc adapts a function.
+// Prometheus ones); ObserverFunc adapts a function. Events come from several
+// goroutines (losses and renewal rounds from the watchdog's), so an observer
+// must be safe for concurrent use.
 func ExampleObserverFunc() {
-	held := map[leash.Kind]int{} // only this goroutine's Lock and Unlock change it here
+	var held atomic.Int64
 	count := leash.ObserverFunc(func(e leash.Event) {
 		switch e.Op {
 		case leash.OpAcquired:
-			held[e.Kind]++
+			held.Add(1)
 		case leash.OpReleased, leash.OpLost:
-			held[e.Kind]--
+			held.Add(-1)
 		}
 	})
 	c, err := leash.New(memstore.New(), &leash.Options{Observer: count})
@@ -215,12 +218,12 @@ func ExampleObserverFunc() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("mutexes held:", held[leash.KindMutex])
+	fmt.Println("locks held:", held.Load())
 	if err := h.Unlock(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println("mutexes held:", held[leash.KindMutex])
+	fmt.Println("locks held:", held.Load())
 	// Output:
-	// mutexes held: 1
-	// mutexes held: 0
+	// locks held: 1
+	// locks held: 0
 }

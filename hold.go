@@ -32,20 +32,18 @@ type tenure struct {
 	grantAt  int64   // monotonic ns: send time of the granting acquire
 	parent   *tenure // the tenure on the same name this one was taken inside, if any
 
-	// Observer bookkeeping, on the acquiring goroutine: when the acquire
-	// call began, and whether OpAcquired was sent.
-	start     int64
-	announced bool
-
 	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
 
-	mu      sync.Mutex
-	state   int32
-	holds   []*Hold // live holds, cancelled on loss
-	lostErr *LostError
-	lostCh  chan struct{} // made on demand by Lost
-	pending chan struct{} // explicit owners: closed when the acquire resolves
+	mu    sync.Mutex
+	state int32
+	// announced: OpAcquired was sent. Only the acquiring goroutine uses it;
+	// it sits here, in the padding after state, to keep a tenure small.
+	announced bool
+	holds     []*Hold // live holds, cancelled on loss
+	lostErr   *LostError
+	lostCh    chan struct{} // made on demand by Lost
+	pending   chan struct{} // explicit owners: closed when the acquire resolves
 
 	// Scheduler state, guarded by scheduler.mu.
 	idx        int // index in scheduler.items, -1 when not scheduled
@@ -362,7 +360,7 @@ func (h *Hold) Renew(ctx context.Context) error {
 	}
 	// Folded as the watchdog folds them: a part gone or taken loses the
 	// whole hold, even when another part's round trip failed.
-	switch r := outcome(res); {
+	switch r, _ := outcome(res); {
 	case r.Err != nil:
 		return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
 	case r.Status == RenewGone:
@@ -470,18 +468,18 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if len(res) != len(reqs) {
 		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for %d requests", t.name(), d, len(res), len(reqs))
 	}
-	for i, r := range res {
-		switch {
-		case r.Err != nil:
-			return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
-				reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
-		case r.Status == RenewGone:
-			lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
-			return lostErr
-		case r.Status == RenewTaken:
-			lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
-			return lostErr
-		}
+	// Folded as the watchdog folds them: a part gone or taken is a loss,
+	// even when another part's round trip failed.
+	switch r, i := outcome(res); {
+	case r.Err != nil:
+		return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
+			reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
+	case r.Status == RenewGone:
+		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+		return lostErr
+	case r.Status == RenewTaken:
+		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
+		return lostErr
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
 	return nil

@@ -255,8 +255,11 @@ func family(k Kind) Kind {
 // acquire runs the acquire loop for a new single-name tenure.
 func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
 	c := l.c
-	t.start = c.now()
-	defer func() { c.observeNotAcquired(t, err) }()
+	var start int64 // for the observer
+	if c.cfg.observer != nil {
+		start = c.now()
+		defer func() { c.observeNotAcquired(t, start, err) }()
+	}
 	req := l.request(t, wait)
 	var (
 		w      *waiter
@@ -291,7 +294,7 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err
 		if g.Acquired {
 			placed = false
 			t.parts[0].fence = g.Fence
-			return c.granted(ctx, t, send)
+			return c.granted(ctx, t, send, start)
 		}
 		placed = req.Wait > 0
 		if c.debugOn() {
@@ -355,8 +358,9 @@ func (c *Client) withdraw(ctx context.Context, req Request) {
 
 // granted turns a successful acquire into the tenure's first hold, unless ctx
 // ended meanwhile or the Client closed, in which case it releases the lock
-// before returning. send is when the (first) granting request was sent.
-func (c *Client) granted(ctx context.Context, t *tenure, send int64) (*Hold, error) {
+// before returning. send is when the (first) granting request was sent,
+// start when the acquire call began (for the observer).
+func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Hold, error) {
 	t.grantAt = send
 	t.lastTouch.Store(send)
 	t.setValid(send)
@@ -370,7 +374,7 @@ func (c *Client) granted(ctx context.Context, t *tenure, send int64) (*Hold, err
 	}
 	// Observed before the watchdog may lose it, so an observer sees the
 	// grant before the tenure's end.
-	c.observeGrant(t)
+	c.observeGrant(t, start)
 	if !c.sched.add(t) {
 		c.undo(ctx, t)
 		c.observeEnd(t, OpLost, ReasonClosed, ErrClosed)

@@ -144,8 +144,11 @@ func (m *MultiLock) acquireGroup(ctx context.Context, reqs []Request) (MultiGran
 // acquire takes the groups in order, holding each while waiting for the next.
 func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
 	c := m.c
-	t.start = c.now()
-	defer func() { c.observeNotAcquired(t, err) }()
+	var start int64 // for the observer
+	if c.cfg.observer != nil {
+		start = c.now()
+		defer func() { c.observeNotAcquired(t, start, err) }()
+	}
 	groups := m.groups()
 	every := t.cfg.interval
 	if every == 0 {
@@ -239,7 +242,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 		}
 	}
 	finished = true
-	return c.granted(ctx, t, slices.Min(sent))
+	return c.granted(ctx, t, slices.Min(sent), start)
 }
 
 // renewHeld renews the parts taken so far (held, at part indexes heldIdx),

@@ -41,9 +41,11 @@ const (
 	// a *NotAcquiredError when someone else held it until the call gave up
 	// (TryLock, a context that ended; also a grant that came just as the
 	// context ended, and was given back); another error when the store
-	// failed or refused, or the Client closed. Wait is how long the call
-	// took. Calls refused before any attempt (bad options, a closed Client,
-	// a context already done) are not events.
+	// failed or refused, or the Client closed while the call waited. Wait
+	// is how long the call took. Calls refused before any attempt (bad
+	// options, a closed Client, a context already done) are not events. A
+	// grant that comes just as the Client closes is reported acquired, then
+	// lost (ReasonClosed), though the caller gets ErrClosed.
 	OpNotAcquired
 	// OpReleased: a held lock's last hold was unlocked (Unlock or
 	// UnlockAfter). Held is how long it was held.
@@ -97,23 +99,24 @@ func (c *Client) observe(e Event) {
 	}
 }
 
-// observeGrant reports that tenure t, whose acquire call began at t.start,
+// observeGrant reports that tenure t, whose acquire call began at start,
 // was granted.
-func (c *Client) observeGrant(t *tenure) {
+func (c *Client) observeGrant(t *tenure, start int64) {
 	if c.cfg.observer == nil {
 		return
 	}
 	t.announced = true
-	c.observe(Event{Op: OpAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - t.start)})
+	c.observe(Event{Op: OpAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - start)})
 }
 
-// observeNotAcquired reports an acquire call for tenure t that ended with
-// err, unless err is nil or the grant was reported (and its end will be).
-func (c *Client) observeNotAcquired(t *tenure, err error) {
+// observeNotAcquired reports an acquire call for tenure t, begun at start,
+// that ended with err, unless err is nil or the grant was reported (and its
+// end will be).
+func (c *Client) observeNotAcquired(t *tenure, start int64, err error) {
 	if c.cfg.observer == nil || err == nil || t.announced {
 		return
 	}
-	c.observe(Event{Op: OpNotAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - t.start), Err: err})
+	c.observe(Event{Op: OpNotAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - start), Err: err})
 }
 
 // observeUnlocked reports the end of tenure t by Unlock or UnlockAfter: lost,

@@ -3,6 +3,7 @@ package leash
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -315,20 +316,21 @@ func (s *scheduler) renew(r *round) {
 }
 
 // outcome folds the results of a tenure's parts into one: a part gone or
-// taken loses the tenure; otherwise any error makes the outcome unknown.
-func outcome(res []RenewResult) RenewResult {
-	out := RenewResult{Status: Renewed}
-	for _, r := range res {
+// taken loses the tenure; otherwise any error makes the outcome unknown. It
+// also returns the index of the part the result is about.
+func outcome(res []RenewResult) (RenewResult, int) {
+	out, at := RenewResult{Status: Renewed}, 0
+	for i, r := range res {
 		switch {
 		case r.Err == nil && (r.Status == RenewGone || r.Status == RenewTaken):
-			return r
+			return r, i
 		case r.Err != nil:
-			out = r
+			out, at = r, i
 		case r.Status != Renewed && out.Err == nil:
-			out = RenewResult{Err: errors.New("leash: store returned an unknown renewal status")}
+			out, at = RenewResult{Err: fmt.Errorf("the store returned an unknown renewal status %d", r.Status)}, i
 		}
 	}
-	return out
+	return out, at
 }
 
 // finish applies a round's results.
@@ -342,7 +344,7 @@ func (s *scheduler) finish(r *round) {
 	s.mu.Lock()
 	off := 0
 	for _, t := range r.ts {
-		res := outcome(r.res[off : off+len(t.parts)])
+		res, _ := outcome(r.res[off : off+len(t.parts)])
 		off += len(t.parts)
 		t.renewing = false
 		if t.idx < 0 {

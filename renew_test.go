@@ -84,26 +84,33 @@ func TestFixedLeaseExplicitRenew(t *testing.T) {
 	})
 }
 
-// TestRenewPartGoneLosesMultiLock: an explicit Renew of a MultiLock one of
-// whose names is gone, while another's round trip fails, reports the loss (as
-// the watchdog would), not the other part's error.
+// TestRenewPartGoneLosesMultiLock: an explicit Renew, or an UnlockAfter, of a
+// MultiLock one of whose names is gone while another's round trip fails,
+// reports the loss (as the watchdog would), not the other part's error.
 func TestRenewPartGoneLosesMultiLock(t *testing.T) {
-	s := newFaultStore(t)
-	c := newClient(t, s, &leash.Options{RenewInterval: leash.NoRenewal})
-	defer c.Close()
-	h, err := c.MultiLock([]string{"a", "b"}).Lock(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.ForceRelease(context.Background(), "a"); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	s.renewErr, s.renewErrOf = errors.New("connection reset"), "b"
-	s.mu.Unlock()
-	var le *leash.LostError
-	if err := h.Renew(context.Background()); !errors.As(err, &le) || le.Reason != leash.ReasonReleasedElsewhere {
-		t.Fatalf("Renew with %q gone and %q unreachable = %v; want lost, released elsewhere", "a", "b", err)
+	for call, renew := range map[string]func(*leash.Hold) error{
+		"Renew":       func(h *leash.Hold) error { return h.Renew(context.Background()) },
+		"UnlockAfter": func(h *leash.Hold) error { return h.UnlockAfter(context.Background(), time.Minute) },
+	} {
+		t.Run(call, func(t *testing.T) {
+			s := newFaultStore(t)
+			c := newClient(t, s, &leash.Options{RenewInterval: leash.NoRenewal})
+			defer c.Close()
+			h, err := c.MultiLock([]string{"a", "b"}).Lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.ForceRelease(context.Background(), "a"); err != nil {
+				t.Fatal(err)
+			}
+			s.mu.Lock()
+			s.renewErr, s.renewErrOf = errors.New("connection reset"), "b"
+			s.mu.Unlock()
+			var le *leash.LostError
+			if err := renew(h); !errors.As(err, &le) || le.Reason != leash.ReasonReleasedElsewhere || le.Name != "a" {
+				t.Fatalf("%s with %q gone and %q unreachable = %v; want %q lost, released elsewhere", call, "a", "b", err, "a")
+			}
+		})
 	}
 }
 
