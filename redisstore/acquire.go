@@ -98,11 +98,14 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	for _, r := range reqs {
 		keys = append(keys, r.Name, tokenKey(r.Name))
 	}
-	// acquire_many.lua grants every name to the first request's owner, as a
-	// Mutex; that is what a guard's undo gives back.
-	undo := make([]leash.Request, len(reqs))
-	for i, r := range reqs {
-		undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
+	undo := reqs
+	if s.guard.on() {
+		// acquire_many.lua grants every name to the first request's owner,
+		// as a Mutex; that is what the guard's undo gives back.
+		undo = make([]leash.Request, len(reqs))
+		for i, r := range reqs {
+			undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
+		}
 	}
 	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, undo, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {

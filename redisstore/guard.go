@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -28,19 +29,29 @@ func (s *Store) initGuard(rdb redis.UniversalClient) error {
 	case n == 0:
 		return nil
 	}
-	if d == 0 {
-		d = DefaultReplicaTimeout
-	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
 		// WAIT counts the acknowledgements of the writes made on its own
 		// connection; go-redis's cluster pipelines send a keyless command
 		// to whichever node they choose.
 		return errors.New("redisstore: Options.Replicas is not supported on Cluster: WAIT must follow the writes on the same node's connection")
-	case *redis.Client:
-		if rt := c.Options().ReadTimeout; rt > 0 && d >= rt {
-			return fmt.Errorf("redisstore: Options.ReplicaTimeout = %v: must be shorter than the redis client's ReadTimeout (%v), or a slow replica reads as a broken connection", d, rt)
+	}
+	// A pipeline reads WAIT's reply with the client's ReadTimeout: the WAIT
+	// must end first, or a slow replica reads as a broken connection.
+	var rt time.Duration
+	if c, ok := rdb.(*redis.Client); ok {
+		rt = c.Options().ReadTimeout
+	}
+	if d == 0 {
+		d = DefaultReplicaTimeout
+		if rt > 0 && d >= rt {
+			d = rt / 2
 		}
+	}
+	switch {
+	case d < time.Millisecond: // WAIT's unit; WAIT n 0 would wait forever
+		return fmt.Errorf("redisstore: Options.ReplicaTimeout = %v: must be at least 1ms (with the client's ReadTimeout of %v)", d, rt)
+	case rt > 0 && d >= rt:
+		return fmt.Errorf("redisstore: Options.ReplicaTimeout = %v: must be shorter than the redis client's ReadTimeout (%v), or a slow replica reads as a broken connection", d, rt)
 	}
 	s.guard = replicaGuard{replicas: n, timeout: d}
 	return nil
@@ -54,8 +65,8 @@ func (g replicaGuard) add(ctx context.Context, pipe redis.Pipeliner) *redis.IntC
 	if !g.on() {
 		return nil
 	}
-	// A pipeline reads its replies with the client's ReadTimeout, which
-	// initGuard checked is longer than the WAIT's own timeout.
+	// initGuard checked that the timeout is a whole millisecond or more and
+	// ends before the client's ReadTimeout.
 	cmd := redis.NewIntCmd(ctx, "wait", g.replicas, g.timeout.Milliseconds())
 	_ = pipe.Process(ctx, cmd)
 	return cmd
@@ -71,7 +82,7 @@ func (g replicaGuard) verdict(wait *redis.IntCmd) error {
 	n, err := wait.Result()
 	switch {
 	case err != nil:
-		return fmt.Errorf("WAIT for %d replicas: %w", g.replicas, err)
+		return fmt.Errorf("WAIT (for %d of the replicas): %w", g.replicas, err)
 	case n < int64(g.replicas):
 		return fmt.Errorf("%w: %d of %d acknowledged within %v", ErrNotReplicated, n, g.replicas, g.timeout)
 	}
@@ -105,20 +116,38 @@ func isGrant(v any) bool {
 // returns the error the acquire fails with. ReleaseOne drops exactly the hold
 // the acquire added: the whole lock when it was fresh, one hold of a
 // re-entry. The release has a context of its own: the caller's may have
-// ended while WAIT waited.
+// ended while WAIT waited. An acquire that never reached the server (it
+// could not connect) has nothing to give back.
 func (s *Store) undoGrant(ctx context.Context, reqs []leash.Request, cause error) error {
-	what := "granted, but %w; the grant was undone"
-	if !errors.Is(cause, ErrNotReplicated) {
-		what = "%w (with the replication guard on: the lock, if granted, was released)"
+	replicated := errors.Is(cause, ErrNotReplicated)
+	if !replicated && neverSent(cause) {
+		return cause
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.guard.timeout+time.Second)
 	defer cancel()
+	var undoErr error
 	for _, r := range reqs {
 		if _, err := s.Release(rctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
-			return fmt.Errorf(what+"; releasing it failed too, and it frees itself within its lease: %w", cause, err)
+			undoErr = err
+			break
 		}
 	}
-	return fmt.Errorf(what, cause)
+	switch {
+	case replicated && undoErr == nil:
+		return fmt.Errorf("granted, but %w; the grant was undone", cause)
+	case replicated:
+		return fmt.Errorf("granted, but %w; giving it back failed too (it ends with its lease): %w", cause, undoErr)
+	case undoErr == nil:
+		return fmt.Errorf("%w (the lock, in case it was granted, was given back)", cause)
+	}
+	return fmt.Errorf("%w (the lock may have been granted and could not be given back, so it ends with its lease)", cause)
+}
+
+// neverSent reports whether err shows that a command never reached the
+// server: the connection could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // isReply reports whether err is an error reply from Redis (the script ran

@@ -121,38 +121,26 @@ func (p *pipeliner) exec(batch []*call) {
 func evalPipelined(ctx context.Context, rdb redis.UniversalClient, guard replicaGuard, n int,
 	at func(i int) (*redis.Script, []string, []any)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, n)
-	groups := nodeGroups(ctx, rdb, n, at)
-	if len(groups) == 1 {
-		return cmds, evalGroup(ctx, rdb, guard, groups[0], at, cmds)
+	cc, cluster := rdb.(*redis.ClusterClient)
+	if !cluster || n <= 1 {
+		return cmds, evalGroup(ctx, rdb, guard, nil, at, cmds)
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		verdict error
-	)
-	for _, g := range groups {
+	// The guard is refused on Cluster (see initGuard): no verdict here.
+	var wg sync.WaitGroup
+	for _, g := range nodeGroups(ctx, cc, n, at) {
 		// Owner: this call, which waits for it; ctx bounds it.
-		wg.Go(func() {
-			v := evalGroup(ctx, rdb, guard, g, at, cmds)
-			mu.Lock()
-			verdict = cmp.Or(verdict, v)
-			mu.Unlock()
-		})
+		wg.Go(func() { _ = evalGroup(ctx, rdb, replicaGuard{}, g, at, cmds) })
 	}
 	wg.Wait()
-	return cmds, verdict
+	return cmds, nil
 }
 
 // nodeGroups splits the indices 0..n-1 of evalPipelined's scripts by the
-// Cluster node that serves each one's first key: one group on anything but
-// a Cluster. A key whose node is unknown goes in a group of its own kind,
-// which go-redis routes (and redirects) as usual.
-func nodeGroups(ctx context.Context, rdb redis.UniversalClient, n int,
+// Cluster node that serves each one's first key. A key whose node is unknown
+// goes in a group of its own kind, which go-redis routes (and redirects) as
+// usual.
+func nodeGroups(ctx context.Context, cc *redis.ClusterClient, n int,
 	at func(i int) (*redis.Script, []string, []any)) [][]int {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok || n <= 1 {
-		return [][]int{seq(n)}
-	}
 	byNode := map[*redis.Client][]int{}
 	var order []*redis.Client
 	for i := range n {
@@ -173,22 +161,25 @@ func nodeGroups(ctx context.Context, rdb redis.UniversalClient, n int,
 	return groups
 }
 
-// seq returns 0, 1, ..., n-1.
-func seq(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = i
-	}
-	return s
-}
-
-// evalGroup runs the scripts of idx (see evalPipelined) in one pipeline
-// through rdb, and a second one for those the server had not cached; it sets
-// cmds[i] for each i in idx and returns the guard's verdict.
+// evalGroup runs the scripts of idx (see evalPipelined; nil means all of
+// cmds) in one pipeline through rdb, and a second one for those the server
+// had not cached; it sets cmds[i] for each i in idx and returns the guard's
+// verdict.
 func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuard, idx []int,
 	at func(i int) (*redis.Script, []string, []any), cmds []*redis.Cmd) error {
+	n := len(idx)
+	if idx == nil {
+		n = len(cmds)
+	}
+	index := func(k int) int {
+		if idx == nil {
+			return k
+		}
+		return idx[k]
+	}
 	pipe := rdb.Pipeline()
-	for _, i := range idx {
+	for k := range n {
+		i := index(k)
 		script, keys, args := at(i)
 		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
 	}
@@ -196,15 +187,15 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	verdict := guard.verdict(wait)
 	var reload []int
-	for _, i := range idx {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+	for k := range n {
+		if i := index(k); redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			reload = append(reload, i)
 		}
 	}
 	switch len(reload) {
 	case 0:
 		return verdict
-	case len(idx):
+	case n:
 		verdict = nil // the first pipeline wrote nothing to acknowledge
 	}
 	pipe = rdb.Pipeline()

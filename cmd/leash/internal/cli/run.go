@@ -101,11 +101,12 @@ Flags:
   --quiet                print nothing when the lock is not acquired; the
                          status still says so
   --replicas N           count the grant and each renewal only once N
-                         replicas have acknowledged it (Redis WAIT, up to 1s);
-                         a grant they do not acknowledge is undone and run
-                         exits 69 without running the command, and renewals
-                         they do not acknowledge lose the lock like an
-                         unreachable store (default 0: off; not on Cluster)
+                         replicas have acknowledged it (Redis WAIT, up to 1s),
+                         which narrows the window in which a failover loses
+                         the lock; a grant they do not acknowledge is undone
+                         and run exits 69 without running the command, and
+                         renewals they do not acknowledge lose the lock like
+                         an unreachable store (default 0: off; not on Cluster)
 ` + storeHelp + `
 
 Exit status:

@@ -365,14 +365,7 @@ func newConn(sf storeFlags, names ...string) (*conn, error) {
 		return nil, usageErrorf("--replicas is not supported on Redis Cluster (%s): WAIT must follow the grant on its node's connection", cfg.desc)
 	}
 	rdb := cfg.client()
-	opts := &redisstore.Options{Replicas: sf.replicas}
-	if single, ok := rdb.(*redis.Client); ok && sf.replicas > 0 {
-		// WAIT must end within the client's read timeout (?read_timeout=).
-		if rt := single.Options().ReadTimeout; rt > 0 && rt <= redisstore.DefaultReplicaTimeout {
-			opts.ReplicaTimeout = rt / 2
-		}
-	}
-	c := &conn{rdb: rdb, store: redisstore.New(rdb, opts), desc: cfg.desc}
+	c := &conn{rdb: rdb, store: redisstore.New(rdb, &redisstore.Options{Replicas: sf.replicas}), desc: cfg.desc}
 	if err := c.store.Validate(); err != nil {
 		c.Close()
 		return nil, withStatus(exitUsage, err)
@@ -434,7 +427,7 @@ func (c *conn) fail(err error) error {
 	switch {
 	case errors.Is(err, redisstore.ErrNotReplicated):
 		format = "the store at %s did not replicate the lock in time: %s"
-		whatToDo = "check that --replicas replicas are connected and keeping up"
+		whatToDo = "check, with INFO replication on the primary, that enough replicas are connected and keeping up"
 	case redis.IsAuthError(err) || redis.HasErrorPrefix(err, "ERR AUTH") || redis.HasErrorPrefix(err, "ERR invalid password"):
 		status, format = exitAuth, "the store at %s refused the credentials: %s"
 		whatToDo = "check the user and password in the URL"
