@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +39,7 @@ func TestProfile(t *testing.T) {
 	defer rdb.Close()
 	rdb.ConfigResetStat(context.Background())
 	var ru0, ru1 syscall.Rusage
-	srv0 := serverCPU(t, rdb)
+	srv0 := serverCPU(t, srv)
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	r, err := runUncontended(l, srv.Addr, *profG, 3*time.Second, "x")
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
@@ -50,7 +49,7 @@ func TestProfile(t *testing.T) {
 	}
 	fmt.Printf("client cpu %v = %v per op\n", cpu, cpu/time.Duration(r.opsPerSec*3))
 	fmt.Printf("%-16s g=%-3d %8.0f ops/s p50 %v p99 %v\n", l.name, *profG, r.opsPerSec, r.p50, r.p99)
-	srv1 := serverCPU(t, rdb)
+	srv1 := serverCPU(t, srv)
 	fmt.Printf("redis-server cpu %v = %v per op\n", srv1-srv0, (srv1-srv0)/time.Duration(r.opsPerSec*3))
 	info, _ := rdb.Info(context.Background(), "commandstats").Result()
 	for _, line := range strings.Split(info, "\n") {
@@ -60,19 +59,11 @@ func TestProfile(t *testing.T) {
 	}
 }
 
-// serverCPU is redis-server's CPU time since it started (INFO cpu).
-func serverCPU(t *testing.T, rdb *redis.Client) time.Duration {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
+// serverCPU is redis-server's CPU time since it started.
+func serverCPU(t *testing.T, srv *testserver.Redis) time.Duration {
+	d, err := srv.CPU()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
-	for _, line := range strings.Split(info, "\r\n") {
-		k, v, _ := strings.Cut(line, ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, _ := strconv.ParseFloat(v, 64)
-			sum += f
-		}
-	}
-	return time.Duration(sum * float64(time.Second))
+	return d
 }

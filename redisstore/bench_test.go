@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,26 +42,18 @@ func benchClient(b *testing.B, rdb redis.UniversalClient, opts *leash.Options) *
 }
 
 // cpuPerOp reports, per operation of the benchmark's timed loop, the CPU
-// time redis-server spent (INFO cpu) and the CPU time this process spent
-// (getrusage): on a machine where both share the cores, their sum is what
-// bounds throughput. Call it after the set-up and before the loop; call the
+// time redis-server spent and the CPU time this process spent (getrusage):
+// on a machine where both share the cores, their sum is what bounds
+// throughput. Call it after the set-up and before the loop; call the
 // returned function when the loop ends.
-func cpuPerOp(b *testing.B, rdb *redis.Client) func() {
+func cpuPerOp(b *testing.B, srv *testserver.Redis) func() {
 	b.Helper()
 	server := func() time.Duration {
-		info, err := rdb.Info(context.Background(), "cpu").Result()
+		d, err := srv.CPU()
 		if err != nil {
 			b.Fatal(err)
 		}
-		var sum float64
-		for _, line := range strings.Split(info, "\r\n") {
-			k, v, _ := strings.Cut(line, ":")
-			if k == "used_cpu_user" || k == "used_cpu_sys" {
-				f, _ := strconv.ParseFloat(v, 64)
-				sum += f
-			}
-		}
-		return time.Duration(sum * float64(time.Second))
+		return d
 	}
 	client := func() time.Duration {
 		var ru syscall.Rusage
@@ -79,28 +69,25 @@ func cpuPerOp(b *testing.B, rdb *redis.Client) func() {
 	}
 }
 
-// BenchmarkLockUnlock is an uncontended Lock+Unlock: two round trips. The
-// parallel variants give each goroutine its own lock name.
-func BenchmarkLockUnlock(b *testing.B) {
+// benchUncontended runs a Lock+Unlock loop at 1, 16 and 64 goroutines, each
+// goroutine on a name of its own, through one client per sub-benchmark, and
+// reports the CPU per operation. setup makes, on a fresh server, what each
+// goroutine builds from its name: its Lock+Unlock.
+func benchUncontended(b *testing.B, setup func(b *testing.B, rdb *redis.Client) func(name string) func(context.Context) error) {
 	for _, par := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
-			_, rdb := benchRedis(b)
-			c := benchClient(b, rdb, nil)
+			srv, rdb := benchRedis(b)
+			lockUnlock := setup(b, rdb)
 			ctx := context.Background()
 			var id atomic.Int64
 			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
 			b.ReportAllocs()
 			b.ResetTimer()
-			done := cpuPerOp(b, rdb)
+			done := cpuPerOp(b, srv)
 			b.RunParallel(func(pb *testing.PB) {
-				m := c.Mutex(fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
+				op := lockUnlock(fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
 				for pb.Next() {
-					h, err := m.Lock(ctx)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if err := h.Unlock(ctx); err != nil {
+					if err := op(ctx); err != nil {
 						b.Error(err)
 						return
 					}
@@ -111,36 +98,39 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 }
 
+// BenchmarkLockUnlock is an uncontended Lock+Unlock: two round trips. The
+// parallel variants give each goroutine its own lock name.
+func BenchmarkLockUnlock(b *testing.B) {
+	benchUncontended(b, func(b *testing.B, rdb *redis.Client) func(string) func(context.Context) error {
+		c := benchClient(b, rdb, nil)
+		return func(name string) func(context.Context) error {
+			m := c.Mutex(name)
+			return func(ctx context.Context) error {
+				h, err := m.Lock(ctx)
+				if err != nil {
+					return err
+				}
+				return h.Unlock(ctx)
+			}
+		}
+	})
+}
+
 // BenchmarkBaselineSetNX is the peers' pattern, for comparison with
 // BenchmarkLockUnlock on the same machine: SET NX PX to lock, a GET-and-DEL
 // script to unlock, no fencing token, restart grace, wake-up or retry latch.
 func BenchmarkBaselineSetNX(b *testing.B) {
 	unlock := redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
-	for _, par := range []int{1, 16, 64} {
-		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
-			_, rdb := benchRedis(b)
-			ctx := context.Background()
-			var id atomic.Int64
-			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
-			b.ReportAllocs()
-			b.ResetTimer()
-			done := cpuPerOp(b, rdb)
-			b.RunParallel(func(pb *testing.PB) {
-				key := fmt.Sprintf("bench/baseline/%d", id.Add(1))
-				for pb.Next() {
-					if ok, err := rdb.SetNX(ctx, key, "owner", 30*time.Second).Result(); err != nil || !ok {
-						b.Errorf("SET NX = %v, %v", ok, err)
-						return
-					}
-					if err := unlock.Run(ctx, rdb, []string{key}, "owner").Err(); err != nil {
-						b.Error(err)
-						return
-					}
+	benchUncontended(b, func(b *testing.B, rdb *redis.Client) func(string) func(context.Context) error {
+		return func(key string) func(context.Context) error {
+			return func(ctx context.Context) error {
+				if ok, err := rdb.SetNX(ctx, key, "owner", 30*time.Second).Result(); err != nil || !ok {
+					return fmt.Errorf("SET NX = %v, %v", ok, err)
 				}
-			})
-			done()
-		})
-	}
+				return unlock.Run(ctx, rdb, []string{key}, "owner").Err()
+			}
+		}
+	})
 }
 
 // BenchmarkHeldLockMemory holds b.N locks and reports the client heap per

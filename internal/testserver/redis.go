@@ -289,3 +289,24 @@ func (r *Redis) Close() {
 		_ = os.RemoveAll(r.Dir)
 	}
 }
+
+// CPU returns the CPU time the server has used since it started, user and
+// system (INFO cpu).
+func (r *Redis) CPU() (time.Duration, error) {
+	info, err := query(r.Addr, "INFO cpu")
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("testserver: INFO cpu %s: %w", k, err)
+			}
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second)), nil
+}
