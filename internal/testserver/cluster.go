@@ -3,7 +3,6 @@ package testserver
 import (
 	"fmt"
 	"strings"
-	"time"
 )
 
 // NewCluster starts a Redis Cluster of n masters for the test, no replicas,
@@ -32,14 +31,13 @@ func NewCluster(t TB, n int) []*Redis {
 		}
 	}
 	for _, node := range nodes {
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			info, err := query(node.Addr, "CLUSTER INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n)) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("testserver: cluster node %s not ok within 15s: %v %s", node.Addr, err, info)
-			}
+		var info string
+		var err error
+		if !eventually(func() bool {
+			info, err = query(node.Addr, "CLUSTER INFO")
+			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n))
+		}) {
+			t.Fatalf("testserver: cluster node %s not ok within %v: %v %s", node.Addr, startTimeout, err, info)
 		}
 	}
 	return nodes

@@ -310,3 +310,17 @@ func (r *Redis) CPU() (time.Duration, error) {
 	}
 	return time.Duration(sum * float64(time.Second)), nil
 }
+
+// startTimeout bounds how long a helper waits for a server to be ready.
+const startTimeout = 15 * time.Second
+
+// eventually polls cond every 10ms until it holds, for up to startTimeout,
+// and reports whether it did.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(startTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}

@@ -33,10 +33,8 @@ func NewReplica(t TB, addr string) *Redis {
 		return n
 	}
 	wait := func(what string, cond func() bool) {
-		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("testserver: replica %s of %s: no %s within 15s: %s", r.Addr, addr, what, r.logTail())
-			}
+		if !eventually(cond) {
+			t.Fatalf("testserver: replica %s of %s: no %s within %v: %s", r.Addr, addr, what, startTimeout, r.logTail())
 		}
 	}
 	wait("first sync", func() bool { return offset(acked) >= 0 })

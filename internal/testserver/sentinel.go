@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"time"
 )
 
 // Sentinel is a redis-server in Sentinel mode.
@@ -54,10 +53,8 @@ func NewSentinel(t TB, master *Redis, name string) *Sentinel {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	for deadline := time.Now().Add(15 * time.Second); ping(s.Addr) != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("testserver: sentinel not answering PING on %s after 15s", s.Addr)
-		}
+	if !eventually(func() bool { return ping(s.Addr) == nil }) {
+		t.Fatalf("testserver: sentinel not answering PING on %s after %v", s.Addr, startTimeout)
 	}
 	return s
 }
