@@ -394,7 +394,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if lostErr != nil && !t.mayStillHold(lostErr.Reason) {
 		return lostErr
 	}
-	if lostErr == nil { // else its loss was observed already
+	if lostErr == nil && c.cfg.observer != nil { // a loss was observed already
 		defer func() { c.observeUnlocked(t, lostErr) }()
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
@@ -457,7 +457,9 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lostErr
 	}
 	c := t.c
-	defer func() { c.observeUnlocked(t, lostErr) }()
+	if c.cfg.observer != nil {
+		defer func() { c.observeUnlocked(t, lostErr) }()
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	reqs := t.requests()
