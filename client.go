@@ -131,7 +131,9 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // ForceUnlock deletes the lock name whoever holds it and wakes its waiters.
 // It reports whether there was a lock to delete. It is an operator's tool for
 // a lock whose holder is known to be gone: a live holder learns of it only at
-// its next renewal, and may meanwhile keep working.
+// its next renewal, and may meanwhile keep working. A name that holds
+// something other than a lock (another application's data) is never
+// deleted: ForceUnlock returns an error matching ErrNotALock.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if c.closed.Load() {
 		return false, ErrClosed

@@ -56,6 +56,16 @@
 // Each tenure, from first Lock to last Unlock, has a store owner of its own
 // ([Hold.Owner]), with or without an explicit owner.
 //
+// # Names that hold something else
+//
+// A store is often shared with an application's own data. A name that holds
+// anything but a lock of the kind asked for (a user's key, or a semaphore
+// where a Mutex is asked for) is refused at once with an error matching
+// [ErrNotALock], a [*NotALockError] saying what is there: Lock does not wait
+// for a "holder", and no operation — acquire, renewal, release,
+// ForceUnlock, Inspect — ever deletes, alters or extends it. A hold whose
+// lock is replaced by other data is lost (released elsewhere).
+//
 // # Waiting
 //
 // Waiters do not poll. A release wakes one waiter per client through the

@@ -39,7 +39,36 @@ var (
 	// ErrInvalidOptions means an Options or LockOptions field was rejected. It
 	// matches ErrInvalidArgument; the message names the field.
 	ErrInvalidOptions = fmt.Errorf("%w: options", ErrInvalidArgument)
+
+	// ErrNotALock means a lock name holds something that is not a lock of the
+	// kind asked for: another application's data (a Redis string, list or
+	// plain hash under the same key, say), or a semaphore where a lock is
+	// asked for and the reverse. Nothing was granted and nothing was changed:
+	// leash never deletes, alters or extends what is not its lock. The error
+	// is a [*NotALockError] saying what the name holds. It is a definite
+	// refusal, not a store failure: retrying does not help until the name
+	// holds a lock again (or nothing).
+	ErrNotALock = errors.New("leash: not a lock")
 )
+
+// NotALockError is returned when a lock name holds something other than a
+// lock of the kind asked for (see ErrNotALock); errors.Is(err, ErrNotALock)
+// reports true for it.
+type NotALockError struct {
+	// Name is the lock name.
+	Name string
+	// Found says in a few words what the name holds, as the store sees it:
+	// "a string", "a hash without lock fields", "a zset that is not a
+	// semaphore", "a semaphore, not a mutex or readers-writer lock".
+	Found string
+}
+
+func (e *NotALockError) Error() string {
+	return fmt.Sprintf("leash: %q is not a lock leash can use: it holds %s, which leash leaves untouched", e.Name, e.Found)
+}
+
+// Is reports whether target is ErrNotALock.
+func (e *NotALockError) Is(target error) bool { return target == ErrNotALock }
 
 // NotAcquiredError is returned when a lock could not be taken because someone
 // else holds it. errors.Is(err, ErrNotAcquired) reports true for it; when the

@@ -408,8 +408,13 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		case errors.Is(err, ErrNotHeld):
 			if lostErr == nil {
 				// The store had lost the lock before we noticed: someone
-				// force-unlocked it or it expired on the server.
-				lostErr = &LostError{Name: req.Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
+				// force-unlocked it, it expired on the server, or other
+				// data now sits under its name (ErrNotALock says what).
+				cause := ErrNotHeld
+				if errors.Is(err, ErrNotALock) {
+					cause = err
+				}
+				lostErr = &LostError{Name: req.Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
 			}
 		default:
 			c.sched.cleanup(req, c.now()+int64(t.cfg.lease), false)

@@ -279,7 +279,7 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err
 		send := c.now()
 		g, err := c.store.Acquire(ctx, req)
 		if err != nil {
-			if errors.Is(err, ErrUpgrade) || errors.Is(err, ErrUnsupported) {
+			if refused(err) {
 				// The store refused: nothing was granted.
 				return nil, fmt.Errorf("leash: lock %q: %w", l.name, err)
 			}
@@ -316,6 +316,13 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err
 			return nil, c.waitEnded(l.name, g.Remaining, err)
 		}
 	}
+}
+
+// refused reports whether an Acquire error is the store's definite refusal,
+// after which nothing was granted and nothing needs releasing: the lock kind
+// is unsupported, the request is an upgrade, or the name is not a lock.
+func refused(err error) bool {
+	return errors.Is(err, ErrNotALock) || errors.Is(err, ErrUpgrade) || errors.Is(err, ErrUnsupported)
 }
 
 // waitEnded is the error of a wait that ctx or Close ended.

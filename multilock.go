@@ -178,6 +178,11 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 		}
 		send := c.now()
 		mg, err := m.acquireGroup(ctx, reqs)
+		if err != nil && refused(err) {
+			// Nothing of this group was granted; the groups held so far
+			// are released on the way out.
+			return nil, fmt.Errorf("leash: multilock: %w", err)
+		}
 		if err != nil {
 			for _, r := range reqs {
 				c.sched.cleanup(r, send+int64(r.Lease), true)

@@ -21,6 +21,17 @@ import (
 // Locks of every kind share one name space: the holds of a Mutex, a
 // FairMutex and an RWMutex writer on one name are the same lock and exclude
 // each other, and readers exclude all three.
+//
+// A store never deletes, truncates or changes the expiry of what is not a
+// lock. When a name holds something else (another application's key, row or
+// node under the same name, or a semaphore where a Mutex, FairMutex or
+// RWMutex is asked for, and the reverse), every method refuses it with an
+// error matching ErrNotALock, a *NotALockError saying what is there, and
+// changes nothing: Acquire, AcquireMany, ForceRelease, Inspect and
+// SetPermits return it; Release returns it matching ErrNotHeld too; Renew
+// reports RenewGone (the lock is not there any more). The refusal is
+// definite, never an unknown outcome. A store recognises a lock the same
+// way in every method, List included.
 type Store interface {
 	// Acquire takes req.Name for req.Owner in one atomic step, if the kind's
 	// rules allow it, and sets its lease to req.Lease.
@@ -48,21 +59,25 @@ type Store interface {
 	// granted, Acquire returns Acquired == false, no error, and in Remaining
 	// how long until the blocking holder's (or queue head's) lease runs out.
 	//
-	// An error means the outcome is unknown: the lock may have been granted.
+	// An error means the outcome is unknown, the lock may have been granted,
+	// except for the definite refusals ErrNotALock, ErrUpgrade and
+	// ErrUnsupported, after which nothing was granted.
 	Acquire(ctx context.Context, req Request) (Grant, error)
 
 	// Renew extends, for each request, the lease of a lock still held by its
 	// owner, and reports per request whether it did. It returns one result per
 	// request, in order. A failure that affects some requests (one server
 	// node, one batch) is reported in those results' Err and must not affect
-	// the others. Renew never creates a lock.
+	// the others. Renew never creates a lock. A name that holds something
+	// other than a lock is RenewGone, left as it is.
 	Renew(ctx context.Context, reqs []Request) []RenewResult
 
 	// Release drops holds of req.Name owned by req.Owner: one hold with
 	// ReleaseOne (re-applying req.Lease while holds remain), every hold with
 	// ReleaseAll. When the last hold goes, waiters are notified (see Watch).
 	// Releasing a lock the owner does not hold returns an error matching
-	// ErrNotHeld and changes nothing. Withdraw removes the owner's place in a
+	// ErrNotHeld and changes nothing (and ErrNotALock too when the name holds
+	// something other than a lock). Withdraw removes the owner's place in a
 	// fair queue or its waiting-writer mark (it never fails for a missing
 	// place). A release retried by the transport after an unanswered attempt
 	// must report what the first attempt did.
@@ -78,13 +93,14 @@ type Store interface {
 	Watch(ctx context.Context, kind Kind, name string, wake func(msg string)) (stop func(), err error)
 
 	// Inspect reports the state of name as the server sees it, whatever the
-	// kind of lock held on it.
+	// kind of lock held on it; ErrNotALock when it holds something else.
 	Inspect(ctx context.Context, name string) (Info, error)
 
 	// ForceRelease deletes every lock, lease, permit and queue place on name
 	// whoever holds them, and wakes every waiter. It reports whether there
 	// was anything to delete. It is an operator's tool: holders learn of it
-	// at their next renewal.
+	// at their next renewal. A name that holds something other than a lock
+	// is refused with ErrNotALock and left untouched.
 	ForceRelease(ctx context.Context, name string) (bool, error)
 }
 
