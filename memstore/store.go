@@ -129,8 +129,14 @@ func (st *name) blocked() time.Time {
 	return latest(st.readers)
 }
 
+// wrongType is the refusal of a lock request on a semaphore's name.
 func wrongType(n string) error {
-	return fmt.Errorf("memstore: %q is a semaphore, not a lock", n)
+	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a semaphore, not a mutex or readers-writer lock"})
+}
+
+// notASemaphore is the refusal of a semaphore request on a lock's name.
+func notASemaphore(n string) error {
+	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a mutex or readers-writer lock, not a semaphore"})
 }
 
 // notHeld is Release's error when the owner does not hold n.
@@ -226,7 +232,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 
 func (s *Store) acquirePermit(st *name, req leash.Request, now time.Time) (leash.Grant, error) {
 	if st.excl != nil || len(st.readers) > 0 {
-		return leash.Grant{}, fmt.Errorf("memstore: %q is a lock, not a semaphore", req.Name)
+		return leash.Grant{}, notASemaphore(req.Name)
 	}
 	if st.sem == nil {
 		st.sem = &sem{size: req.Permits, permits: map[string]time.Time{}}
@@ -494,7 +500,7 @@ func (s *Store) SetPermits(ctx context.Context, n string, permits int) error {
 	st := s.get(n, time.Now())
 	if st.excl != nil || len(st.readers) > 0 {
 		s.mu.Unlock()
-		return fmt.Errorf("memstore: %q is a lock, not a semaphore", n)
+		return notASemaphore(n)
 	}
 	if st.sem == nil {
 		st.sem = &sem{permits: map[string]time.Time{}}

@@ -55,6 +55,9 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	if !ok {
 		return leash.Grant{Remaining: left}, nil // the restart grace
 	}
+	if e := notALock(n, v); e != nil {
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire: %w", e)
+	}
 	g, err := parseGrant(v)
 	if err != nil {
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
@@ -113,6 +116,14 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	}
 	if !ok {
 		return leash.MultiGrant{Remaining: left}, nil // the restart grace
+	}
+	if a, isArr := v.([]any); isArr && len(a) == 3 {
+		// {-1, what, i}: the i-th name (from 1) is not a lock.
+		if i, _ := a[2].(int64); i >= 1 && int(i) <= len(reqs) {
+			if e := notALock(reqs[i-1].Name, v); e != nil {
+				return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks: %w", len(reqs), e)
+			}
+		}
 	}
 	mg, err := parseMultiGrant(v, len(reqs))
 	if err != nil {

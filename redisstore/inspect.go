@@ -17,6 +17,9 @@ func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
 	if err != nil {
 		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
 	}
+	if e := notALock(name, v); e != nil {
+		return leash.Info{}, fmt.Errorf("redisstore: inspect: %w", e)
+	}
 	info, err := parseInfo(name, v)
 	if err != nil {
 		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)

@@ -55,8 +55,8 @@ func TestListFindsHeldLocksOnly(t *testing.T) {
 	rdb.PExpire(ctx, prefix+"hash-with-ttl", time.Minute)
 	rdb.HSet(ctx, prefix+"zero-holds", "id:1", 0)
 	rdb.PExpire(ctx, prefix+"zero-holds", time.Minute)
-	big := make([]any, 0, 200)
-	for i := range 100 {
+	big := make([]any, 0, 600)
+	for i := range 300 { // more fields than any lock has
 		big = append(big, fmt.Sprintf("id:%d", i), 1)
 	}
 	rdb.HSet(ctx, prefix+"big", big...)

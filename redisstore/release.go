@@ -52,7 +52,7 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		args = []any{req.Owner, ms(latchTTL)}
 	case leash.KindPermit:
 		script = releasePermitScript
-		keys = []string{n, semChannel(n), latch}
+		keys = []string{n, semChannel(n), latch, semSizeKey(n)}
 		args = []any{req.Owner, ms(latchTTL)}
 	default:
 		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
@@ -63,6 +63,10 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	}
 	if err != nil {
 		return false, fmt.Errorf("redisstore: release %q: %w", n, err)
+	}
+	if e := notALock(n, v); e != nil {
+		// Nothing was changed: the owner holds nothing there.
+		return false, fmt.Errorf("redisstore: release: %w: %w", leash.ErrNotHeld, e)
 	}
 	r, ok := v.(int64)
 	if !ok || (r != 0 && r != 1) {
@@ -82,10 +86,17 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 		return false, s.err
 	}
 	keys := []string{name, fairQueueKey(name), fairPlacesKey(name), readersKey(name), writersKey(name),
-		channelName(name), fairChannel(name), rwChannel(name), semChannel(name)}
-	r, err := forceScript.Run(ctx, s.rdb, keys).Int64()
+		channelName(name), fairChannel(name), rwChannel(name), semChannel(name), semSizeKey(name)}
+	v, err := forceScript.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
+	}
+	if e := notALock(name, v); e != nil {
+		return false, fmt.Errorf("redisstore: force release: %w", e)
+	}
+	r, ok := v.(int64)
+	if !ok {
+		return false, fmt.Errorf("redisstore: force release %q: unexpected reply %v", name, v)
 	}
 	return r == 1, nil
 }
@@ -96,8 +107,12 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 		return s.err
 	}
 	keys := []string{semSizeKey(name), semChannel(name), name}
-	if err := setPermitsScript.Run(ctx, s.rdb, keys, n).Err(); err != nil {
+	v, err := setPermitsScript.Run(ctx, s.rdb, keys, n).Result()
+	if err != nil {
 		return fmt.Errorf("redisstore: set permits of %q: %w", name, err)
+	}
+	if e := notALock(name, v); e != nil {
+		return fmt.Errorf("redisstore: set permits: %w", e)
 	}
 	return nil
 }

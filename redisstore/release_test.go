@@ -61,9 +61,12 @@ func TestReleaseIsIdempotentAcrossRetries(t *testing.T) {
 	}
 }
 
-// TestRenewFailureStaysInItsBatch makes one renewal batch fail (a key of the
-// wrong type in it) and checks that only that batch's locks report an error.
-func TestRenewFailureStaysInItsBatch(t *testing.T) {
+// TestRenewOfReplacedLockIsGoneAlone puts a string where one lock of a
+// renewal batch was (another application's data) and checks that only that
+// lock reports gone, the string untouched, and every other lock, in its
+// batch and the others, is renewed. (Before, the WRONGTYPE failed the whole
+// batch.)
+func TestRenewOfReplacedLockIsGoneAlone(t *testing.T) {
 	srv := testserver.NewRedis(t, testserver.RedisOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
@@ -73,22 +76,25 @@ func TestRenewFailureStaysInItsBatch(t *testing.T) {
 	reqs := make([]leash.Request, 15)
 	for i := range reqs {
 		reqs[i] = leash.Request{Name: "batch/" + string(rune('a'+i)), Owner: "client:1", Lease: time.Minute}
-		if i == 7 {
-			rdb.Set(ctx, reqs[i].Name, "not a lock", 0) // batch 2 (locks 5-9) will fail
-			continue
-		}
 		if g, err := s.Acquire(ctx, reqs[i]); err != nil || !g.Acquired {
 			t.Fatalf("Acquire %d = %+v, %v", i, g, err)
 		}
 	}
+	rdb.Set(ctx, reqs[7].Name, "not a lock", 0) // in batch 2 (locks 5-9)
 	res := s.Renew(ctx, reqs)
 	for i, r := range res {
-		inBad := i >= 5 && i < 10
-		switch {
-		case inBad && r.Err == nil:
-			t.Errorf("lock %d in the failing batch: no error, want the batch's error", i)
-		case !inBad && (r.Err != nil || r.Status != leash.Renewed):
-			t.Errorf("lock %d in a healthy batch = %+v, want renewed", i, r)
+		want := leash.RenewResult{Status: leash.Renewed}
+		if i == 7 {
+			want.Status = leash.RenewGone
 		}
+		if r != want {
+			t.Errorf("lock %d = %+v, want %+v", i, r, want)
+		}
+	}
+	if got, err := rdb.Get(ctx, reqs[7].Name).Result(); got != "not a lock" || err != nil {
+		t.Errorf("the string is now %q, %v; want it unchanged", got, err)
+	}
+	if ttl := rdb.PTTL(ctx, reqs[7].Name).Val(); ttl != -1 {
+		t.Errorf("the string's PTTL is now %v, want none (-1)", ttl)
 	}
 }

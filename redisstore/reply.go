@@ -9,6 +9,21 @@ import (
 	"github.com/leash-go/leash"
 )
 
+// notALock decodes a script's refusal of a name that is not a lock, {-1,
+// what, ...} (see not_lock in lib.lua), into a *leash.NotALockError; it
+// returns nil for any other reply.
+func notALock(name string, v any) *leash.NotALockError {
+	a, ok := v.([]any)
+	if !ok || len(a) < 2 || a[0] != int64(-1) {
+		return nil
+	}
+	what, ok := a[1].(string)
+	if !ok {
+		return nil
+	}
+	return &leash.NotALockError{Name: name, Found: what}
+}
+
 // parseGrant decodes acquire.lua's reply: {1, token, holds} or {0, pttl}.
 func parseGrant(v any) (leash.Grant, error) {
 	a, ok := v.([]any)
@@ -138,7 +153,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			field, ok1 := contents[i].(string)
 			value, ok2 := contents[i+1].(string)
 			if !ok1 || !ok2 {
-				return info, fmt.Errorf("%w: %q is a hash with field %#v = %#v", ErrNotLock, name, contents[i], contents[i+1])
+				return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 			}
 			if field == "mode" {
 				switch value {
@@ -147,13 +162,13 @@ func parseInfo(name string, v any) (leash.Info, error) {
 				case "read":
 					info.Kind = leash.KindRead
 				default:
-					return info, fmt.Errorf("%w: %q is a hash with mode %q", ErrNotLock, name, value)
+					return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 				}
 				continue
 			}
 			holds, err := strconv.Atoi(value)
 			if err != nil {
-				return info, fmt.Errorf("%w: %q is a hash with field %q = %q", ErrNotLock, name, field, value)
+				return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 			}
 			holders = append(holders, leash.OwnerHolds{Owner: field, Holds: holds, Remaining: -1})
 		}
@@ -173,7 +188,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			return info, err
 		}
 	default:
-		return info, fmt.Errorf("%w: %q is a Redis %s", ErrNotLock, name, typ)
+		return info, &leash.NotALockError{Name: name, Found: "a " + typ}
 	}
 	info.Held = len(info.Owners) > 0
 	return info, nil

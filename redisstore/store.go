@@ -132,11 +132,6 @@ type Options struct {
 // undone before the error is returned.
 var ErrNotReplicated = errors.New("redisstore: not acknowledged by enough replicas")
 
-// ErrNotLock reports that a key under a lock's name holds something that is
-// not a leash (or Redisson) lock: another application's data, or a lock of
-// another kind where its layout differs.
-var ErrNotLock = errors.New("redisstore: the key is not a lock")
-
 // Store is a Redis lock store. Create it with New; it is safe for concurrent
 // use. A Store belongs to one leash.Client, which closes it (its pub/sub
 // connection, not the redis client you passed) on Close.
@@ -188,6 +183,8 @@ var (
 	forceLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
+	//go:embed lua/is_lock.lua
+	isLockLua string
 	//go:embed lua/set_permits.lua
 	setPermitsLua string
 
@@ -197,7 +194,7 @@ var (
 	acquireWriteScript  = withLib(acquireWriteLua)
 	acquirePermitScript = withLib(acquirePermitLua)
 	acquireManyScript   = withLib(acquireManyLua)
-	renewScript         = redis.NewScript(renewLua)
+	renewScript         = withLib(renewLua)
 	renewLeaseScript    = withLib(renewLeaseLua)
 	renewWriteScript    = withLib(renewWriteLua)
 	releaseScript       = withLib(releaseLua)
@@ -205,9 +202,10 @@ var (
 	releaseWriteScript  = withLib(releaseWriteLua)
 	releasePermitScript = withLib(releasePermitLua)
 	withdrawScript      = withLib(withdrawLua)
-	forceScript         = redis.NewScript(forceLua)
+	forceScript         = withLib(forceLua)
 	inspectScript       = withLib(inspectLua)
-	setPermitsScript    = redis.NewScript(setPermitsLua)
+	isLockScript        = withLib(isLockLua)
+	setPermitsScript    = withLib(setPermitsLua)
 )
 
 // withLib makes a script of body preceded by the lib.lua functions it calls.
@@ -351,8 +349,19 @@ func (s *Store) Validate() error { return s.err }
 // CheckName rejects names whose companion keys would land in another Cluster
 // hash slot under Redisson's naming rule: a name with a '{' must contain a
 // complete hash tag such as "{orders}", and a name without '{' must not
-// contain '}'. leash calls it before any round trip.
+// contain '}'. It also rejects the names of leash's (and Redisson's) own
+// keys: the restart marker leash:epoch and every companion key, such as
+// redisson_lock_token:{orders}; a lock of that name would read or overwrite
+// another lock's bookkeeping. leash calls it before any round trip.
 func (s *Store) CheckName(name string) error {
+	if name == epochKey || strings.HasPrefix(name, epochKey+":") {
+		return fmt.Errorf("is the name of leash's restart marker (%s); choose another name", epochKey)
+	}
+	for _, p := range companionPrefixes {
+		if strings.HasPrefix(name, p+":") {
+			return fmt.Errorf("starts with %q, the prefix of the companion keys leash and Redisson keep beside each lock; choose another name", p+":")
+		}
+	}
 	open := strings.IndexByte(name, '{')
 	if open < 0 {
 		if strings.IndexByte(name, '}') >= 0 {
@@ -383,18 +392,38 @@ func prefixName(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
+// The prefixes of the companion keys and channels of a name (see
+// prefixName). CheckName refuses names that start with one of them.
+const (
+	tokenPrefix      = "redisson_lock_token"
+	channelPrefix    = "redisson_lock__channel"
+	latchPrefix      = "redisson_unlock_latch"
+	fairQueuePrefix  = "leash_fair_queue"
+	fairPlacesPrefix = "leash_fair_places"
+	fairChanPrefix   = "leash_fair__channel"
+	readersPrefix    = "leash_rw_readers"
+	writersPrefix    = "leash_rw_writers"
+	rwChanPrefix     = "leash_rw__channel"
+	semSizePrefix    = "leash_semaphore_size"
+	semChanPrefix    = "leash_semaphore__channel"
+)
+
+// companionPrefixes lists every companion prefix, for CheckName.
+var companionPrefixes = [...]string{tokenPrefix, channelPrefix, latchPrefix, fairQueuePrefix, fairPlacesPrefix,
+	fairChanPrefix, readersPrefix, writersPrefix, rwChanPrefix, semSizePrefix, semChanPrefix}
+
 // The keys and channels of one name. Every one shares the name's hash slot.
-func tokenKey(name string) string      { return prefixName("redisson_lock_token", name) }
-func channelName(name string) string   { return prefixName("redisson_lock__channel", name) }
-func fairQueueKey(name string) string  { return prefixName("leash_fair_queue", name) }
-func fairPlacesKey(name string) string { return prefixName("leash_fair_places", name) }
-func fairChannel(name string) string   { return prefixName("leash_fair__channel", name) }
-func readersKey(name string) string    { return prefixName("leash_rw_readers", name) }
-func writersKey(name string) string    { return prefixName("leash_rw_writers", name) }
-func rwChannel(name string) string     { return prefixName("leash_rw__channel", name) }
-func semSizeKey(name string) string    { return prefixName("leash_semaphore_size", name) }
-func semChannel(name string) string    { return prefixName("leash_semaphore__channel", name) }
-func latchKey(name, id string) string  { return prefixName("redisson_unlock_latch", name) + ":" + id }
+func tokenKey(name string) string      { return prefixName(tokenPrefix, name) }
+func channelName(name string) string   { return prefixName(channelPrefix, name) }
+func fairQueueKey(name string) string  { return prefixName(fairQueuePrefix, name) }
+func fairPlacesKey(name string) string { return prefixName(fairPlacesPrefix, name) }
+func fairChannel(name string) string   { return prefixName(fairChanPrefix, name) }
+func readersKey(name string) string    { return prefixName(readersPrefix, name) }
+func writersKey(name string) string    { return prefixName(writersPrefix, name) }
+func rwChannel(name string) string     { return prefixName(rwChanPrefix, name) }
+func semSizeKey(name string) string    { return prefixName(semSizePrefix, name) }
+func semChannel(name string) string    { return prefixName(semChanPrefix, name) }
+func latchKey(name, id string) string  { return prefixName(latchPrefix, name) + ":" + id }
 
 // watchChannel is the channel a watch of kind on name listens to.
 func watchChannel(kind leash.Kind, name string) string {

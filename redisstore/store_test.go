@@ -100,23 +100,6 @@ func TestNamesThatBreakHashSlotsAreRejected(t *testing.T) {
 	}
 }
 
-func TestWrongTypeKeyGivesClearError(t *testing.T) {
-	srv := sharedRedis(t)
-	rdb := newRDB(t, srv.Addr)
-	name := lockName(t)
-	if err := rdb.Set(bg(t), name, "not a lock", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	c := newClient(t, srv.Addr, nil)
-	_, err := c.Mutex(name).TryLock(bg(t))
-	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || errors.Is(err, leash.ErrNotAcquired) {
-		t.Errorf("TryLock on a string key = %v, want a WRONGTYPE store error", err)
-	}
-	if _, err := c.Inspect(bg(t), name); err == nil {
-		t.Errorf("Inspect on a string key = nil error, want one")
-	}
-}
-
 // TestScriptCacheFlush checks that every script is reloaded after SCRIPT
 // FLUSH (as after a restart or failover), including pipelined renewals.
 func TestScriptCacheFlush(t *testing.T) {

@@ -35,7 +35,7 @@ func runKinds(t *testing.T, newStore NewStore) {
 		{"semaphore: a permit's lease expires alone", leash.KindPermit, testPermitLease},
 		{"semaphore: releasing a permit not held is an error", leash.KindPermit, testPermitNotHeld},
 		{"semaphore: the permit count changes for everyone", leash.KindPermit, testSetPermits},
-		{"semaphore and lock on one name are refused", leash.KindPermit, testPermitVsLock},
+		{"semaphore and lock on one name are refused as not a lock", leash.KindPermit, testPermitVsLock},
 		{"multi: all or nothing, tokens grow", leash.KindMutex, testAcquireMany},
 		{"force release clears every kind", leash.KindRead, testForceReleaseKinds},
 	} {
@@ -408,13 +408,13 @@ func testPermitVsLock(t *testing.T, s leash.Store, n *namer) {
 	r := kreq(leash.KindPermit, sem, n.owner(), long)
 	r.Permits = 2
 	mustAcquire(t, s, r)
-	if g, err := s.Acquire(ctx(t), kreq(leash.KindMutex, sem, n.owner(), long)); err == nil {
-		t.Errorf("mutex acquire on a semaphore = %+v, want an error", g)
+	if g, err := s.Acquire(ctx(t), kreq(leash.KindMutex, sem, n.owner(), long)); !errors.Is(err, leash.ErrNotALock) {
+		t.Errorf("mutex acquire on a semaphore = %+v, %v; want ErrNotALock", g, err)
 	}
 	mustAcquire(t, s, kreq(leash.KindMutex, lock, n.owner(), long))
 	r.Name = lock
-	if g, err := s.Acquire(ctx(t), r); err == nil {
-		t.Errorf("permit acquire on a lock = %+v, want an error", g)
+	if g, err := s.Acquire(ctx(t), r); !errors.Is(err, leash.ErrNotALock) {
+		t.Errorf("permit acquire on a lock = %+v, %v; want ErrNotALock", g, err)
 	}
 }
 

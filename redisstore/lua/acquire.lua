@@ -9,13 +9,19 @@
 -- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when the owner now holds the lock;
---          {0, pttl} when someone else holds it (pttl in ms, -1 for no expiry).
+--          {0, pttl} when someone else holds it (pttl in ms, -1 for no expiry);
+--          {-1, what} when KEYS[1] holds something that is not a lock (see not_lock):
+--          nothing is changed.
 -- A re-entry keeps the tenure's token. Redisson's RLock takes the lock only when the key is
 -- absent or holds its own field, so Java and Go clients exclude each other. A hash held by
--- an RWMutex (field "mode") excludes a Mutex the same way; a semaphore's zset under the
--- name makes HEXISTS fail with WRONGTYPE. Touches only KEYS.
+-- an RWMutex (field "mode") excludes a Mutex the same way. A fresh grant on an absent key
+-- needs no shape check. Touches only KEYS.
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -2 then
     return fresh_grant(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[2], ARGV[1])
+end
+local what = not_lock(KEYS[1], 'lock')
+if what then
+    return {-1, what}
 end
 return reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1]) or {0, pttl}

@@ -12,7 +12,8 @@
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
---          or, when the lock is free but another waiter is first, the head's place lifetime.
+--          or, when the lock is free but another waiter is first, the head's place lifetime;
+--          {-1, what} when KEYS[1] is not a lock (see not_lock): nothing is changed.
 -- The lock is granted only when it is free and the caller is first in the queue (or the
 -- queue is empty). Places whose deadline passed (dead or departed waiters) are dropped
 -- first, so a dead waiter blocks the queue for at most one place lifetime. Deadlines use
@@ -41,6 +42,10 @@ if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
         take_place(now_ms()) -- refused in the restart grace: wait in line meanwhile
     end
     return r
+end
+local what = not_lock(KEYS[1], 'lock')
+if what then
+    return {-1, what}
 end
 local now = now_ms()
 purge_queue(KEYS[3], KEYS[4], now)

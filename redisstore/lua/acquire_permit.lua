@@ -10,9 +10,14 @@
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when every permit is held: until the first
---          permit's lease ends.
+--          permit's lease ends; {-1, what} when KEYS[1] is not a semaphore (a lock, or a
+--          user's zset without the permit count beside it: see not_lock): nothing is changed.
 -- Expired permits are dropped first: a holder that crashed returns its permit within one
--- lease. A lock hash under the name fails with WRONGTYPE. Touches only KEYS.
+-- lease. Touches only KEYS.
+local what = not_lock(KEYS[1], 'semaphore', KEYS[3])
+if what then
+    return {-1, what}
+end
 local now = now_ms()
 local lease = tonumber(ARGV[1])
 local held = purge(KEYS[1], now)

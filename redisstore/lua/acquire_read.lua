@@ -12,11 +12,16 @@
 -- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
 --          with {0, ms left, created, start}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
---          waits (until its mark ends).
+--          waits (until its mark ends); {-1, what} when KEYS[1] is not a lock (see not_lock):
+--          nothing is changed.
 -- Each reader has its own lease, so a crashed reader frees its share alone. While a writer
 -- waits, new readers are refused (no writer starvation), except the writer itself taking a
 -- read lease under an owner of its own (a downgrade, ARGV[3] naming the writer). Touches
 -- only KEYS.
+local what = not_lock(KEYS[1], 'lock')
+if what then
+    return {-1, what}
+end
 local now = now_ms()
 local lease = tonumber(ARGV[1])
 purge(KEYS[3], now)

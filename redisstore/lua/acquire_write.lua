@@ -13,8 +13,13 @@
 --          with {0, ms left, created, start}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or until the last reader's lease ends. An owner that holds a read lease gets the
---          error LEASH_UPGRADE: it would wait for itself.
+--          error LEASH_UPGRADE: it would wait for itself. {-1, what} when KEYS[1] is not a
+--          lock (see not_lock): nothing is changed.
 -- Touches only KEYS.
+local what = not_lock(KEYS[1], 'lock')
+if what then
+    return {-1, what}
+end
 local now = now_ms()
 local readers = purge(KEYS[3], now)
 purge(KEYS[4], now)

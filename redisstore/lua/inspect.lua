@@ -5,7 +5,13 @@
 -- KEYS[6]  semaphore permit count
 -- Returns  {type of KEYS[1], its contents (HGETALL, or ZRANGE WITHSCORES), its PTTL, the last
 --          token (nil if none), the server time in ms, the readers (ZRANGE WITHSCORES),
---          queued waiters (fair places + waiting writers), the permit count (nil if none)}.
+--          queued waiters (fair places + waiting writers), the permit count (nil if none)};
+--          {-1, what} when KEYS[1] holds something that is not a lock (see not_lock): its
+--          contents are not read.
+local what = not_lock(KEYS[1], nil, KEYS[6])
+if what then
+    return {-1, what}
+end
 local typ = redis.call('type', KEYS[1]).ok
 local main = {}
 if typ == 'hash' then

@@ -48,6 +48,80 @@ local function decimal(s)
     return tonumber(string.sub(s, 1, -10)) * 1000000000 + tonumber(string.sub(s, -9))
 end
 
+-- try runs a command that fails with WRONGTYPE when its key holds another Redis type, and
+-- returns its reply, or false for WRONGTYPE (any other error is raised). Scripts use it where
+-- a lock is expected but a user's data may sit under the name instead: that key is then
+-- left alone, never an error that leaves the outcome unknown.
+local function try(...)
+    local r = redis.pcall(...)
+    if type(r) == 'table' and r.err then
+        if string.find(r.err, 'WRONGTYPE', 1, true) then
+            return false
+        end
+        error(r)
+    end
+    return r
+end
+
+-- owner_shaped reports whether s is a lock owner: "<id>:<n>", optionally followed by
+-- "@<explicit owner>" (leash), as Redisson's "<uuid>:<thread id>".
+local function owner_shaped(s)
+    return s ~= nil and (string.find(s, '^[^:]+:%d+$') ~= nil or string.find(s, '^[^:]+:%d+@') ~= nil)
+end
+
+-- not_lock is the one recognizer of what is a lock, used by every script that touches a name
+-- and by List and Inspect. It returns nil when key is absent or holds a lock of family fam,
+-- and otherwise a few words saying what key holds (for the Go side's NotALockError). fam is
+-- 'lock' (Mutex, FairMutex, RWMutex, Redisson's RLock and RReadWriteLock: a hash with an
+-- expiry whose fields are owners (see owner_shaped) with positive hold counts, and perhaps
+-- "mode" = "read" or "write"), 'semaphore' (a zset whose lowest-scored member is an owner,
+-- with leash's permit count at sizekey), or nil for either. sizekey may be nil outside
+-- semaphore scripts: a zset is then not a lock. A hash of more than 256 fields is not
+-- read: no lock has that many (a Redisson read lock has one per reading thread).
+local function not_lock(key, fam, sizekey)
+    local typ = redis.call('type', key).ok
+    if typ == 'none' then
+        return nil
+    end
+    if typ == 'hash' then
+        if redis.call('hlen', key) > 256 or redis.call('pttl', key) < 0 then
+            return 'a hash without lock fields'
+        end
+        local f = redis.call('hgetall', key)
+        for i = 1, #f, 2 do
+            if f[i] == 'mode' then
+                if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then
+                    return 'a hash without lock fields'
+                end
+            elseif not owner_shaped(f[i]) or not string.find(f[i + 1], '^[1-9]%d*$') then
+                return 'a hash without lock fields'
+            end
+        end
+        if fam == 'semaphore' then
+            return 'a mutex or readers-writer lock, not a semaphore'
+        end
+        return nil
+    end
+    if typ == 'zset' then
+        if not sizekey or redis.call('exists', sizekey) == 0
+            or not owner_shaped(redis.call('zrange', key, 0, 0)[1]) then
+            return 'a zset that is not a semaphore'
+        end
+        if fam == 'lock' then
+            return 'a semaphore, not a mutex or readers-writer lock'
+        end
+        return nil
+    end
+    return 'a ' .. typ
+end
+
+-- lock_mode returns a readers-writer lock's mode ("read" or "write"), or false when key holds
+-- no such field or is not a hash.
+local function lock_mode(key)
+    return try('hget', key, 'mode') or false
+end
+
+
 -- mint sets a name's fencing counter (key, whose value is counter, false if absent) to
 -- the next token and returns it: max(counter + 1, now), now being the server time in
 -- microseconds (now_s its string). Tokens keep growing even when the counter is lost (a
@@ -162,10 +236,11 @@ end
 -- It returns false when the owner's last hold is gone, its field removed: the caller frees
 -- the lock, wakes waiters and records 1 in the latch. Releasing every hold (mode "all")
 -- reads the latch only when the owner holds nothing: every tenure has an owner of its own,
--- so an owner that is still there has not been released by an earlier attempt.
+-- so an owner that is still there has not been released by an earlier attempt. A lock key
+-- that is not a hash (a user's data, see not_lock) holds no owner: nothing is touched.
 local function drop_hold(lock, latch, owner, lease, mode, latchms)
     if mode == 'all' then
-        if redis.call('hdel', lock, owner) == 0 then
+        if try('hdel', lock, owner) ~= 1 then
             return true, latched(latch)
         end
         return false
@@ -174,7 +249,7 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     if done then
         return true, done
     end
-    if redis.call('hexists', lock, owner) == 0 then
+    if try('hexists', lock, owner) ~= 1 then
         return true, nil
     end
     if redis.call('hincrby', lock, owner, -1) > 0 then

@@ -11,7 +11,8 @@
 -- ARGV[3]  "one" to drop one hold, "all" to drop every hold of the owner
 -- ARGV[4]  latch lifetime in milliseconds: how long a retry of this request may arrive
 -- Returns  1 freed; 0 still held, one hold dropped; nil when ARGV[1] holds nothing (the Go
---          side maps this to ErrNotHeld).
+--          side maps this to ErrNotHeld); {-1, what} when KEYS[1] holds something that is
+--          not a lock (see not_lock; ErrNotHeld and ErrNotALock): nothing is changed.
 -- On the last hold: if FairMutex waiters are queued, the head's owner is published on
 -- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
 -- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
@@ -20,6 +21,10 @@
 -- queue is read only when it exists. Touches only KEYS.
 local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
+    local what = reply == nil and not_lock(KEYS[1], 'lock')
+    if what then
+        return {-1, what}
+    end
     return reply
 end
 -- The owner's field was the hash's only one: the hash went with it.

@@ -8,7 +8,8 @@
 -- ARGV[1]  owner
 -- ARGV[2]  latch lifetime in milliseconds
 -- Returns  1 when the last reader left; 0 when readers remain; nil when the owner had no
---          live read lease (ErrNotHeld).
+--          live read lease (ErrNotHeld); {-1, what} when KEYS[1] is not a lock (see
+--          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched.
 -- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Keeps the
 -- hash's TTL at the longest remaining reader lease. Touches only KEYS.
 local done = latched(KEYS[5])
@@ -23,6 +24,10 @@ end
 redis.call('zrem', KEYS[2], ARGV[1])
 if tonumber(s) <= now then
     return nil -- its lease had already ended
+end
+local what = not_lock(KEYS[1], 'lock')
+if what then
+    return {-1, what}
 end
 local freed = 0
 local mode = redis.call('hget', KEYS[1], 'mode')

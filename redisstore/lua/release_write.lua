@@ -11,13 +11,18 @@
 --          see hold_for)
 -- ARGV[3]  "one" or "all"
 -- ARGV[4]  latch lifetime in milliseconds
--- Returns  1 freed; 0 still held; nil when the owner does not hold the write lock.
+-- Returns  1 freed; 0 still held; nil when the owner does not hold the write lock; {-1, what}
+--          when KEYS[1] is not a lock (see not_lock): nothing is changed.
 -- On the last hold, publishes "w" (wake one writer) if a writer waits, else "r" (wake every
 -- reader). Touches only KEYS.
 local finished, reply = drop_hold(KEYS[1], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
     if reply == 0 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
         hold_for(KEYS[1], KEYS[2], ARGV[2], now_ms()) -- holds remain: not below a reader
+    end
+    local what = reply == nil and not_lock(KEYS[1], 'lock')
+    if what then
+        return {-1, what}
     end
     return reply
 end

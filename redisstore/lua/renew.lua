@@ -1,17 +1,21 @@
 -- renew.lua: extend the leases of many locks, each only if its owner still holds it.
+-- Uses lib.lua.
 -- KEYS[i]      lock hash i (all KEYS hash to one Cluster slot; the caller groups them)
 -- ARGV[2i-1]   owner field of KEYS[i]
 -- ARGV[2i]     lease of KEYS[i] in milliseconds
--- Returns      an array with one entry per key: 1 renewed; 0 the key is gone;
---              2 the key exists but the owner does not hold it.
--- Never creates a key, so a renewal that arrives after a release changes nothing.
+-- Returns      an array with one entry per key: 1 renewed; 0 the lock is gone (the key is
+--              absent, or holds something that is not a lock: see not_lock); 2 the key is a
+--              lock the owner does not hold.
+-- Never creates a key, and never touches one the owner does not hold, so a renewal that
+-- arrives after a release, or finds a user's data under the name, changes nothing.
 -- Redisson's watchdog script does the same check (HEXISTS, then PEXPIRE) per key.
 local out = {}
 for i, key in ipairs(KEYS) do
-    if redis.call('hexists', key, ARGV[2 * i - 1]) == 1 then
+    local held = try('hexists', key, ARGV[2 * i - 1])
+    if held == 1 then
         redis.call('pexpire', key, ARGV[2 * i])
         out[i] = 1
-    elseif redis.call('exists', key) == 1 then
+    elseif held == 0 and redis.call('exists', key) == 1 and not not_lock(key, 'lock') then
         out[i] = 2
     else
         out[i] = 0

@@ -6,12 +6,18 @@
 -- ARGV[2i-1]  owner
 -- ARGV[2i]    lease in milliseconds
 -- Returns     one entry per pair: 1 renewed; 0 gone (absent, or its lease had ended: an
---             ended lease is removed, never resurrected). Touches only KEYS.
+--             ended lease is removed, never resurrected; or the semaphore's zset, or the
+--             reader's lock hash, is not one any more: see not_lock). Touches only KEYS, and
+--             never one that is not a lock.
 local now = now_ms()
 local out = {}
 for i = 1, #KEYS, 2 do
     local lease = tonumber(ARGV[i + 1])
-    local s = redis.call('zscore', KEYS[i], ARGV[i])
+    local s = try('zscore', KEYS[i], ARGV[i])
+    if s and KEYS[i + 1] ~= KEYS[i] and not_lock(KEYS[i + 1], 'lock') then
+        redis.call('zrem', KEYS[i], ARGV[i]) -- a reader whose lock hash was replaced
+        s = false
+    end
     if s and tonumber(s) > now then
         redis.call('zadd', KEYS[i], now + lease, ARGV[i])
         extend(KEYS[i], lease)

@@ -5,14 +5,16 @@
 --              caller groups them)
 -- ARGV[2i-1]   owner field of lock i
 -- ARGV[2i]     lease of lock i in milliseconds
--- Returns      one entry per lock, as renew.lua: 1 renewed; 0 the key is gone; 2 the key
---              exists but the owner does not hold it. Never creates a key. Touches only KEYS.
+-- Returns      one entry per lock, as renew.lua: 1 renewed; 0 the lock is gone (absent, or
+--              not a lock: see not_lock); 2 the key is a lock the owner does not hold. Never
+--              creates a key, nor touches one the owner does not hold. Touches only KEYS.
 local out = {}
 for i = 1, #KEYS, 2 do
-    if redis.call('hexists', KEYS[i], ARGV[i]) == 1 then
+    local held = try('hexists', KEYS[i], ARGV[i])
+    if held == 1 then
         hold_for(KEYS[i], KEYS[i + 1], ARGV[i + 1], now_ms())
         out[#out + 1] = 1
-    elseif redis.call('exists', KEYS[i]) == 1 then
+    elseif held == 0 and redis.call('exists', KEYS[i]) == 1 and not not_lock(KEYS[i], 'lock') then
         out[#out + 1] = 2
     else
         out[#out + 1] = 0

@@ -7,7 +7,7 @@
 -- KEYS[5]  waiting writers, leash_rw_writers:{name}
 -- KEYS[6]  readers-writer channel, leash_rw__channel:{name}
 -- ARGV[1]  owner
--- Returns  1. If the owner was the head of the queue and the lock is free, the new head is
+-- Returns  1, whatever KEYS[1] holds (it is only read). If the owner was the head of the queue and the lock is free, the new head is
 --          published on KEYS[4]; if it was the last waiting writer and no writer holds, "r"
 --          is published on KEYS[6] so that readers it kept out come in. Touches only KEYS.
 local now = now_ms()
@@ -22,7 +22,7 @@ if head == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
     end
 end
 if redis.call('zrem', KEYS[5], ARGV[1]) == 1 and purge(KEYS[5], now) == 0
-    and redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+    and lock_mode(KEYS[1]) ~= 'write' then
     redis.call('publish', KEYS[6], 'r')
 end
 return 1

@@ -1,0 +1,284 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// userData is one kind of application data that may sit under a lock name.
+type userData struct {
+	name  string
+	write func(ctx context.Context, rdb *redis.Client, key string) error
+}
+
+var userDataKinds = []userData{
+	{"string", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.Set(ctx, k, "hello", 0).Err() }},
+	{"text hash", func(ctx context.Context, rdb *redis.Client, k string) error {
+		return rdb.HSet(ctx, k, "home", "a").Err()
+	}},
+	{"counter hash", func(ctx context.Context, rdb *redis.Client, k string) error {
+		return rdb.HSet(ctx, k, "home", 10, "about", 5).Err()
+	}},
+	{"list", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.RPush(ctx, k, "a", "b").Err() }},
+	{"set", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.SAdd(ctx, k, "a", "b").Err() }},
+	{"zset", func(ctx context.Context, rdb *redis.Client, k string) error {
+		return rdb.ZAdd(ctx, k, redis.Z{Score: 100, Member: "alice"}, redis.Z{Score: 200, Member: "bob"}).Err()
+	}},
+	{"stream", func(ctx context.Context, rdb *redis.Client, k string) error {
+		return rdb.XAdd(ctx, &redis.XAddArgs{Stream: k, Values: []any{"f", "v"}}).Err()
+	}},
+}
+
+// keyState is what a user would check of their key: its type, contents and
+// time to live.
+type keyState struct {
+	typ, dump string
+	pttl      time.Duration
+}
+
+func stateOf(t *testing.T, rdb *redis.Client, key string) keyState {
+	t.Helper()
+	ctx := bg(t)
+	st := keyState{typ: rdb.Type(ctx, key).Val(), pttl: rdb.PTTL(ctx, key).Val()}
+	st.dump, _ = rdb.Dump(ctx, key).Result()
+	return st
+}
+
+// checkUnchanged fails t if key's type or contents differ from before, or
+// its TTL was added or extended.
+func checkUnchanged(t *testing.T, rdb *redis.Client, key string, before keyState) {
+	t.Helper()
+	after := stateOf(t, rdb, key)
+	if after.typ != before.typ || after.dump != before.dump {
+		t.Errorf("%q is now a %s (dump %q), want the %s it was (dump %q)", key, after.typ, after.dump, before.typ, before.dump)
+	}
+	switch {
+	case before.pttl < 0 && after.pttl != before.pttl:
+		t.Errorf("%q has PTTL %v now, want none as before (%v)", key, after.pttl, before.pttl)
+	case before.pttl >= 0 && (after.pttl < 0 || after.pttl > before.pttl):
+		t.Errorf("%q has PTTL %v now, want at most the %v it had", key, after.pttl, before.pttl)
+	}
+}
+
+// lockFunc is a Lock or TryLock method value.
+type lockFunc func(context.Context) (*leash.Hold, error)
+
+// kindLockers give the waiting and the one-attempt acquire of each kind on a
+// name; MultiLock takes the name with a free one beside it.
+var kindLockers = []struct {
+	name  string
+	locks func(c *leash.Client, n string) (wait, try lockFunc)
+}{
+	{"mutex", func(c *leash.Client, n string) (lockFunc, lockFunc) { m := c.Mutex(n); return m.Lock, m.TryLock }},
+	{"fair", func(c *leash.Client, n string) (lockFunc, lockFunc) {
+		m := c.FairMutex(n, nil)
+		return m.Lock, m.TryLock
+	}},
+	{"read", func(c *leash.Client, n string) (lockFunc, lockFunc) {
+		m := c.RWMutex(n, nil)
+		return m.RLock, m.TryRLock
+	}},
+	{"write", func(c *leash.Client, n string) (lockFunc, lockFunc) { m := c.RWMutex(n, nil); return m.Lock, m.TryLock }},
+	{"permit", func(c *leash.Client, n string) (lockFunc, lockFunc) {
+		s := c.Semaphore(n, 3)
+		return s.Acquire, s.TryAcquire
+	}},
+	{"multilock", func(c *leash.Client, n string) (lockFunc, lockFunc) {
+		m := c.MultiLock([]string{n, n + "/free"})
+		return m.Lock, m.TryLock
+	}},
+}
+
+// TestUserDataIsNeverTouched puts each kind of application data under a
+// lock name, with and without a TTL, and runs every operation of every lock
+// kind on it: each is refused with ErrNotALock (never "not acquired", never
+// a store error of unknown outcome), and the key keeps its type, contents
+// and TTL.
+func TestUserDataIsNeverTouched(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	for _, ud := range userDataKinds {
+		for _, ttl := range []time.Duration{0, time.Hour} {
+			withTTL := "without TTL"
+			if ttl > 0 {
+				withTTL = "with TTL"
+			}
+			t.Run(ud.name+" "+withTTL, func(t *testing.T) {
+				c := newClient(t, srv.Addr, nil)
+				ctx := bg(t)
+				key := lockName(t)
+				if err := ud.write(ctx, rdb, key); err != nil {
+					t.Fatal(err)
+				}
+				if ttl > 0 {
+					rdb.PExpire(ctx, key, ttl)
+				}
+				before := stateOf(t, rdb, key)
+				for _, k := range kindLockers {
+					lock, try := k.locks(c, key)
+					for wait, acquire := range map[bool]lockFunc{true: lock, false: try} {
+						h, err := acquire(ctx)
+						if h != nil {
+							h.Unlock(ctx)
+						}
+						var nal *leash.NotALockError
+						if !errors.As(err, &nal) || !errors.Is(err, leash.ErrNotALock) || errors.Is(err, leash.ErrNotAcquired) || nal.Name != key {
+							t.Errorf("%s (wait %v) on a %s = %v, want a *NotALockError for %q", k.name, wait, ud.name, err, key)
+						}
+					}
+				}
+				if _, err := c.Inspect(ctx, key); !errors.Is(err, leash.ErrNotALock) {
+					t.Errorf("Inspect = %v, want ErrNotALock", err)
+				}
+				if freed, err := c.ForceUnlock(ctx, key); !errors.Is(err, leash.ErrNotALock) || freed {
+					t.Errorf("ForceUnlock = %v, %v; want false, ErrNotALock", freed, err)
+				}
+				if err := c.Semaphore(key, 2).SetPermits(ctx, 5); !errors.Is(err, leash.ErrNotALock) {
+					t.Errorf("SetPermits = %v, want ErrNotALock", err)
+				}
+				checkUnchanged(t, rdb, key, before)
+				s := redisstore.New(rdb, nil)
+				defer s.Close()
+				if names, err := s.List(ctx, key+"*"); err != nil || len(names) != 0 {
+					t.Errorf("List = %q, %v; want nothing", names, err)
+				}
+				if err := c.Close(); err != nil {
+					t.Errorf("Close = %v, want nil: nothing was granted, nothing is left to release", err)
+				}
+				checkUnchanged(t, rdb, key, before)
+			})
+		}
+	}
+}
+
+// TestLockReplacedByUserData takes a lock of each kind, puts application
+// data where the lock was, and checks that renewal and release report the
+// lock lost (released elsewhere) without touching the data.
+func TestLockReplacedByUserData(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	for _, k := range kindLockers {
+		t.Run(k.name, func(t *testing.T) {
+			c := newClient(t, srv.Addr, nil)
+			ctx := bg(t)
+			key := lockName(t)
+			lock, _ := k.locks(c, key)
+			h, err := lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdb.Del(ctx, key)
+			rdb.Set(ctx, key, "hello", 0)
+			before := stateOf(t, rdb, key)
+			var lost *leash.LostError
+			if err := h.Renew(ctx); !errors.As(err, &lost) || lost.Reason != leash.ReasonReleasedElsewhere {
+				t.Errorf("Renew = %v, want a loss: released elsewhere", err)
+			}
+			if err := h.Unlock(ctx); !errors.Is(err, leash.ErrLost) {
+				t.Errorf("Unlock = %v, want ErrLost", err)
+			}
+			checkUnchanged(t, rdb, key, before)
+			if err := c.Close(); err != nil {
+				t.Errorf("Close = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestReleaseOnUserDataIsNotHeld releases, at the store, locks of every kind
+// whose name holds application data: ErrNotHeld and ErrNotALock, the data
+// unchanged.
+func TestReleaseOnUserDataIsNotHeld(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	s := redisstore.New(rdb, nil)
+	defer s.Close()
+	ctx := bg(t)
+	key := lockName(t)
+	rdb.Set(ctx, key, "hello", 0)
+	before := stateOf(t, rdb, key)
+	for _, kind := range []leash.Kind{leash.KindMutex, leash.KindFair, leash.KindRead, leash.KindWrite, leash.KindPermit} {
+		for _, mode := range []leash.ReleaseMode{leash.ReleaseOne, leash.ReleaseAll} {
+			_, err := s.Release(ctx, leash.Request{Kind: kind, Name: key, Owner: "someone:1", Lease: time.Minute}, mode)
+			if kind == leash.KindRead {
+				// A reader that holds no lease there has nothing to say about the name.
+				if !errors.Is(err, leash.ErrNotHeld) {
+					t.Errorf("Release(%v, mode %d) = %v, want ErrNotHeld", kind, mode, err)
+				}
+				continue
+			}
+			if !errors.Is(err, leash.ErrNotHeld) || !errors.Is(err, leash.ErrNotALock) {
+				t.Errorf("Release(%v, mode %d) = %v, want ErrNotHeld and ErrNotALock", kind, mode, err)
+			}
+		}
+	}
+	if _, err := s.Release(ctx, leash.Request{Kind: leash.KindFair, Name: key, Owner: "someone:1"}, leash.Withdraw); err != nil {
+		t.Errorf("Withdraw = %v, want nil", err)
+	}
+	checkUnchanged(t, rdb, key, before)
+}
+
+// TestSemaphoreAndLockNamesAreNotALock checks that a semaphore acquire on a
+// held lock, and a lock acquire on a semaphore, are refused as not a lock,
+// and that a force release of either still works.
+func TestSemaphoreAndLockNamesAreNotALock(t *testing.T) {
+	srv := sharedRedis(t)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	sem, lock := lockName(t)+"/sem", lockName(t)+"/lock"
+	hs, err := c.Semaphore(sem, 2).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Unlock(ctx)
+	hl, err := c.Mutex(lock).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hl.Unlock(ctx)
+	if _, err := c.Mutex(sem).TryLock(ctx); !errors.Is(err, leash.ErrNotALock) {
+		t.Errorf("TryLock on a semaphore = %v, want ErrNotALock", err)
+	}
+	if _, err := c.Semaphore(lock, 2).TryAcquire(ctx); !errors.Is(err, leash.ErrNotALock) {
+		t.Errorf("TryAcquire on a lock = %v, want ErrNotALock", err)
+	}
+	for _, n := range []string{sem, lock} {
+		if info, err := c.Inspect(ctx, n); err != nil || !info.Held {
+			t.Errorf("Inspect(%q) = %+v, %v; want held", n, info, err)
+		}
+	}
+}
+
+// TestLeashOwnKeysAreNotLockNames checks that the names of leash's own keys
+// are refused before any round trip, with the reason.
+func TestLeashOwnKeysAreNotLockNames(t *testing.T) {
+	s := redisstore.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nil)
+	defer s.Close()
+	for _, n := range []string{"leash:epoch", "leash:epoch:{x}", "redisson_lock_token:{x}", "redisson_lock__channel:{x}",
+		"redisson_unlock_latch:{x}:abc-1", "leash_fair_queue:{x}", "leash_fair_places:{x}", "leash_fair__channel:{x}",
+		"leash_rw_readers:{x}", "leash_rw_writers:{x}", "leash_rw__channel:{x}", "leash_semaphore_size:{x}",
+		"leash_semaphore__channel:{x}"} {
+		if err := s.CheckName(n); err == nil {
+			t.Errorf("CheckName(%q) = nil, want a refusal", n)
+		}
+	}
+	for _, n := range []string{"leash", "leash:epochs", "orders:{x}", "my_leash_fair_queue:{x}"} {
+		if err := s.CheckName(n); err != nil {
+			t.Errorf("CheckName(%q) = %v, want nil", n, err)
+		}
+	}
+	c, err := leash.New(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Mutex("redisson_lock_token:{orders}").TryLock(context.Background()); !errors.Is(err, leash.ErrInvalidName) {
+		t.Errorf("TryLock(redisson_lock_token:{orders}) = %v, want ErrInvalidName", err)
+	}
+}
