@@ -24,6 +24,12 @@ const (
 	// "--", a malformed store URL or an unreadable certificate file. Always
 	// reported before any network call.
 	exitUsage = 64 // EX_USAGE
+	// exitNotALock: the name holds something that is not a lock of the kind
+	// asked for: another application's data (a string, a list, a plain
+	// hash...) under the same key, or a semaphore where a lock is asked for
+	// and the reverse. leash changed nothing: it never deletes, alters or
+	// extends what is not its lock. The command did not run.
+	exitNotALock = 65 // EX_DATAERR
 	// exitStore: the store cannot be reached or failed: connection refused,
 	// timed out, unknown host, or an error from the server.
 	exitStore = 69 // EX_UNAVAILABLE
@@ -56,6 +62,7 @@ var exitStatuses = []struct {
 }{
 	{"any other", "run: the command's own status; it ran and the lock held to the end"},
 	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL (before any network call)"},
+	{fmt.Sprint(exitNotALock), "the name holds something that is not a lock (another application's data); leash changed nothing"},
 	{fmt.Sprint(exitStore), "the store cannot be reached, or failed"},
 	{fmt.Sprint(exitFailure), "leash failed unexpectedly"},
 	{fmt.Sprint(exitNotAcquired), "run: the lock was held by someone else; the command did not run"},
@@ -109,6 +116,8 @@ func statusOf(err error) int {
 		return ee.status
 	case errors.Is(err, leash.ErrInvalidArgument):
 		return exitUsage
+	case errors.Is(err, leash.ErrNotALock):
+		return exitNotALock
 	case errors.Is(err, leash.ErrNotAcquired):
 		return exitNotAcquired
 	case errors.Is(err, leash.ErrLost):

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -20,8 +21,12 @@ by name, with the holder, hold count, lease left, last fencing token and
 waiters of each. It walks the keyspace with SCAN, never KEYS, so it does not
 block the server; on a Cluster it walks every master. A key counts as a lock
 when it has the lock layout: a hash with an expiry whose fields are owners
-with hold counts (locks taken by Redisson's RLock are listed too). Free locks
-are not listed; 'leash show NAME' shows any lock.
+"<id>:<n>" with hold counts, and perhaps a readers-writer "mode" (locks taken
+by Redisson's RLock are listed too), or a semaphore's sorted set of owners
+with leash's permit count beside it. show, unlock and every lock operation
+judge a key by the same rule; other keys are another application's data,
+never listed and never touched. Free locks are not listed; 'leash show NAME'
+shows any lock.
 
   --json   print a JSON array of objects as 'leash show --json' prints them
            ([] when no lock matches)
@@ -73,6 +78,9 @@ func runLs(e *env, argv []string) int {
 		// From the store, not a Client: the walk also finds locks that
 		// other clients took under names leash refuses (Redisson allows more).
 		info, err := conn.store.Inspect(ctx, name)
+		if errors.Is(err, leash.ErrNotALock) {
+			continue // replaced by other data since the walk
+		}
 		if err != nil {
 			return e.fail("ls", conn.fail(err))
 		}

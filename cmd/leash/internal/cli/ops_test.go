@@ -6,11 +6,13 @@ import (
 	"errors"
 	"flag"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestShowKinds checks show and ls on an RWMutex held by readers with a
@@ -152,10 +154,10 @@ func TestShowLsUnlock(t *testing.T) {
 				t.Errorf("column %s is not aligned:\n%s", col, out)
 			}
 		}
-		// A key of the same name that is no lock is an error from the store, not an outage.
+		// A key of the same name that is no lock is not a lock, not an outage.
 		rdb := newRDB(t, srv.Addr)
 		rdb.Set(ctx, prefix+"string", "x", time.Minute)
-		if status, _, stderr := run(t, "show", prefix+"string"); status != exitStore || !strings.Contains(stderr, "answered with an error: ") {
+		if status, _, stderr := run(t, "show", prefix+"string"); status != exitNotALock || !strings.Contains(stderr, "it holds a string") {
 			t.Errorf("show of a string key = %d, %q", status, stderr)
 		}
 		status, out, stderr := run(t, "ls", prefix+"nothing*")
@@ -283,5 +285,63 @@ func TestHelp(t *testing.T) {
 		if code != tc.code || !strings.Contains(out+stderr, tc.want) {
 			t.Errorf("leash %v = %d, %q; want %d and %q", tc.args, code, out+stderr, tc.code, tc.want)
 		}
+	}
+}
+
+// TestUserDataThroughTheCLI runs the operator commands and leash run on
+// names that hold an application's data: each says what is there and exits
+// 65, ls lists none of them, and the data keeps its type, contents and TTL.
+func TestUserDataThroughTheCLI(t *testing.T) {
+	srv := sharedRedis(t)
+	t.Setenv(storeEnv, "redis://"+srv.Addr)
+	ctx := ctxFor(t)
+	rdb := newRDB(t, srv.Addr)
+	prefix := lockName(t) + "/"
+	visits, board, text := prefix+"visits", prefix+"leaderboard", prefix+"greeting"
+	rdb.HSet(ctx, visits, "home", 10, "about", 5)                                                  // an application's counter hash
+	rdb.ZAdd(ctx, board, redis.Z{Score: 100, Member: "alice"}, redis.Z{Score: 200, Member: "bob"}) // a sorted set
+	rdb.Set(ctx, text, "hello", time.Hour)
+	dump := func() []string {
+		var out []string
+		for _, k := range []string{visits, board, text} {
+			d, _ := rdb.Dump(ctx, k).Result()
+			out = append(out, rdb.Type(ctx, k).Val(), d)
+		}
+		return out
+	}
+	before := dump()
+	textTTL := rdb.PTTL(ctx, text).Val()
+	for _, tc := range []struct {
+		name, found string
+		args        []string
+	}{
+		{visits, "a hash without lock fields", []string{"show", visits}},
+		{visits, "a hash without lock fields", []string{"show", "--json", visits}},
+		{visits, "a hash without lock fields", []string{"unlock", "--force", visits}},
+		{board, "a zset that is not a semaphore", []string{"unlock", "--force", board}},
+		{board, "a zset that is not a semaphore", []string{"show", board}},
+		{text, "a string", []string{"unlock", "--force", text}},
+		{visits, "a hash without lock fields", []string{"run", "--no-wait", visits, "--", "sh", "-c", "echo ran"}},
+		{text, "a string", []string{"run", "--wait", "1h", text, "--", "sh", "-c", "echo ran"}},
+	} {
+		status, out, stderr := run(t, tc.args...)
+		if status != exitNotALock || !strings.Contains(stderr, tc.found) || !strings.Contains(stderr, tc.name) {
+			t.Errorf("leash %s = %d, stderr %q; want %d and a line saying it holds %s", strings.Join(tc.args, " "), status, stderr, exitNotALock, tc.found)
+		}
+		if strings.Contains(out, "held") || strings.Contains(out, "home") || strings.Contains(out, "ran") || strings.Contains(out, "unlocked") {
+			t.Errorf("leash %s printed %q, want nothing on stdout", strings.Join(tc.args, " "), out)
+		}
+	}
+	if status, out, _ := run(t, "ls", prefix+"*"); status != 0 || out != "" {
+		t.Errorf("ls = %d, %q; want 0 and no lock listed", status, out)
+	}
+	if after := dump(); !slices.Equal(after, before) {
+		t.Errorf("the data changed: %q, was %q", after, before)
+	}
+	if rdb.PTTL(ctx, visits).Val() != -1 || rdb.PTTL(ctx, board).Val() != -1 {
+		t.Errorf("a key without expiry got one")
+	}
+	if ttl := rdb.PTTL(ctx, text).Val(); ttl <= 0 || ttl > textTTL {
+		t.Errorf("the string's TTL is %v, want at most the %v it had", ttl, textTTL)
 	}
 }

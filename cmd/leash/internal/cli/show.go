@@ -19,6 +19,8 @@ fencing token granted, a semaphore's permit count, how many waiters hold a
 place in a fair queue or a waiting-writer mark, and how many clients wait.
 A free lock prints its last fencing token, if it was ever taken. The answer
 can be stale by the time it is read: never base a locking decision on it.
+A name that holds something other than a lock (another application's key)
+is not shown as a lock: show says what it holds, on stderr, and exits 65.
 
   --json   print one JSON object:
            {"name": "...", "kind": "mutex", "held": true,
@@ -33,7 +35,8 @@ can be stale by the time it is read: never base a locking decision on it.
 ` + storeHelp + `
 
 Exit status: 0 whether the lock is held or free; 64 for a bad name or URL,
-69 when the store cannot be reached, 77 when it refuses the credentials.
+65 when the name holds something that is not a lock, 69 when the store
+cannot be reached, 77 when it refuses the credentials.
 
 Examples:
 

@@ -423,8 +423,13 @@ func (c *conn) fail(err error) error {
 		status    = exitStore
 		whatToDo  string
 		format    = "cannot reach the store at %s: %s"
+		notALock  *leash.NotALockError
 	)
 	switch {
+	case errors.As(err, &notALock):
+		// Not a store failure: the store answered, about the name.
+		return withStatus(exitNotALock, errors.New(oneLine(strings.TrimPrefix(notALock.Error(), "leash: ")+
+			" (use a lock name that no application data uses)")))
 	case errors.Is(err, redisstore.ErrNotReplicated):
 		format = "the store at %s did not replicate the lock in time: %s"
 		whatToDo = "check, with INFO replication on the primary, that enough replicas are connected and keeping up"
@@ -448,7 +453,7 @@ func (c *conn) fail(err error) error {
 		whatToDo = "is the server running, on this host and port?"
 	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
 		whatToDo = "the server closed the connection; if it serves TLS on this port, use rediss://"
-	case errors.As(err, &replyErr), errors.Is(err, redisstore.ErrNotLock):
+	case errors.As(err, &replyErr):
 		format = "the store at %s answered with an error: %s"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		format = "the store at %s did not answer in time: %s"

@@ -21,13 +21,17 @@ holder learns of it at its next renewal (within a third of its lease) and, if
 it is 'leash run', stops its command; meanwhile both may run. The holder's
 writes carry an older fencing token, which fenced resources reject.
 
-Unlock prints who held the lock. Unlocking a free lock is not an error.
+Unlock prints who held the lock. Unlocking a free lock is not an error. A
+name that holds something other than a lock (another application's key, a
+plain hash, a sorted set) is never deleted: unlock says what it holds and
+exits 65.
 
   --force  required: delete the lock whoever holds it
 ` + storeHelp + `
 
 Exit status: 0 when the lock was deleted or was already free; 64 without
---force or for a bad name or URL, 69 when the store cannot be reached, 77
+--force or for a bad name or URL, 65 when the name holds something that is
+not a lock (nothing was deleted), 69 when the store cannot be reached, 77
 when it refuses the credentials.
 
 Examples:
