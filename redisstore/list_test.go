@@ -47,6 +47,10 @@ func TestListFindsHeldLocksOnly(t *testing.T) {
 	rdb.HSet(ctx, redisson, "8743c9c0-0795-4907-87fd-6c719a6b4586:1", 2)
 	rdb.PExpire(ctx, redisson, time.Minute)
 	want = append(want, redisson)
+	redissonWrite := prefix + "redisson-write" // Redisson's RReadWriteLock, write-held
+	rdb.HSet(ctx, redissonWrite, "mode", "write", "8743c9c0-0795-4907-87fd-6c719a6b4586:7:write", 1)
+	rdb.PExpire(ctx, redissonWrite, time.Minute)
+	want = append(want, redissonWrite)
 	slices.Sort(want)
 
 	// Keys that are not held locks.

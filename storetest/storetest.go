@@ -8,6 +8,12 @@
 //
 // The suite uses real time (leases of a few hundred milliseconds), because a
 // server-backed store measures leases by the server's clock.
+//
+// The suite checks the not-a-lock rule (leash.ErrNotALock) where it can reach
+// it through the contract: a semaphore where a lock is asked for, and the
+// reverse. A store that shares its server with other data (a Redis keyspace,
+// a database) must also test, with its own tests, that every method refuses
+// that data and leaves it unchanged, since the suite cannot write it.
 package storetest
 
 import (

@@ -64,9 +64,11 @@ local function try(...)
 end
 
 -- owner_shaped reports whether s is a lock owner: "<id>:<n>", optionally followed by
--- "@<explicit owner>" (leash), as Redisson's "<uuid>:<thread id>".
+-- "@<explicit owner>" (leash), as Redisson's "<uuid>:<thread id>" (and its write lock's
+-- "<uuid>:<thread id>:write").
 local function owner_shaped(s)
-    return s ~= nil and (string.find(s, '^[^:]+:%d+$') ~= nil or string.find(s, '^[^:]+:%d+@') ~= nil)
+    return s ~= nil and (string.find(s, '^[^:]+:%d+$') ~= nil or string.find(s, '^[^:]+:%d+@') ~= nil
+        or string.find(s, '^[^:]+:%d+:write$') ~= nil)
 end
 
 -- not_lock is the one recognizer of what is a lock, used by every script that touches a name
