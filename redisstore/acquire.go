@@ -17,7 +17,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	if s.err != nil {
 		return leash.Grant{}, s.err
 	}
-	n := req.Name
+	n := s.key(req.Name)
 	var (
 		script *redis.Script
 		keys   []string
@@ -43,24 +43,24 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		script, keys = acquirePermitScript, []string{n, tokenKey(n), semSizeKey(n)}
 		args = []any{ms(req.Lease), req.Owner, req.Permits}
 	default:
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
 	}
 	v, left, ok, err := s.runAcquire(ctx, script, []leash.Request{req}, keys, args, false)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "LEASH_UPGRADE") {
-			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, leash.ErrUpgrade)
+			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, leash.ErrUpgrade)
 		}
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	if !ok {
 		return leash.Grant{Remaining: left}, nil // the restart grace
 	}
-	if e := notALock(n, v); e != nil {
+	if e := notALock(req.Name, v); e != nil {
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire: %w", e)
 	}
 	g, err := parseGrant(v)
 	if err != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", n, err)
+		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	return g, nil
 }
@@ -79,7 +79,8 @@ func (s *Store) Partition(names []string) [][]string {
 	}
 	bySlot := map[int][]string{}
 	for _, n := range sorted {
-		bySlot[slot(n)] = append(bySlot[slot(n)], n)
+		sl := slot(s.key(n))
+		bySlot[sl] = append(bySlot[sl], n)
 	}
 	var out [][]string
 	for _, sl := range slices.Sorted(maps.Keys(bySlot)) {
@@ -99,7 +100,8 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	}
 	keys := make([]string, 0, 2*len(reqs))
 	for _, r := range reqs {
-		keys = append(keys, r.Name, tokenKey(r.Name))
+		k := s.key(r.Name)
+		keys = append(keys, k, tokenKey(k))
 	}
 	undo := reqs
 	if s.guard.on() {

@@ -28,10 +28,11 @@ var (
 
 // markerKey returns the restart marker that guards name.
 func (s *Store) markerKey(name string) string {
+	marker := s.opts.KeyPrefix + epochKey
 	if !s.cluster {
-		return epochKey
+		return marker
 	}
-	return epochKey + ":{" + slotTag(slot(name)) + "}"
+	return marker + ":{" + slotTag(slot(s.key(name))) + "}"
 }
 
 // graceArg is acquire.lua's ARGV[3]: the grace for a lock of this lease in
@@ -151,12 +152,13 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 	if s.err != nil {
 		return s.err
 	}
+	marker := s.opts.KeyPrefix + epochKey
 	if !s.cluster {
-		return s.rdb.Set(ctx, epochKey, 0, 0).Err()
+		return s.rdb.Set(ctx, marker, 0, 0).Err()
 	}
 	pipe := s.rdb.Pipeline()
 	for sl := range 16384 {
-		pipe.Set(ctx, epochKey+":{"+slotTag(sl)+"}", 0, 0)
+		pipe.Set(ctx, marker+":{"+slotTag(sl)+"}", 0, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("redisstore: mark fresh: %w", err)

@@ -12,7 +12,8 @@ func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
 	if s.err != nil {
 		return leash.Info{}, s.err
 	}
-	keys := []string{name, tokenKey(name), fairQueueKey(name), readersKey(name), writersKey(name), semSizeKey(name)}
+	k := s.key(name)
+	keys := []string{k, tokenKey(k), fairQueueKey(k), readersKey(k), writersKey(k), semSizeKey(k)}
 	v, err := inspectScript.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
 		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
@@ -25,7 +26,7 @@ func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
 		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
 	}
 	info.Waiters = -1
-	chans := []string{channelName(name), fairChannel(name), rwChannel(name), semChannel(name)}
+	chans := []string{channelName(k), fairChannel(k), rwChannel(k), semChannel(k)}
 	if subs, err := s.rdb.PubSubNumSub(ctx, chans...).Result(); err == nil {
 		info.Waiters = 0
 		for _, c := range chans {

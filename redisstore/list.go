@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -15,7 +16,9 @@ const (
 )
 
 // List returns, sorted, the names of the locks held in the store whose names
-// match pattern, a Redis glob as in SCAN MATCH ("" means "*"). It walks the
+// match pattern, a Redis glob as in SCAN MATCH ("" means "*"), matched
+// against the names, not the keys: Options.KeyPrefix is added to the
+// pattern and taken off the names. It walks the
 // keyspace with SCAN, never KEYS, so it does not block the server; on
 // Cluster it walks every master.
 //
@@ -35,29 +38,45 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
+	prefix := s.opts.KeyPrefix
+	match := globEscape(prefix) + pattern
 	var (
 		mu    sync.Mutex
 		names []string
 	)
 	add := func(found []string) {
 		mu.Lock()
-		names = append(names, found...)
+		for _, k := range found {
+			names = append(names, strings.TrimPrefix(k, prefix))
+		}
 		mu.Unlock()
 	}
 	var err error
 	switch c := s.rdb.(type) {
 	case *redis.ClusterClient:
 		err = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return listNode(ctx, node, pattern, add)
+			return listNode(ctx, node, match, add)
 		})
 	default:
-		err = listNode(ctx, s.rdb, pattern, add)
+		err = listNode(ctx, s.rdb, match, add)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: list %q: %w", pattern, err)
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// globEscape escapes the glob characters of s, for SCAN MATCH.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // listNode walks one server's keyspace and passes each batch of locks to add.

@@ -56,7 +56,7 @@ func (s *Store) Watch(ctx context.Context, kind leash.Kind, name string, wake fu
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.notify.watch(ctx, watchChannel(kind, name), wake)
+	return s.notify.watch(ctx, watchChannel(kind, s.key(name)), wake)
 }
 
 func (n *notifier) watch(ctx context.Context, ch string, wake func(string)) (func(), error) {

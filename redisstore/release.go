@@ -15,11 +15,11 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	if s.err != nil {
 		return false, s.err
 	}
-	n := req.Name
+	n := s.key(req.Name)
 	if mode == leash.Withdraw {
 		keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
 		if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
-			return false, fmt.Errorf("redisstore: withdraw from %q: %w", n, err)
+			return false, fmt.Errorf("redisstore: withdraw from %q: %w", req.Name, err)
 		}
 		return false, nil
 	}
@@ -55,22 +55,22 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		keys = []string{n, semChannel(n), latch, semSizeKey(n)}
 		args = []any{req.Owner, ms(latchTTL)}
 	default:
-		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", n, req.Kind, leash.ErrUnsupported)
+		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
 	}
 	v, err := s.pipe.run(ctx, script, keys, args...)
 	if errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("redisstore: release %q: %w", n, leash.ErrNotHeld)
+		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, leash.ErrNotHeld)
 	}
 	if err != nil {
-		return false, fmt.Errorf("redisstore: release %q: %w", n, err)
+		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, err)
 	}
-	if e := notALock(n, v); e != nil {
+	if e := notALock(req.Name, v); e != nil {
 		// Nothing was changed: the owner holds nothing there.
 		return false, fmt.Errorf("redisstore: release: %w: %w", leash.ErrNotHeld, e)
 	}
 	r, ok := v.(int64)
 	if !ok || (r != 0 && r != 1) {
-		return false, fmt.Errorf("redisstore: release %q: unexpected reply %v", n, v)
+		return false, fmt.Errorf("redisstore: release %q: unexpected reply %v", req.Name, v)
 	}
 	return r == 1, nil
 }
@@ -85,8 +85,9 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
-	keys := []string{name, fairQueueKey(name), fairPlacesKey(name), readersKey(name), writersKey(name),
-		channelName(name), fairChannel(name), rwChannel(name), semChannel(name), semSizeKey(name)}
+	k := s.key(name)
+	keys := []string{k, fairQueueKey(k), fairPlacesKey(k), readersKey(k), writersKey(k),
+		channelName(k), fairChannel(k), rwChannel(k), semChannel(k), semSizeKey(k)}
 	v, err := forceScript.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
@@ -106,7 +107,8 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 	if s.err != nil {
 		return s.err
 	}
-	keys := []string{semSizeKey(name), semChannel(name), name}
+	k := s.key(name)
+	keys := []string{semSizeKey(k), semChannel(k), k}
 	v, err := setPermitsScript.Run(ctx, s.rdb, keys, n).Result()
 	if err != nil {
 		return fmt.Errorf("redisstore: set permits of %q: %w", name, err)

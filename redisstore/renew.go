@@ -80,7 +80,7 @@ func (s *Store) batches(reqs []leash.Request) []batch {
 	for i, r := range reqs {
 		g := group{script: renewScriptFor(r.Kind)}
 		if s.cluster {
-			g.slot = slot(r.Name)
+			g.slot = slot(s.key(r.Name))
 		}
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
@@ -95,15 +95,16 @@ func (s *Store) batches(reqs []leash.Request) []batch {
 			b := batch{script: g.script, idx: idx[:n], args: make([]any, 0, 2*n)}
 			for _, k := range b.idx {
 				r := reqs[k]
+				n := s.key(r.Name)
 				switch r.Kind {
 				case leash.KindRead: // the reader's lease, and the hash kept alive as long
-					b.keys = append(b.keys, readersKey(r.Name), r.Name)
+					b.keys = append(b.keys, readersKey(n), n)
 				case leash.KindWrite: // the hash, and the readers it must outlive
-					b.keys = append(b.keys, r.Name, readersKey(r.Name))
+					b.keys = append(b.keys, n, readersKey(n))
 				case leash.KindPermit: // the permit's lease, in the semaphore's own zset
-					b.keys = append(b.keys, r.Name, r.Name)
+					b.keys = append(b.keys, n, n)
 				default:
-					b.keys = append(b.keys, r.Name)
+					b.keys = append(b.keys, n)
 				}
 				b.args = append(b.args, r.Owner, ms(r.Lease))
 			}

@@ -125,6 +125,17 @@ type Options struct {
 	// Default DefaultReplicaTimeout (1s); it must be shorter than the redis
 	// client's ReadTimeout and well under the leases in use.
 	ReplicaTimeout time.Duration
+	// KeyPrefix, when set, keeps leash's keys apart from an application's
+	// data on a shared server, as Redisson's NameMapper does: the lock
+	// "orders" lives in the key KeyPrefix+"orders", every companion key and
+	// channel is named from that key (redisson_lock_token:{<prefix>orders}),
+	// and the restart marker is KeyPrefix+"leash:epoch". Lock names given to
+	// leash and returned by it (Info.Name, List) are the unprefixed ones.
+	// Redisson clients exclude leash's locks only when they use a NameMapper
+	// that adds the same prefix. It may not contain '{' or '}' (a name's
+	// hash tag decides its Cluster slot) and is at most 128 bytes. Default
+	// "": none.
+	KeyPrefix string
 }
 
 // ErrNotReplicated reports that fewer replicas than Options.Replicas
@@ -306,6 +317,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.Linger = %v: must be positive, or NoLinger (zero means %v)", s.opts.Linger, DefaultLinger)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
+	case strings.ContainsAny(s.opts.KeyPrefix, "{}") || len(s.opts.KeyPrefix) > maxKeyPrefix:
+		s.err = fmt.Errorf("redisstore: Options.KeyPrefix = %q: must be at most %d bytes without '{' or '}' (a name's own hash tag decides its Cluster slot)", s.opts.KeyPrefix, maxKeyPrefix)
 	default:
 		s.err = s.initGuard(rdb)
 	}
@@ -382,6 +395,14 @@ func (s *Store) Close() error {
 	s.pipe.wg.Wait()
 	return nil
 }
+
+// maxKeyPrefix is the longest Options.KeyPrefix accepted, in bytes.
+const maxKeyPrefix = 128
+
+// key is the Redis key of the lock name: name itself, or with
+// Options.KeyPrefix before it. Every key and channel of a name derives from
+// it; the public methods map each name once, on the way in.
+func (s *Store) key(name string) string { return s.opts.KeyPrefix + name }
 
 // prefixName builds a companion key the way Redisson does: "prefix:{name}",
 // or "prefix:name" when the name already carries a hash tag.

@@ -31,6 +31,18 @@ func TestConformanceSmallBatches(t *testing.T) {
 	storetest.Run(t, func(*testing.T) leash.Store { return s })
 }
 
+// TestConformanceKeyPrefix runs the suite with a key prefix: every key and
+// channel must carry it, or a wake or a companion would be missed.
+func TestConformanceKeyPrefix(t *testing.T) {
+	srv := sharedRedis(t)
+	s := redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{KeyPrefix: "app[1]:"})
+	t.Cleanup(func() { s.Close() })
+	if err := s.MarkFresh(bg(t)); err != nil { // the test server marked only leash:epoch
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(*testing.T) leash.Store { return s })
+}
+
 func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 	var nilClient *redis.Client
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -41,6 +53,7 @@ func TestNewRejectsNilClientAndBadOptions(t *testing.T) {
 		"batch too large": redisstore.New(rdb, &redisstore.Options{BatchSize: redisstore.MaxBatchSize + 1}),
 		"negative batch":  redisstore.New(rdb, &redisstore.Options{BatchSize: -1}),
 		"negative health": redisstore.New(rdb, &redisstore.Options{HealthCheck: -time.Second}),
+		"brace in prefix": redisstore.New(rdb, &redisstore.Options{KeyPrefix: "{app}:"}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, err := leash.New(s, nil)

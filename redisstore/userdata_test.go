@@ -282,3 +282,46 @@ func TestLeashOwnKeysAreNotLockNames(t *testing.T) {
 		t.Errorf("TryLock(redisson_lock_token:{orders}) = %v, want ErrInvalidName", err)
 	}
 }
+
+// TestKeyPrefixKeepsLocksApart checks Options.KeyPrefix: a lock lives under
+// the prefixed key, beside the application's own key of the same name,
+// which stays untouched; Inspect and List speak of the unprefixed names.
+func TestKeyPrefixKeepsLocksApart(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	ctx := bg(t)
+	name := lockName(t) + "/orders"
+	const prefix = "app[1]:"
+	rdb.Set(ctx, name, "hello", 0) // the application's key, named as the lock
+	before := stateOf(t, rdb, name)
+	s := redisstore.New(rdb, &redisstore.Options{KeyPrefix: prefix})
+	if err := s.MarkFresh(ctx); err != nil { // the test server marked only leash:epoch
+		t.Fatal(err)
+	}
+	c, err := leash.New(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock beside the application's key: %v", err)
+	}
+	if typ := rdb.Type(ctx, prefix+name).Val(); typ != "hash" {
+		t.Errorf("the lock's key %q is a %q, want a hash", prefix+name, typ)
+	}
+	if ex := rdb.Exists(ctx, "redisson_lock_token:{"+prefix+name+"}").Val(); ex != 1 {
+		t.Errorf("the fencing counter is not named from the prefixed key")
+	}
+	info, err := c.Inspect(ctx, name)
+	if err != nil || !info.Held || info.Name != name || info.Owners[0].Owner != h.Owner() {
+		t.Errorf("Inspect = %+v, %v; want %q held by %s", info, err, name, h.Owner())
+	}
+	if names, err := s.List(ctx, lockName(t)+"/*"); err != nil || len(names) != 1 || names[0] != name {
+		t.Errorf("List = %q, %v; want [%q]", names, err, name)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Errorf("Unlock = %v", err)
+	}
+	checkUnchanged(t, rdb, name, before)
+}

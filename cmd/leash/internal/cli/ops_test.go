@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -343,5 +344,41 @@ func TestUserDataThroughTheCLI(t *testing.T) {
 	}
 	if ttl := rdb.PTTL(ctx, text).Val(); ttl <= 0 || ttl > textTTL {
 		t.Errorf("the string's TTL is %v, want at most the %v it had", ttl, textTTL)
+	}
+}
+
+// TestKeyPrefixFlag checks that --key-prefix lets the operator commands see
+// the locks of services that use redisstore.Options.KeyPrefix, by their
+// unprefixed names, and leave the application's key of the same name alone.
+func TestKeyPrefixFlag(t *testing.T) {
+	srv := sharedRedis(t)
+	t.Setenv(storeEnv, "redis://"+srv.Addr)
+	ctx := ctxFor(t)
+	rdb := newRDB(t, srv.Addr)
+	const prefix = "svc:"
+	name := lockName(t) + "/orders"
+	rdb.Set(ctx, name, "hello", 0) // the application's key
+	// The test server marked only leash:epoch as fresh, not svc:leash:epoch.
+	c, err := leash.New(redisstore.New(rdb, &redisstore.Options{KeyPrefix: prefix, RestartGrace: redisstore.NoRestartGrace}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	h, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Unlock(ctx)
+	if status, out, stderr := run(t, "show", "--key-prefix", prefix, name); status != 0 || !strings.Contains(out, h.Owner()) {
+		t.Errorf("show --key-prefix = %d, %q, %q; want the holder", status, out, stderr)
+	}
+	if status, out, _ := run(t, "ls", "--key-prefix", prefix, lockName(t)+"/*"); status != 0 || !strings.Contains(out, name+" ") {
+		t.Errorf("ls --key-prefix = %d, %q; want %q listed", status, out, name)
+	}
+	if status, _, stderr := run(t, "show", name); status != exitNotALock {
+		t.Errorf("show without the prefix = %d, %q; want %d (the application's string)", status, stderr, exitNotALock)
+	}
+	if status, _, stderr := run(t, "show", "--key-prefix", "{bad}", name); status != exitUsage {
+		t.Errorf("show --key-prefix {bad} = %d, %q; want %d", status, stderr, exitUsage)
 	}
 }

@@ -58,7 +58,10 @@ sentinel_username and sentinel_password. go-redis's URL options (such as
   --ca-file FILE     PEM file of the CAs that sign the server's TLS certificate
                      (default: the system's)
   --cert-file FILE   PEM client certificate, for servers that verify clients
-  --key-file FILE    its PEM private key`
+  --key-file FILE    its PEM private key
+  --key-prefix P     the prefix of every key leash writes, as the services
+                     using the locks set it (redisstore.Options.KeyPrefix):
+                     the lock NAME is the key P+NAME; default none`
 
 // aclHelp says what a Redis ACL user needs for leash.
 const aclHelp = `
@@ -74,6 +77,8 @@ Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 // storeFlags are the connection flags of every command that uses a store.
 type storeFlags struct {
 	url, caFile, certFile, keyFile string
+	// keyPrefix is redisstore.Options.KeyPrefix.
+	keyPrefix string
 	// replicas is run's --replicas: the replication guard
 	// (redisstore.Options.Replicas); the other commands grant nothing.
 	replicas int
@@ -84,6 +89,7 @@ func (sf *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&sf.caFile, "ca-file", "", "PEM `file` of the CAs of the store's TLS certificate")
 	fs.StringVar(&sf.certFile, "cert-file", "", "PEM `file` of a TLS client certificate")
 	fs.StringVar(&sf.keyFile, "key-file", "", "PEM `file` of the client certificate's key")
+	fs.StringVar(&sf.keyPrefix, "key-prefix", "", "`prefix` of every key leash writes (redisstore.Options.KeyPrefix)")
 }
 
 // storeKind says how a Redis deployment is reached.
@@ -365,7 +371,7 @@ func newConn(sf storeFlags, names ...string) (*conn, error) {
 		return nil, usageErrorf("--replicas is not supported on Redis Cluster (%s): WAIT must follow the grant on its node's connection", cfg.desc)
 	}
 	rdb := cfg.client()
-	c := &conn{rdb: rdb, store: redisstore.New(rdb, &redisstore.Options{Replicas: sf.replicas}), desc: cfg.desc}
+	c := &conn{rdb: rdb, store: redisstore.New(rdb, &redisstore.Options{Replicas: sf.replicas, KeyPrefix: sf.keyPrefix}), desc: cfg.desc}
 	if err := c.store.Validate(); err != nil {
 		c.Close()
 		return nil, withStatus(exitUsage, err)
