@@ -43,9 +43,11 @@ func (m *Mutex) Name() string { return m.l.name }
 // RenewInterval is NoRenewal) until Unlock, MaxHold, or loss.
 //
 // Lock may return a *NotAcquiredError matching ErrNotAcquired and ctx.Err()
-// when ctx ends first; ErrClosed; an error matching ErrInvalidArgument; or a
-// wrapped store error (the outcome is then unknown to the server, and leash
-// releases the lock in the background if it was granted).
+// when ctx ends first; ErrClosed; an error matching ErrInvalidArgument; a
+// *NotALockError matching ErrNotALock, at once, when the name holds
+// something other than a lock (nothing was granted or changed); or a wrapped
+// store error (the outcome is then unknown to the server, and leash releases
+// the lock in the background if it was granted).
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.l.lock(ctx, true) }
 
 // TryLock makes one attempt to take the lock and does not wait. When someone

@@ -9,7 +9,9 @@ import (
 // permit count while it is in use.
 type PermitSetter interface {
 	// SetPermits sets the permit count of semaphore name to n and wakes its
-	// waiters. Permits already held stay held, even above n.
+	// waiters. Permits already held stay held, even above n. A name that
+	// holds something other than a semaphore (a lock, another application's
+	// data) is refused with ErrNotALock and left unchanged.
 	SetPermits(ctx context.Context, name string, n int) error
 }
 
@@ -56,7 +58,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Hold, error) { return s.l.
 
 // SetPermits changes the permit count on the server, for every client, and
 // wakes the waiters. Permits already held stay held, even above n. It returns
-// an error matching ErrUnsupported if the store cannot do it.
+// an error matching ErrUnsupported if the store cannot do it, and one
+// matching ErrNotALock if the name holds something other than a semaphore.
 func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	c := s.l.c
 	switch {
