@@ -605,3 +605,38 @@ type singleStore struct{ *memstore.Store }
 func (singleStore) Partition() {}
 
 var _ = func() bool { _, ok := leash.Store(singleStore{}).(leash.MultiStore); return !ok }
+
+// TestNotALockIsRefusedAtOnce takes a semaphore and then asks for a Mutex, an
+// RWMutex and a MultiLock on its name: each returns ErrNotALock at once
+// (Lock does not wait for a "holder"), and since nothing was granted, nothing
+// is released, neither in the background nor on Close.
+func TestNotALockIsRefusedAtOnce(t *testing.T) {
+	f := newFaultStore(t)
+	c := newClient(t, f, nil)
+	ctx := context.Background()
+	h, err := c.Semaphore("pool", 2).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.releases.Load()
+	for name, lock := range map[string]func(context.Context) (*leash.Hold, error){
+		"mutex":     c.Mutex("pool").Lock,
+		"rw write":  c.RWMutex("pool", nil).Lock,
+		"rw read":   c.RWMutex("pool", nil).RLock,
+		"multilock": c.MultiLock([]string{"other", "pool"}).Lock,
+	} {
+		if _, err := lock(ctx); !errors.Is(err, leash.ErrNotALock) || errors.Is(err, leash.ErrNotAcquired) {
+			t.Errorf("%s on a semaphore's name = %v, want ErrNotALock", name, err)
+		}
+	}
+	if got := f.releases.Load() - before; got != 0 {
+		t.Errorf("releases after the refusals = %d, want none: nothing was granted", got)
+	}
+	mustUnlock(t, h)
+	if err := c.Close(); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+	if got := f.releases.Load() - before; got != 1 {
+		t.Errorf("releases by Unlock and Close = %d, want 1 (the semaphore's own)", got)
+	}
+}
