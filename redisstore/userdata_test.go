@@ -325,3 +325,27 @@ func TestKeyPrefixKeepsLocksApart(t *testing.T) {
 	}
 	checkUnchanged(t, rdb, name, before)
 }
+
+// TestForceReleaseKeepsForeignCompanions force-releases a held lock whose
+// fair queue key holds a string someone wrote there: the lock goes, the
+// string stays (leash deletes only the zsets it writes there).
+func TestForceReleaseKeepsForeignCompanions(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	name := lockName(t)
+	if _, err := c.Mutex(name).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queue := "leash_fair_queue:{" + name + "}"
+	rdb.Set(ctx, queue, "not leash's", 0)
+	before := stateOf(t, rdb, queue)
+	if freed, err := c.ForceUnlock(ctx, name); err != nil || !freed {
+		t.Fatalf("ForceUnlock = %v, %v; want true, nil", freed, err)
+	}
+	if n := rdb.Exists(ctx, name).Val(); n != 0 {
+		t.Errorf("the lock is still there after ForceUnlock")
+	}
+	checkUnchanged(t, rdb, queue, before)
+}
