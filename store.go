@@ -188,7 +188,10 @@ type Request struct {
 	// Name is the lock name, already validated by the core.
 	Name string
 	// Owner identifies the tenure, unique to it: "<client-id>:<n>", or
-	// "<client-id>:<n>@<explicit owner>" (see WithOwner).
+	// "<client-id>:<n>@<explicit owner>" (see WithOwner). The client id is
+	// a UUID in its 36-character text form, as Redisson's is: a store that
+	// shares its server with an application's data may rely on that shape to
+	// tell a lock from the application's keys.
 	Owner string
 	// Parent is, on every request of a read tenure downgraded from a write
 	// lock, the write tenure's Owner; empty otherwise. Only Acquire of

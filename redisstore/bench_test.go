@@ -183,8 +183,8 @@ func BenchmarkRenew100k(b *testing.B) {
 	reqs := make([]leash.Request, n)
 	pipe := rdb.Pipeline()
 	for i := range reqs {
-		reqs[i] = leash.Request{Name: fmt.Sprintf("bench/renew/%d", i), Owner: "bench:1", Lease: 30 * time.Second}
-		pipe.HSet(ctx, reqs[i].Name, "bench:1", 1)
+		reqs[i] = leash.Request{Name: fmt.Sprintf("bench/renew/%d", i), Owner: "00000000-0000-4000-8000-000000000007:1", Lease: 30 * time.Second}
+		pipe.HSet(ctx, reqs[i].Name, "00000000-0000-4000-8000-000000000007:1", 1)
 		pipe.PExpire(ctx, reqs[i].Name, 30*time.Second)
 		if i%5000 == 4999 {
 			if _, err := pipe.Exec(ctx); err != nil {

@@ -297,8 +297,8 @@ func downgraded(t *testing.T, holds int, readLease time.Duration) (s *redisstore
 	s = redisstore.New(rdb, nil)
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
-	w = leash.Request{Kind: leash.KindWrite, Name: name, Owner: "writer:1", Lease: time.Minute}
-	r = leash.Request{Kind: leash.KindRead, Name: name, Owner: "reader:1", Parent: w.Owner, Lease: readLease}
+	w = leash.Request{Kind: leash.KindWrite, Name: name, Owner: "00000000-0000-4000-8000-000000000002:1", Lease: time.Minute}
+	r = leash.Request{Kind: leash.KindRead, Name: name, Owner: "00000000-0000-4000-8000-000000000003:1", Parent: w.Owner, Lease: readLease}
 	for _, req := range append(slices.Repeat([]leash.Request{w}, holds), r) {
 		if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
 			t.Fatalf("Acquire(%s) = %+v, %v", req.Kind, g, err)
@@ -327,7 +327,7 @@ func TestDowngradedReaderKeepsTheHash(t *testing.T) {
 	}
 	others := []leash.Request{
 		{Kind: leash.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute},
-		{Kind: leash.KindMutex, Name: name, Owner: "mutex:1", Lease: time.Minute},
+		{Kind: leash.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000004:1", Lease: time.Minute},
 	}
 	for _, o := range others {
 		g, err := s.Acquire(bg(t), o)

@@ -57,7 +57,7 @@ func TestListFindsHeldLocksOnly(t *testing.T) {
 	rdb.HSet(ctx, prefix+"hash-without-ttl", "x:1", 1)
 	rdb.HSet(ctx, prefix+"hash-with-ttl", "views", 12)
 	rdb.PExpire(ctx, prefix+"hash-with-ttl", time.Minute)
-	rdb.HSet(ctx, prefix+"zero-holds", "id:1", 0)
+	rdb.HSet(ctx, prefix+"zero-holds", "00000000-0000-4000-8000-000000000005:1", 0)
 	rdb.PExpire(ctx, prefix+"zero-holds", time.Minute)
 	big := make([]any, 0, 600)
 	for i := range 300 { // more fields than any lock has
@@ -104,7 +104,7 @@ func TestListWalksEveryScanStep(t *testing.T) {
 	pipe := rdb.Pipeline()
 	for i := range n {
 		k := fmt.Sprintf("%s%04d", prefix, i)
-		pipe.HSet(ctx, k, "id:1", 1)
+		pipe.HSet(ctx, k, "00000000-0000-4000-8000-000000000005:1", 1)
 		pipe.PExpire(ctx, k, time.Minute)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

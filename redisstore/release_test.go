@@ -21,7 +21,7 @@ func TestReleaseIsIdempotentAcrossRetries(t *testing.T) {
 	s := New(rdb, nil)
 	defer s.Close()
 	ctx := context.Background()
-	const name, owner = "retry", "client:1"
+	const name, owner = "retry", "00000000-0000-4000-8000-000000000001:1"
 	req := leash.Request{Name: name, Owner: owner, Lease: time.Minute}
 	release := func(id, mode string) (any, error) {
 		return releaseScript.Run(ctx, rdb, releaseKeys(name, latchKey(name, id)),
@@ -75,7 +75,7 @@ func TestRenewOfReplacedLockIsGoneAlone(t *testing.T) {
 	ctx := context.Background()
 	reqs := make([]leash.Request, 15)
 	for i := range reqs {
-		reqs[i] = leash.Request{Name: "batch/" + string(rune('a'+i)), Owner: "client:1", Lease: time.Minute}
+		reqs[i] = leash.Request{Name: "batch/" + string(rune('a'+i)), Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
 		if g, err := s.Acquire(ctx, reqs[i]); err != nil || !g.Acquired {
 			t.Fatalf("Acquire %d = %+v, %v", i, g, err)
 		}

@@ -305,7 +305,7 @@ func TestReplicationGuardUndo(t *testing.T) {
 	s := redisstore.New(rdb, &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
-	req := leash.Request{Kind: leash.KindMutex, Name: name, Owner: "owner:1", Lease: time.Minute}
+	req := leash.Request{Kind: leash.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000006:1", Lease: time.Minute}
 	if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
 		t.Fatalf("Acquire with the replica in sync = %+v, %v", g, err)
 	}

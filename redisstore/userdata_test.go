@@ -25,6 +25,11 @@ var userDataKinds = []userData{
 	{"counter hash", func(ctx context.Context, rdb *redis.Client, k string) error {
 		return rdb.HSet(ctx, k, "home", 10, "about", 5).Err()
 	}},
+	{"counter hash keyed like owners", func(ctx context.Context, rdb *redis.Client, k string) error {
+		// A rate limiter's counts per user: fields "<word>:<n>" with
+		// positive counts. Only a UUID before the colon makes an owner.
+		return rdb.HSet(ctx, k, "user:1", 5, "user:22", 1).Err()
+	}},
 	{"list", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.RPush(ctx, k, "a", "b").Err() }},
 	{"set", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.SAdd(ctx, k, "a", "b").Err() }},
 	{"zset", func(ctx context.Context, rdb *redis.Client, k string) error {

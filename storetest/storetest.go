@@ -90,7 +90,12 @@ func newNamer(t *testing.T) *namer {
 
 func (n *namer) name() string { return fmt.Sprintf("%s/%d", n.prefix, n.seq.Add(1)) }
 
-func (n *namer) owner() string { return fmt.Sprintf("%s-owner:%d", n.prefix[10:18], n.seq.Add(1)) }
+// owner returns a fresh owner in the shape the core gives (see leash.Request):
+// a client id in UUID form, a colon and a number.
+func (n *namer) owner() string {
+	seq := n.seq.Add(1)
+	return fmt.Sprintf("%s-0000-4000-8000-%012d:%d", n.prefix[10:18], seq, seq)
+}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)

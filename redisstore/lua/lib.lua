@@ -63,12 +63,15 @@ local function try(...)
     return r
 end
 
--- owner_shaped reports whether s is a lock owner: "<id>:<n>", optionally followed by
+-- owner_shaped reports whether s is a lock owner: "<client-id>:<n>", optionally followed by
 -- "@<explicit owner>" (leash), as Redisson's "<uuid>:<thread id>" (and its write lock's
--- "<uuid>:<thread id>:write").
+-- "<uuid>:<thread id>:write"). The client id is a UUID in its 8-4-4-4-12 hexadecimal form,
+-- as leash's and Redisson's (UUID.randomUUID) are: requiring it keeps an application's hash
+-- whose fields merely look like "user:1" from being taken for a lock.
+local uuid_owner = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x:%d+'
 local function owner_shaped(s)
-    return s ~= nil and (string.find(s, '^[^:]+:%d+$') ~= nil or string.find(s, '^[^:]+:%d+@') ~= nil
-        or string.find(s, '^[^:]+:%d+:write$') ~= nil)
+    return s ~= nil and (string.find(s, uuid_owner .. '$') ~= nil or string.find(s, uuid_owner .. '@') ~= nil
+        or string.find(s, uuid_owner .. ':write$') ~= nil)
 end
 
 -- not_lock is the one recognizer of what is a lock, used by every script that touches a name
