@@ -245,7 +245,7 @@ func TestRunLockTakenAway(t *testing.T) {
 		{"taken over by another owner", "taken over", func(t *testing.T, name string, _ *faultproxy.Proxy) {
 			pipe := rdb.TxPipeline()
 			pipe.Del(ctxFor(t), name)
-			pipe.HSet(ctxFor(t), name, "intruder:1", 1)
+			pipe.HSet(ctxFor(t), name, "00000000-0000-4000-8000-00000000beef:1", 1)
 			pipe.PExpire(ctxFor(t), name, 10*time.Second)
 			if _, err := pipe.Exec(ctxFor(t)); err != nil {
 				t.Fatal(err)
@@ -292,7 +292,7 @@ func TestRunLockTakenAway(t *testing.T) {
 			}
 			t.Logf("lost lock handled in %v", time.Since(taken))
 			if tc.reason == "taken over" {
-				if owners, _ := rdb.HKeys(ctxFor(t), name).Result(); len(owners) != 1 || owners[0] != "intruder:1" {
+				if owners, _ := rdb.HKeys(ctxFor(t), name).Result(); len(owners) != 1 || owners[0] != "00000000-0000-4000-8000-00000000beef:1" {
 					t.Errorf("the new owner's lock was touched: owners %q", owners)
 				}
 				return
