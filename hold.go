@@ -50,6 +50,7 @@ type tenure struct {
 	dueAt      int64
 	eligibleAt int64
 	renewing   bool
+	recorded   bool // listed in a published ClientRecord (see record.go)
 	lastErr    error
 }
 
@@ -484,6 +485,7 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lostErr
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
+	c.rec.leftToExpire(c, t, d)
 	return nil
 }
 
