@@ -239,6 +239,7 @@ func runRun(e *env, argv []string) int {
 		Lease:          r.lease.d,
 		MaxHold:        r.maxHold.d,
 		ReleaseTimeout: min(max(r.lease.d, time.Second), maxReleaseTimeout),
+		Command:        commandLine(r.argv),
 	})
 	if err != nil {
 		return e.fail("run", err)
