@@ -21,6 +21,12 @@ import (
 // Locks of every kind share one name space: the holds of a Mutex, a
 // FairMutex and an RWMutex writer on one name are the same lock and exclude
 // each other, and readers exclude all three.
+//
+// A store may implement optional capabilities, which the core discovers:
+// [MultiStore] (several locks in one step), [NameChecker] (stricter names),
+// [PermitSetter] (a semaphore's permit count), [ClientRecorder] (a record of
+// each Client beside the locks, for operators: who holds a lock), and
+// [Validator].
 type Store interface {
 	// Acquire takes req.Name for req.Owner in one atomic step, if the kind's
 	// rules allow it, and sets its lease to req.Lease.
