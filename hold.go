@@ -32,7 +32,7 @@ type tenure struct {
 	grantAt  int64   // monotonic ns: send time of the granting acquire
 	parent   *tenure // the tenure on the same name this one was taken inside, if any
 
-	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
+	validUntil atomic.Int64 // monotonic ns: the local validity deadline (see the package doc)
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
 
 	mu    sync.Mutex
