@@ -18,13 +18,15 @@ import (
 // live apart from the locks, which keep their layout (on Redis, Redisson's:
 // the lock hash holds owner fields only).
 //
-// A Client publishes its record when it first holds a lock, again before
-// the record could expire while a lock of the Client is held (with a time to
-// live of twice the longest lease it holds), when a lock it holds is first
-// renewed (so that the record carries that lock's acquired time) and when a
-// lock is left to expire; it deletes the record on Close, or leaves it for as
-// long as a lock it left to expire lasts. Nothing of it is written on the
-// acquire or release round trips. A record is for people: the core never
+// A Client publishes its record once it has held a lock for a tenth of the
+// lock's lease (at most a second: a lock released sooner needs no record),
+// again before the record could expire while a lock of the Client is held
+// (with a time to live of twice the longest lease it holds), when a lock it
+// holds is first renewed (so that the record carries that lock's acquired
+// time) and when a lock is left to expire; it deletes the record on Close,
+// or leaves it for as long as a lock it left to expire lasts. Nothing of it
+// is written on the acquire or release round trips, and a loop of short
+// locks writes nothing at all. A record is for people: the core never
 // reads it, and its loss changes nothing about any lock.
 type ClientRecorder interface {
 	// PutClient replaces the record of the client rec.ID with rec, to
@@ -115,6 +117,9 @@ type recorder struct {
 	// its send time (monotonic ns); 0 before the first publication. add
 	// reads it without a lock.
 	until atomic.Int64
+	// check is when the scheduler must next look at the record because a
+	// lock was granted that it may not cover (monotonic ns); 0: no need.
+	check atomic.Int64
 
 	mu    sync.Mutex
 	busy  bool   // a publication is in flight
@@ -135,6 +140,25 @@ func (r *recorder) init(c *Client, opts *Options) {
 	r.base = ClientRecord{ID: c.id, Host: host, PID: os.Getpid(), Started: c.epoch}
 	if opts != nil {
 		r.base.Label, r.base.Command = opts.Label, opts.Command
+	}
+}
+
+// recordDelay is how long after a grant that the record may not cover the
+// scheduler looks at it: a lock released sooner needs no record, so a
+// Lock+Unlock loop costs no publication and no scheduler wake-up per Lock.
+func recordDelay(lease time.Duration) time.Duration { return min(lease/10, time.Second) }
+
+// checkBy makes the record be looked at by at (monotonic ns) and returns
+// when it will be.
+func (r *recorder) checkBy(at int64) int64 {
+	for {
+		old := r.check.Load()
+		if old != 0 && old <= at {
+			return old
+		}
+		if r.check.CompareAndSwap(old, at) {
+			return at
+		}
 	}
 }
 
@@ -252,7 +276,13 @@ type publication struct {
 // at most MaxRecordLocks of them, and marks every one recorded.
 func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publication {
 	r := &s.c.rec
+	if check := r.check.Load(); check != 0 && now >= check {
+		r.check.CompareAndSwap(check, 0) // looked at now
+	}
 	ttl, tails, ok, next := r.due(now, len(s.items) > 0, want, fresh)
+	if check := r.check.Load(); check != 0 {
+		next = min(next, check)
+	}
 	p := publication{ok: ok, next: next}
 	if !ok {
 		return p
@@ -271,6 +301,14 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 		}
 	}
 	return p
+}
+
+// startPublish runs publish in the scheduler's goroutine group. It is apart
+// from tick so that only a publication that happens escapes to the heap.
+func (s *scheduler) startPublish(p publication) {
+	// Owner: the scheduler. Stops when PutClient returns, which the
+	// release timeout and stop's cancellation bound.
+	s.wg.Go(func() { s.publish(p) })
 }
 
 // publish writes the record decided on by recordLocked.

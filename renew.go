@@ -113,8 +113,8 @@ func (s *scheduler) add(t *tenure) bool {
 	s.wakeLocked(t.nextEvent())
 	if s.c.rec.store != nil && s.c.rec.until.Load()-t.grantAt < int64(t.cfg.lease) {
 		// The Client's record is missing or could expire before this
-		// lock: the loop publishes it (see record.go).
-		s.wakeLocked(t.grantAt)
+		// lock: the loop looks at it soon (see record.go).
+		s.wakeLocked(s.c.rec.checkBy(t.grantAt + int64(recordDelay(t.cfg.lease))))
 	}
 	return true
 }
@@ -299,9 +299,7 @@ func (s *scheduler) tick() int64 {
 		s.wg.Go(func() { s.renew(r) })
 	}
 	if pub.ok {
-		// Owner: the scheduler. Stops when PutClient returns, which the
-		// release timeout and stop's cancellation bound.
-		s.wg.Go(func() { s.publish(pub) })
+		s.startPublish(pub)
 	}
 	if todo != nil {
 		// Owner: the scheduler. Stops after one pass over todo.
