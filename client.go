@@ -49,6 +49,7 @@ type Client struct {
 
 	sched   scheduler
 	waiters waiters
+	rec     recorder
 
 	mu    sync.Mutex
 	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
@@ -86,6 +87,7 @@ func New(store Store, opts *Options) (*Client, error) {
 		owned: make(map[ownedKey]*tenure),
 	}
 	c.waiters.init(c)
+	c.rec.init(c, opts)
 	c.sched.start(c)
 	return c, nil
 }
@@ -152,9 +154,12 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 // holders (ReasonClosed), so that others need not wait out a lease. It wakes
 // every waiting Lock (which returns ErrClosed), stops the renewal goroutine
 // and waits for it, and closes the store if the store has a Close method.
-// Each release is bounded by Options.ReleaseTimeout. Close returns the
-// release errors, if any; calling it again returns the same result. After
-// Close, every method returns ErrClosed.
+// Each release is bounded by Options.ReleaseTimeout. With a store that keeps
+// holder records (see [ClientRecorder]), Close deletes the Client's record,
+// or, while a lock it left to expire (UnlockAfter) still runs, leaves it
+// listing only those locks, until they end. Close returns the release
+// errors, if any; calling it again returns the same result. After Close,
+// every method returns ErrClosed.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
@@ -180,6 +185,7 @@ func (c *Client) close() error {
 		reqs = append(reqs, o.req)
 	}
 	errs := c.releaseAll(ctx, reqs)
+	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("leash: close store: %w", err))

@@ -83,4 +83,9 @@
 // Options.Logger receives leash's logs (log/slog); Options.Observer receives
 // every lock event (acquired, not acquired, released, lost with its reason,
 // each renewal round), from which the prom module keeps Prometheus metrics.
+// With a store that keeps holder records ([ClientRecorder]; the Redis store
+// does), each Client publishes who it is (host, process id, Options.Label,
+// Options.Command) and when it took each lock it holds for a while, apart
+// from the locks, so that an operator (leash ls, leash show) can tell who
+// holds a lock before forcing it free.
 package leash

@@ -32,7 +32,7 @@ type tenure struct {
 	grantAt  int64   // monotonic ns: send time of the granting acquire
 	parent   *tenure // the tenure on the same name this one was taken inside, if any
 
-	validUntil atomic.Int64 // monotonic ns; see DESIGN §3 "local validity"
+	validUntil atomic.Int64 // monotonic ns: the local validity deadline (see the package doc)
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
 
 	mu    sync.Mutex
@@ -50,6 +50,7 @@ type tenure struct {
 	dueAt      int64
 	eligibleAt int64
 	renewing   bool
+	recorded   bool // listed in a published ClientRecord (see record.go)
 	lastErr    error
 }
 
@@ -489,6 +490,7 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return lostErr
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
+	c.rec.leftToExpire(c, t, d)
 	return nil
 }
 

@@ -73,6 +73,18 @@ type Options struct {
 	// lost, a renewal round), for metrics; see the prom module for
 	// Prometheus. Default: none.
 	Observer Observer
+
+	// Label names this Client for operators, such as "billing-worker
+	// v1.4": with a store that keeps holder records (see
+	// [ClientRecorder]; the Redis store does), 'leash ls' and 'leash show'
+	// print it beside the host and process id of the holder of each lock.
+	// At most MaxLabelLen bytes of printable UTF-8. Default: none.
+	Label string
+
+	// Command is the command this Client holds locks for, recorded as
+	// Label is; the leash CLI sets it to the command leash run runs. At most
+	// MaxCommandLen bytes of printable UTF-8. Default: none.
+	Command string
 }
 
 // LockOptions overrides the Client's lock defaults for one lock. A nil
@@ -212,6 +224,16 @@ func newClientConfig(o *Options) (clientConfig, error) {
 	lc, err := resolve(&opts, nil)
 	if err != nil {
 		return clientConfig{}, err
+	}
+	if opts.Label != "" {
+		if err := validText(opts.Label, MaxLabelLen); err != nil {
+			return clientConfig{}, fmt.Errorf("%w: Options.Label %q: %s", ErrInvalidOptions, truncate(opts.Label), err)
+		}
+	}
+	if opts.Command != "" {
+		if err := validText(opts.Command, MaxCommandLen); err != nil {
+			return clientConfig{}, fmt.Errorf("%w: Options.Command %q: %s", ErrInvalidOptions, truncate(opts.Command), err)
+		}
 	}
 	cfg := clientConfig{lock: lc, releaseTimeout: opts.ReleaseTimeout, logger: opts.Logger, observer: opts.Observer}
 	switch {

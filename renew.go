@@ -111,6 +111,11 @@ func (s *scheduler) add(t *tenure) bool {
 		t.dueAt = s.wakeAt
 	}
 	s.wakeLocked(t.nextEvent())
+	if s.c.rec.store != nil && s.c.rec.until.Load()-t.grantAt < int64(t.cfg.lease) {
+		// The Client's record is missing or could expire before this
+		// lock: the loop looks at it soon (see record.go).
+		s.wakeLocked(s.c.rec.checkBy(t.grantAt + int64(recordDelay(t.cfg.lease))))
+	}
 	return true
 }
 
@@ -225,8 +230,13 @@ func (s *scheduler) tick() int64 {
 		batch  []*tenure
 		anyDue bool
 	)
+	var (
+		want  time.Duration // the longest lease held, for the record
+		fresh bool          // a tenure due for renewal is not in the record
+	)
 	s.mu.Lock()
 	for _, t := range s.items {
+		want = max(want, t.cfg.lease)
 		switch {
 		case now >= t.validUntil.Load():
 			lost = append(lost, loss{t, expiryReason(t.lastErr), t.lastErr})
@@ -241,10 +251,15 @@ func (s *scheduler) tick() int64 {
 		if t.cfg.interval > 0 && !t.renewing && now >= t.eligibleAt {
 			batch = append(batch, t)
 			anyDue = anyDue || now >= t.dueAt
+			fresh = fresh || !t.recorded
 		}
 	}
 	if !anyDue {
-		batch = nil
+		batch, fresh = nil, false
+	}
+	pub := publication{next: forever}
+	if s.c.rec.store != nil {
+		pub = s.recordLocked(now, want, fresh)
 	}
 	var r *round
 	if len(batch) > 0 {
@@ -271,6 +286,7 @@ func (s *scheduler) tick() int64 {
 	for _, cl := range s.cleanups {
 		next = min(next, cl.next)
 	}
+	next = min(next, pub.next)
 	s.wakeAt = next
 	s.mu.Unlock()
 
@@ -281,6 +297,9 @@ func (s *scheduler) tick() int64 {
 		// Owner: the scheduler. Stops when the Renew call returns, which
 		// the round's timeout and stop's cancellation bound.
 		s.wg.Go(func() { s.renew(r) })
+	}
+	if pub.ok {
+		s.startPublish(pub)
 	}
 	if todo != nil {
 		// Owner: the scheduler. Stops after one pass over todo.

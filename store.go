@@ -32,6 +32,12 @@ import (
 // reports RenewGone (the lock is not there any more). The refusal is
 // definite, never an unknown outcome. A store recognises a lock the same
 // way in every method, List included.
+//
+// A store may implement optional capabilities, which the core discovers:
+// [MultiStore] (several locks in one step), [NameChecker] (stricter names),
+// [PermitSetter] (a semaphore's permit count), [ClientRecorder] (a record of
+// each Client beside the locks, for operators: who holds a lock), and
+// [Validator].
 type Store interface {
 	// Acquire takes req.Name for req.Owner in one atomic step, if the kind's
 	// rules allow it, and sets its lease to req.Lease.

@@ -46,6 +46,8 @@ func report(res *results, cfg config) ([]byte, error) {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# Benchmarks: leash and the Go peers\n\n")
 	p("<!-- Written by the bench programme (bench/); do not edit by hand: run ./scripts/bench.sh. -->\n\n")
+	writeSummary(p, res)
+	p("## How it was measured\n\n")
 	p("Every number below was measured in one run of one command, on one redis-server that the programme started for the run, with every library on the same server, goroutine counts and names. ")
 	p("Timed scenarios ran %d times, each time with the libraries in a rotated order; the tables give the **median** of the runs, and **× best peer** is the median over runs of the ratio to the best of redsync, bsm/redislock and rueidislock *in the same run* (above 1: ahead). ", cfg.runs)
 	p("Absolute times on a shared 2-core machine are noisy (the client and redis-server share the two cores); the ratios are the figures to read.\n\n")
@@ -98,7 +100,7 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("Mutual exclusion is checked on every grant of every run — each holder marks the lock taken and free with a compare-and-swap, and any overlap fails the programme — and held in every run below. ")
 	p("*gave up*: times a peer's Lock returned its own give-up error (redsync after 32 tries, bsm/redislock at its deadline) and was called again; the wait counts from the first call. *stuck*: Lock calls still waiting %v after the run ended, cancelled then (their waits are in the chart as at least that long). Counts are summed over the runs.\n\n", stuckGrace)
 	p("![Share of waits longer than x, per library](bench/contended-waits.png)\n\n")
-	p("The chart pools the waits of every run (its legend's percentiles are of the pooled waits); the tables give the medians of each run's figures.\n\n")
+	p("Lower and further left is better: a curve is the share of a library's waits longer than x, so one that reaches the bottom early has no long waits. The chart pools the waits of every run (its legend's percentiles are of the pooled waits); the tables give the medians of each run's figures.\n\n")
 	for _, hold := range holds {
 		runs := res.contended[hold]
 		p("### Hold %s\n\n", holdText(hold))

@@ -26,6 +26,13 @@ type Store struct {
 	mu       sync.Mutex
 	names    map[string]*name
 	watchers map[watchKey][]*watch
+	clients  map[string]client // holder records: client id -> record
+}
+
+// client is a holder record and when it expires.
+type client struct {
+	rec     leash.ClientRecord
+	expires time.Time
 }
 
 // name is everything held on one lock name.
@@ -64,13 +71,14 @@ type watch struct{ wake func(string) }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch)}
+	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch), clients: make(map[string]client)}
 }
 
 var (
-	_ leash.Store        = (*Store)(nil)
-	_ leash.MultiStore   = (*Store)(nil)
-	_ leash.PermitSetter = (*Store)(nil)
+	_ leash.Store          = (*Store)(nil)
+	_ leash.MultiStore     = (*Store)(nil)
+	_ leash.PermitSetter   = (*Store)(nil)
+	_ leash.ClientRecorder = (*Store)(nil)
 )
 
 // get returns the state of name with every expired lease, place and mark
@@ -557,4 +565,37 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 		mg.Fences[i] = st.grant(now, r.Owner, r.Lease, false).Fence
 	}
 	return mg, nil
+}
+
+// PutClient implements [leash.ClientRecorder].
+func (s *Store) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.Duration) error {
+	rec.Locks = slices.Clone(rec.Locks)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients[rec.ID] = client{rec: rec, expires: time.Now().Add(ttl)}
+	return nil
+}
+
+// DeleteClient implements [leash.ClientRecorder].
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.clients, id)
+	return nil
+}
+
+// GetClient implements [leash.ClientRecorder].
+func (s *Store) GetClient(ctx context.Context, id string) (leash.ClientRecord, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clients[id]
+	if ok && !time.Now().Before(c.expires) {
+		delete(s.clients, id)
+		ok = false
+	}
+	if !ok {
+		return leash.ClientRecord{}, false, nil
+	}
+	c.rec.Locks = slices.Clone(c.rec.Locks)
+	return c.rec, true, nil
 }

@@ -13,9 +13,9 @@ import (
 )
 
 // TestClusterPausedNodeDoesNotStallOthers holds one lock on each master of a
-// three-node Cluster and pauses one node for two and a half leases (DESIGN
-// §4: renewals run per node, and a failing node never stalls renewals on the
-// healthy ones). The holders on the healthy nodes are renewed throughout and
+// three-node Cluster and pauses one node for two and a half leases (renewals
+// run per node, and a failing node never stalls renewals on the healthy
+// ones). The holders on the healthy nodes are renewed throughout and
 // never told anything; the holder on the paused node is told its lock is
 // lost, the store unreachable. Once the node is back, its lock can be taken
 // again with a larger token.

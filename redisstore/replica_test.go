@@ -170,8 +170,8 @@ func TestReplicationGuardOptions(t *testing.T) {
 // TestTokensGrowAcrossFailoverToLaggingReplica fails over to a replica that
 // missed the last grants (its link to the primary swallowed them), so its
 // fencing counter is behind the tokens already issued: the next grant on it
-// must still carry a larger token than any of them (DESIGN §4: tokens are
-// floored by the server clock, not only counted).
+// must still carry a larger token than any of them (tokens are floored by
+// the server clock, not only counted).
 func TestTokensGrowAcrossFailoverToLaggingReplica(t *testing.T) {
 	primary := testserver.NewRedis(t, testserver.RedisOptions{})
 	link, err := faultproxy.New(primary.Addr)

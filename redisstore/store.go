@@ -372,7 +372,7 @@ func (s *Store) CheckName(name string) error {
 	}
 	for _, p := range companionPrefixes {
 		if strings.HasPrefix(name, p+":") {
-			return fmt.Errorf("starts with %q, the prefix of the companion keys leash and Redisson keep beside each lock; choose another name", p+":")
+			return fmt.Errorf("starts with %q, the prefix of keys leash and Redisson keep beside the locks; choose another name", p+":")
 		}
 	}
 	open := strings.IndexByte(name, '{')
@@ -427,11 +427,13 @@ const (
 	rwChanPrefix     = "leash_rw__channel"
 	semSizePrefix    = "leash_semaphore_size"
 	semChanPrefix    = "leash_semaphore__channel"
+	clientPrefix     = "leash_client" // not a companion: a Client's holder record
 )
 
-// companionPrefixes lists every companion prefix, for CheckName.
+// companionPrefixes lists every companion prefix, and the holder records'
+// for CheckName.
 var companionPrefixes = [...]string{tokenPrefix, channelPrefix, latchPrefix, fairQueuePrefix, fairPlacesPrefix,
-	fairChanPrefix, readersPrefix, writersPrefix, rwChanPrefix, semSizePrefix, semChanPrefix}
+	fairChanPrefix, readersPrefix, writersPrefix, rwChanPrefix, semSizePrefix, semChanPrefix, clientPrefix}
 
 // The keys and channels of one name. Every one shares the name's hash slot.
 func tokenKey(name string) string      { return prefixName(tokenPrefix, name) }

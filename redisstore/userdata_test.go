@@ -268,7 +268,7 @@ func TestLeashOwnKeysAreNotLockNames(t *testing.T) {
 	for _, n := range []string{"leash:epoch", "leash:epoch:{x}", "redisson_lock_token:{x}", "redisson_lock__channel:{x}",
 		"redisson_unlock_latch:{x}:abc-1", "leash_fair_queue:{x}", "leash_fair_places:{x}", "leash_fair__channel:{x}",
 		"leash_rw_readers:{x}", "leash_rw_writers:{x}", "leash_rw__channel:{x}", "leash_semaphore_size:{x}",
-		"leash_semaphore__channel:{x}"} {
+		"leash_semaphore__channel:{x}", "leash_client:{x}"} {
 		if err := s.CheckName(n); err == nil {
 			t.Errorf("CheckName(%q) = nil, want a refusal", n)
 		}

@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore NewStore) {
 		})
 	}
 	runKinds(t, newStore)
+	runRecords(t, newStore)
 }
 
 // namer makes lock names and owners unique to one subtest run.

@@ -62,6 +62,9 @@ type demo struct {
 	url    string
 	rdb    redis.UniversalClient
 	prefix string // lock name prefix
+	// granted and released, when set (by tests), run in scene 1 as an
+	// instance's Lock returns and as its Unlock returns.
+	granted, released func(who string)
 }
 
 func runDemo(e *env, args []string) int {
@@ -77,7 +80,7 @@ func runDemo(e *env, args []string) int {
 	}
 	ctx := context.Background()
 	d := &demo{e: e, tl: &timeline{w: e.stdout, start: time.Now()}}
-	url := storeURLFromEnv()
+	url, fresh := storeURLFromEnv(), false
 	if url == "" {
 		srv, err := testserver.StartRedis(testserver.RedisOptions{})
 		if err != nil {
@@ -89,7 +92,7 @@ func runDemo(e *env, args []string) int {
 			return exitStore
 		}
 		defer srv.Close()
-		url = "redis://" + srv.Addr
+		url, fresh = "redis://"+srv.Addr, true
 		fmt.Fprintf(e.stdout, "leash demo: a throwaway redis-server on %s (pid %d), stopped at the end\n", srv.Addr, srv.PID())
 	} else {
 		var b [3]byte
@@ -102,7 +105,16 @@ func runDemo(e *env, args []string) int {
 		return e.fail("demo", err)
 	}
 	defer conn.Close()
+	if fresh {
+		// The demo started this server: no lease predates it, so the
+		// restart grace, which waits out leases a restarted server may have
+		// forgotten, has nothing to wait for.
+		if err := conn.store.MarkFresh(ctx); err != nil {
+			return e.fail("demo", conn.fail(err))
+		}
+	}
 	d.url, d.rdb = url, conn.rdb
+	fmt.Fprintln(e.stdout, "A fencing token is a number that grows with every grant of a lock: a resource that remembers the highest it has seen refuses a write from an older holder.")
 	d.tl.start = time.Now()
 
 	for _, scene := range []func(context.Context) error{d.contention, d.watchdog, d.crash, d.fencing} {
@@ -147,8 +159,15 @@ func (d *demo) contention(ctx context.Context) error {
 		wg       sync.WaitGroup
 		holders  atomic.Int32
 		overlap  atomic.Bool
-		released atomic.Int64 // unix ns of the last release
+		released atomic.Int64 // unix ns when the last Unlock began
 		errs     = make(chan error, 3)
+		// handoff keeps the lines in the order of the hand-offs. The server
+		// wakes the next waiter in the same step that answers the holder's
+		// Unlock, so the next holder may learn of its grant before the last
+		// one learns of its release: each holder takes handoff as its Lock
+		// returns and gives it back once its release is printed, so a grant
+		// is never printed before the release that made it possible.
+		handoff sync.Mutex
 	)
 	for i := 1; i <= 3; i++ {
 		who := fmt.Sprintf("instance-%d", i)
@@ -166,24 +185,35 @@ func (d *demo) contention(ctx context.Context) error {
 					errs <- err
 					return
 				}
+				granted := time.Now()
 				if holders.Add(1) > 1 {
 					overlap.Store(true)
 				}
-				waited := time.Since(asked)
+				if d.granted != nil {
+					d.granted(who)
+				}
+				handoff.Lock()
 				if last := time.Unix(0, released.Load()); last.After(asked) {
-					d.tl.say(who, "acquired %s  fence %d  (woken %v after the release)", name, h.Fence(),
-						time.Since(last).Round(100*time.Microsecond))
+					d.tl.say(who, "acquired %s  fence %d  (woken %v after the holder began to unlock)", name, h.Fence(),
+						granted.Sub(last).Round(100*time.Microsecond))
 				} else {
-					d.tl.say(who, "acquired %s  fence %d  (waited %v)", name, h.Fence(), waited.Round(time.Millisecond))
+					d.tl.say(who, "acquired %s  fence %d  (waited %v)", name, h.Fence(), granted.Sub(asked).Round(time.Millisecond))
 				}
 				time.Sleep(150 * time.Millisecond) // the protected work
 				holders.Add(-1)
-				if err := h.Unlock(ctx); err != nil {
+				released.Store(time.Now().UnixNano())
+				err = h.Unlock(ctx)
+				if d.released != nil {
+					d.released(who)
+				}
+				if err == nil {
+					d.tl.say(who, "released %s", name)
+				}
+				handoff.Unlock()
+				if err != nil {
 					errs <- err
 					return
 				}
-				released.Store(time.Now().UnixNano())
-				d.tl.say(who, "released %s", name)
 				time.Sleep(20 * time.Millisecond)
 			}
 		})

@@ -42,9 +42,25 @@ type ownerJSON struct {
 	// RemainingMS is this owner's own lease left (readers, permits); absent
 	// when the lease is the lock's.
 	RemainingMS *int64 `json:"remaining_ms,omitempty"`
+	// Host, PID, Label and Command describe the holder, from the record its
+	// Client keeps in the store; absent when it keeps none (a Redisson
+	// client, or a leash client that has not written it yet).
+	Host    string `json:"host,omitempty"`
+	PID     int    `json:"pid,omitempty"`
+	Label   string `json:"label,omitempty"`
+	Command string `json:"command,omitempty"`
+	// AcquiredAt is when the holder took the lock; absent when its record
+	// does not list the lock yet.
+	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+	// State is "held" while the holder works under the lock (for leash
+	// run: the command runs), "tail" once the work ended and the lock is
+	// only kept until its lease runs out (--at-least); absent when unknown.
+	State string `json:"state,omitempty"`
+	// TailSince is when the tail began; present with state "tail".
+	TailSince *time.Time `json:"tail_since,omitempty"`
 }
 
-func toJSON(info leash.Info) lockJSON {
+func toJSON(info leash.Info, hs holders) lockJSON {
 	j := lockJSON{Name: info.Name, Held: info.Held, Owners: []ownerJSON{}, Fence: info.Fence,
 		Permits: info.Permits, Queued: info.Queued}
 	if info.Held || info.Permits > 0 {
@@ -56,6 +72,7 @@ func toJSON(info leash.Info) lockJSON {
 			ms := o.Remaining.Milliseconds()
 			oj.RemainingMS = &ms
 		}
+		hs.setJSON(&oj)
 		j.Owners = append(j.Owners, oj)
 	}
 	if info.Held && info.Remaining >= 0 {
@@ -102,7 +119,8 @@ func waiters(info leash.Info) string {
 }
 
 // printLock writes one lock's state as aligned "field  value" lines.
-func printLock(w io.Writer, info leash.Info) {
+func printLock(w io.Writer, info leash.Info, hs holders) {
+	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
 	if !info.Held {
@@ -113,9 +131,11 @@ func printLock(w io.Writer, info leash.Info) {
 		for _, o := range info.Owners {
 			if o.Remaining >= 0 { // a lease of its own: a reader or a permit
 				fmt.Fprintf(tw, "holder\t%s (%s, %v left)\n", o.Owner, o.Kind, o.Remaining.Round(time.Millisecond))
+				fmt.Fprintf(tw, "\t%s\n", hs.holderText(o.Owner))
 				continue
 			}
 			fmt.Fprintf(tw, "holder\t%s\n", o.Owner)
+			hs.print(tw, o.Owner, now)
 			fmt.Fprintf(tw, "holds\t%d\n", o.Holds)
 		}
 		fmt.Fprintf(tw, "remaining\t%s\n", remaining(info))
@@ -145,18 +165,18 @@ func kindText(k leash.Kind) string {
 }
 
 // printLocks writes locks as an aligned table with a header.
-func printLocks(w io.Writer, infos []leash.Info) {
+func printLocks(w io.Writer, infos []leash.Info, hs holders) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOLDS\tREMAINING\tFENCE\tWAITERS")
 	for _, info := range infos {
 		holder, holds, kind := "-", "-", "-"
 		if len(info.Owners) > 0 {
-			holder, holds = info.Owners[0].Owner, strconv.Itoa(info.Owners[0].Holds)
+			holder, holds = hs.holderText(info.Owners[0].Owner), strconv.Itoa(info.Owners[0].Holds)
 			kind = info.Kind.String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", info.Name, kind, holder, holds, remaining(info), fence(info), waiters(info))
 		for _, o := range info.Owners[min(1, len(info.Owners)):] {
-			fmt.Fprintf(tw, "\t\t%s\t%d\t\t\t\n", o.Owner, o.Holds)
+			fmt.Fprintf(tw, "\t\t%s\t%d\t\t\t\n", hs.holderText(o.Owner), o.Holds)
 		}
 	}
 	tw.Flush()

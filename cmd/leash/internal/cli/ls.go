@@ -17,7 +17,7 @@ func cmdLs() *command {
 		long: `
 Ls lists the locks held in the store whose names match PATTERN, a Redis glob
 ("*" matches anything, "?" one character, "[ab]" a set; default "*"), sorted
-by name, with the holder, hold count, lease left, last fencing token and
+by name, with the kind, holder, hold count, lease left, last fencing token and
 waiters of each. It walks the keyspace with SCAN, never KEYS, so it does not
 block the server; on a Cluster it walks every master. A key counts as a lock
 when it has the lock layout: a hash with an expiry whose fields are owners
@@ -27,6 +27,14 @@ with leash's permit count beside it. show, unlock and every lock operation
 judge a key by the same rule; other keys are another application's data,
 never listed and never touched. Free locks are not listed; 'leash show NAME'
 shows any lock.
+
+KIND is mutex (a Mutex, FairMutex or Redisson lock), read or write (an
+RWMutex) or permit (a Semaphore); the readers and permits after the first
+are listed on lines of their own. HOLDER is host:pid, then the holder's
+[label] and (command) when it has them, then "tail" when its job has ended
+and the lock is only kept until its lease runs out (leash run --at-least);
+it is the owner id when the holder keeps no record (a Redisson client).
+'leash show NAME' prints the holder in full.
 
   --json   print a JSON array of objects as 'leash show --json' prints them
            ([] when no lock matches)
@@ -39,9 +47,10 @@ refuses the credentials.
 Examples:
 
   $ leash ls 'billing/*'
-  NAME             HOLDER                               HOLDS  REMAINING  FENCE             WAITERS
-  billing/invoice  3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1   1      27.412s    1763800000123456  1
-  billing/payout   9b8a7c6d5e4f3a2b1c0d9e8f7a6b5c4d:3   1      4.907s     1763800000654321  0
+  NAME             KIND   HOLDER                                  HOLDS  REMAINING  FENCE             WAITERS
+  billing/invoice  mutex  web-2:41873 [billing worker v1.4]       1      27.412s    1763800000123456  1
+  billing/payout   mutex  cron-1:5120 (./payout.sh --day today)   1      4.907s     1763800000654321  0
+  billing/report   mutex  cron-3:7781 (./report.sh) tail          1      9m12.5s    1763800000777777  0
 
   $ leash ls --json | jq -r '.[] | select(.waiters > 0) | .name'`,
 		run: runLs,
@@ -86,8 +95,11 @@ func runLs(e *env, argv []string) int {
 		}
 		if info.Held { // not released since the walk
 			held = append(held, info)
-			infos = append(infos, toJSON(info))
 		}
+	}
+	hs := readHolders(ctx, conn.store, func(err error) { e.errorf("ls: holders unknown: %v", conn.fail(err)) }, held...)
+	for _, info := range held {
+		infos = append(infos, toJSON(info, hs))
 	}
 	if asJSON {
 		if err := writeJSON(e.stdout, infos); err != nil {
@@ -99,6 +111,6 @@ func runLs(e *env, argv []string) int {
 		fmt.Fprintf(e.stderr, "leash: ls: no held lock matches %q\n", pattern)
 		return exitOK
 	}
-	printLocks(e.stdout, held)
+	printLocks(e.stdout, held, hs)
 	return exitOK
 }

@@ -56,6 +56,10 @@ lockAtLeastFor). run exits as soon as the command does: the rest of the hold
 is left to the lease on the server, not to a sleeping process. Use it with
 --no-wait, or a late host would wait for the lock and then run the job too.
 
+Who holds it. 'leash ls' and 'leash show' name the holder by this host, the
+pid of leash and the command, with when it took the lock, and mark the rest
+of an --at-least hold as its tail, after the command ended.
+
 The command. COMMAND is looked up in PATH before the lock is taken. It runs
 in its own process group (at an interactive terminal, that group gets the
 terminal, so the command can read it), with leash's standard input and
@@ -239,6 +243,7 @@ func runRun(e *env, argv []string) int {
 		Lease:          r.lease.d,
 		MaxHold:        r.maxHold.d,
 		ReleaseTimeout: min(max(r.lease.d, time.Second), maxReleaseTimeout),
+		Command:        commandLine(r.argv),
 	})
 	if err != nil {
 		return e.fail("run", err)

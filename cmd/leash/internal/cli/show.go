@@ -14,7 +14,10 @@ func cmdShow() *command {
 Show prints the state of the lock NAME as the store sees it: whether it is
 held and by what kind of lock (a mutex, an RWMutex's readers or writer, a
 semaphore's permits), the holders (owner ids) with their hold counts or, for
-readers and permits, each one's own lease left, the lease left, the last
+readers and permits, each one's own lease left, who each holder is (host,
+process id, label, and for leash run the command; when it took the lock; and
+whether its job still runs or has ended, the lock only kept until its lease
+runs out by --at-least), the lease left, the last
 fencing token granted, a semaphore's permit count, how many waiters hold a
 place in a fair queue or a waiting-writer mark, and how many clients wait.
 A free lock prints its last fencing token, if it was ever taken. The answer
@@ -24,12 +27,22 @@ is not shown as a lock: show says what it holds, on stderr, and exits 65.
 
   --json   print one JSON object:
            {"name": "...", "kind": "mutex", "held": true,
-            "owners": [{"owner": "...", "holds": 1, "kind": "mutex"}],
+            "owners": [{"owner": "...", "holds": 1, "kind": "mutex",
+                        "host": "cron-1", "pid": 5120,
+                        "command": "./report.sh",
+                        "acquired_at": "2026-11-24T03:00:00.12Z",
+                        "state": "held"}],
             "remaining_ms": 27412, "fence": 1763800000123456, "queued": 0,
             "waiters": 2}
            kind is "mutex", "read", "write" or "permit" ("" when free); an
            owner with a lease of its own (a reader, a permit) has its own
-           "remaining_ms"; "permits" is present for a semaphore.
+           "remaining_ms"; "permits" is present for a semaphore. host, pid,
+           label and command are absent when the holder keeps no record (a
+           Redisson client); acquired_at and state when its record does not
+           list the lock yet. state is "held" while the holder works under
+           the lock (leash run: the command runs) and "tail" once the work
+           ended and the lock is kept until its lease runs out, since
+           "tail_since".
            remaining_ms is null when the lock is not held, waiters null when
            the store cannot tell.
 ` + storeHelp + `
@@ -44,7 +57,12 @@ Examples:
   lock       nightly-report
   state      held
   kind       mutex (a Mutex, FairMutex or Redisson lock)
-  holder     3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1
+  holder     3f0c9a4e-1b2d-4c6f-8a9b-0c1d2e3f4a5b:1
+  host       cron-1
+  pid        5120
+  command    ./report.sh
+  acquired   2026-11-24T03:00:00.120Z (2.588s ago)
+  state      the command is running
   holds      1
   remaining  27.412s
   fence      1763800000123456
@@ -75,12 +93,13 @@ func runShow(e *env, argv []string) int {
 	if err != nil {
 		return e.fail("show", conn.fail(err))
 	}
+	hs := readHolders(ctx, conn.store, func(err error) { e.errorf("show: holder unknown: %v", conn.fail(err)) }, info)
 	if asJSON {
-		if err := writeJSON(e.stdout, toJSON(info)); err != nil {
+		if err := writeJSON(e.stdout, toJSON(info, hs)); err != nil {
 			return e.fail("show", err)
 		}
 		return exitOK
 	}
-	printLock(e.stdout, info)
+	printLock(e.stdout, info, hs)
 	return exitOK
 }
