@@ -1,6 +1,9 @@
 package redisstore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestSlotTagHashesToItsSlot(t *testing.T) {
 	for sl := range 16384 {
@@ -10,36 +13,41 @@ func TestSlotTagHashesToItsSlot(t *testing.T) {
 	}
 }
 
-func TestServerStartNeverBeforeTheRealStart(t *testing.T) {
-	info := "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n"
+func TestParseFactsStartNeverBeforeTheRealStart(t *testing.T) {
+	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n# Replication\r\nrole:master\r\nsecond_repl_offset:-1\r\n"
 	// Both ends of uptime_in_seconds are truncated: the real uptime is in
 	// (4s, 6s), so the latest possible start is 4s before server_time_usec.
-	if got, ok := serverStart(info); !ok || got != 1700000001999999 {
-		t.Errorf("serverStart = %d, %v; want 1700000001999999 (the latest possible start)", got, ok)
+	var f serverFacts
+	if parseFacts(&f, info); f.start != "1700000001999999" || f.runID != "abc" {
+		t.Errorf("parseFacts start = %q, run id %q; want 1700000001999999 (the latest possible start), abc", f.start, f.runID)
 	}
-	if _, ok := serverStart("uptime_in_seconds:5\r\n"); ok {
-		t.Errorf("serverStart without server_time_usec succeeded")
+	for _, promoted := range []string{
+		strings.Replace(info, "second_repl_offset:-1", "second_repl_offset:1234", 1),
+		strings.Replace(info, "role:master", "role:slave", 1),
+		strings.Replace(info, "server_time_usec:1700000005999999\r\n", "", 1),
+	} {
+		f = serverFacts{}
+		if parseFacts(&f, promoted); f.start != "" {
+			t.Errorf("parseFacts(%q) start = %q, want none (the grace starts when the script runs)", promoted, f.start)
+		}
 	}
 }
 
 func TestParseGrace(t *testing.T) {
 	for _, tc := range []struct {
-		in      any
-		ok      bool
-		created bool
+		in any
+		ok bool
 	}{
-		{[]any{int64(0), int64(1500), int64(1), int64(42)}, true, true},
-		{[]any{int64(0), int64(1500), int64(0), int64(42)}, true, false},
-		{[]any{int64(0), int64(1500)}, false, false},                   // a busy lock
-		{[]any{int64(1), int64(7), int64(1)}, false, false},            // a grant
-		{[]any{int64(0), int64(0), int64(1), int64(42)}, false, false}, // no time left
-		{[]any{int64(0), int64(5), int64(3), int64(42)}, false, false}, // bad flag
-		{[]any{int64(0), int64(5), "x", int64(42)}, false, false},      // bad type
-		{"OK", false, false},
+		{[]any{int64(0), int64(1500), "grace"}, true},
+		{[]any{int64(0), int64(1500)}, false},        // a busy lock
+		{[]any{int64(1), int64(7), int64(1)}, false}, // a grant
+		{[]any{int64(0), int64(0), "grace"}, false},  // no time left
+		{[]any{int64(0), int64(5), int64(3)}, false}, // not the grace
+		{[]any{int64(0), "x", "grace"}, false},       // bad type
+		{"OK", false},
 	} {
-		_, created, _, ok := parseGrace(tc.in)
-		if ok != tc.ok || created != tc.created {
-			t.Errorf("parseGrace(%#v) = created %v, ok %v; want %v, %v", tc.in, created, ok, tc.created, tc.ok)
+		if _, ok := parseGrace(tc.in); ok != tc.ok {
+			t.Errorf("parseGrace(%#v) ok = %v, want %v", tc.in, ok, tc.ok)
 		}
 	}
 }
