@@ -79,7 +79,7 @@ func (e *NotAcquiredError) Error() string {
 		if e.Remaining >= 0 {
 			msg += fmt.Sprintf(" for %v more", e.Remaining.Round(time.Second/10))
 		}
-		msg += ", so that they run out (the restart grace; an operator can declare a new server with leash mark-fresh)"
+		msg += ", so that they run out (the store's restart grace)"
 	default:
 		msg = fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)
 		if e.Remaining >= 0 {

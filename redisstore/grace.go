@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,6 +19,12 @@ const NoRestartGrace time.Duration = -1
 // epochKey is the restart marker on a single server. On Cluster each hash
 // slot has its own, "leash:epoch:{<tag>}", so that acquire.lua touches one slot.
 const epochKey = "leash:epoch"
+
+var (
+	//go:embed lua/grace.lua
+	graceLua    string
+	graceScript = withLib(graceLua)
+)
 
 // markerKey returns the restart marker that guards name.
 func (s *Store) markerKey(name string) string {
@@ -132,6 +139,33 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// GraceLeft returns how long the restart grace still refuses fresh grants of
+// name with leases up to lease (0: none), as the next acquire would find it.
+// It fails as an acquire would on a server the Store refuses (ErrEvictable,
+// ErrNotDurable, ErrNoServerInfo).
+func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration) (time.Duration, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	marker := s.markerKey(name)
+	key, c, err := s.node(ctx, marker)
+	if err != nil {
+		return 0, err
+	}
+	f := s.watch.facts(ctx, key, c)
+	if err := s.check(ctx, c, f); err != nil {
+		return 0, err
+	}
+	if s.opts.RestartGrace == NoRestartGrace {
+		return 0, nil
+	}
+	ms, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // runAcquire runs an acquire script for reqs (one request, or a MultiLock

@@ -196,7 +196,8 @@ end
 -- promoted) is replaced by the client's view: leases that process granted may be lost.
 -- A grace without "@" keeps the marker-only rule of earlier versions (a missing marker
 -- starts the grace now; any marker present is trusted), for tests' negative controls.
-local function grace_at(marker, grace, now, now_s, value)
+-- With look set, the marker is read but never written.
+local function grace_at(marker, grace, now, now_s, value, look)
     local grace_us, view = string.match(grace, '^(%d+)@?(.*)$')
     local sep = string.find(view, ':', 1, true)
     local start
@@ -208,12 +209,13 @@ local function grace_at(marker, grace, now, now_s, value)
     end
     if not start then
         local s = sep and decimal(string.sub(view, 1, sep - 1))
-        if s then
-            start = s
-            redis.call('set', marker, view)
-        else
-            start = now
-            redis.call('set', marker, now_s .. (sep and string.sub(view, sep) or ''))
+        local new = view
+        start = s
+        if not s then
+            start, new = now, now_s .. (sep and string.sub(view, sep) or '')
+        end
+        if not look then
+            redis.call('set', marker, new)
         end
     end
     local left = start + tonumber(grace_us) - now

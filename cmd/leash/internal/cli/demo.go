@@ -103,6 +103,9 @@ func runDemo(e *env, args []string) int {
 	}
 	defer conn.Close()
 	d.url, d.rdb = url, conn.rdb
+	if _, note := conn.graceNote(ctx, d.prefix); note != "" { // never wait silently
+		fmt.Fprintf(e.stdout, "leash demo: %s; the scenes begin when it ends\n", note)
+	}
 	d.tl.start = time.Now()
 
 	for _, scene := range []func(context.Context) error{d.contention, d.watchdog, d.crash, d.fencing} {

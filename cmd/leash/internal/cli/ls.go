@@ -21,7 +21,9 @@ waiters of each. It walks the keyspace with SCAN, never KEYS, so it does not
 block the server; on a Cluster it walks every master. A key counts as a lock
 when it has the lock layout: a hash with an expiry whose fields are owners
 with hold counts (locks taken by Redisson's RLock are listed too). Free locks
-are not listed; 'leash show NAME' shows any lock.
+are not listed; 'leash show NAME' shows any lock. While the server is in
+its restart grace (see 'leash help store'), or may evict keys, ls says so on
+stderr.
 
   --json   print a JSON array of objects as 'leash show --json' prints them
            ([] when no lock matches)
@@ -80,6 +82,9 @@ func runLs(e *env, argv []string) int {
 			held = append(held, info)
 			infos = append(infos, toJSON(info))
 		}
+	}
+	if _, note := conn.graceNote(ctx, ""); note != "" {
+		fmt.Fprintln(e.stderr, "leash: ls: "+note)
 	}
 	if asJSON {
 		if err := writeJSON(e.stdout, infos); err != nil {

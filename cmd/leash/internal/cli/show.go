@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 )
 
 func cmdShow() *command {
@@ -29,7 +30,12 @@ can be stale by the time it is read: never base a locking decision on it.
            owner with a lease of its own (a reader, a permit) has its own
            "remaining_ms"; "permits" is present for a semaphore.
            remaining_ms is null when the lock is not held, waiters null when
-           the store cannot tell.
+           the store cannot tell. "restart_grace_ms" is present while the
+           server's restart grace refuses every fresh grant (see below).
+
+When the server is in its restart grace, or is not safe for locks (it may
+evict keys), show says so on a last line (on stderr with --json).
+` + graceHelp + `
 ` + storeHelp + `
 
 Exit status: 0 whether the lock is held or free; 64 for a bad name or URL,
@@ -52,6 +58,12 @@ Examples:
 	}
 }
 
+// showJSON is show's JSON: the lock, and the restart grace left.
+type showJSON struct {
+	lockJSON
+	RestartGraceMS int64 `json:"restart_grace_ms,omitempty"`
+}
+
 func runShow(e *env, argv []string) int {
 	c := cmdShow()
 	var asJSON bool
@@ -72,12 +84,19 @@ func runShow(e *env, argv []string) int {
 	if err != nil {
 		return e.fail("show", conn.fail(err))
 	}
+	grace, note := conn.graceNote(ctx, names[0])
 	if asJSON {
-		if err := writeJSON(e.stdout, toJSON(info)); err != nil {
+		if note != "" {
+			fmt.Fprintln(e.stderr, "leash: show: "+note)
+		}
+		if err := writeJSON(e.stdout, showJSON{toJSON(info), grace.Milliseconds()}); err != nil {
 			return e.fail("show", err)
 		}
 		return exitOK
 	}
 	printLock(e.stdout, info)
+	if note != "" {
+		fmt.Fprintln(e.stdout, note)
+	}
 	return exitOK
 }
