@@ -20,12 +20,23 @@
 // even when Redis loses the counter (a restart without persistence, a
 // failover to a lagging replica), provided the server clock never steps back
 // past a token issued before the loss and fewer than a million grants of one
-// name are made per second. Lease expiry itself is only as durable as the
-// server's persistence: a restart without AOF forgets held locks, so after
-// one the store grants nothing until the server has been up for one lease
-// (Options.RestartGrace), by which time every forgotten lease has ended.
-// Replication is asynchronous: a failover can promote a replica that has not
-// yet received a grant. Options.Replicas makes every grant and renewal wait
+// name are made per second.
+//
+// Lease expiry itself is only as durable as the server's memory of its
+// grants. A restart without persistence forgets every lock; one from an RDB
+// snapshot, or from an AOF without appendfsync always, forgets the last
+// grants; a failover can promote a replica that has not yet received them
+// (replication is asynchronous). So after any restart or promotion the store
+// grants nothing until the server process has been up for one lease
+// (Options.RestartGrace), by which time every forgotten lease has ended: the
+// restart is told by INFO's run_id, recorded in a marker key the scripts
+// compare, and a refusal matches leash.ErrRestartGrace. This costs one lease
+// without grants after every restart and in a new server's first lease
+// (MarkFresh declares a new server); a server with appendonly yes and
+// appendfsync always may turn the grace off (NoRestartGrace, checked). The
+// user needs INFO (ACL +info). A server that may evict keys (maxmemory with
+// a policy other than noeviction) is refused with ErrEvictable unless
+// Options.AllowEviction. Options.Replicas makes every grant and renewal wait
 // for replicas' acknowledgements (WAIT) before it counts.
 package redisstore
 
