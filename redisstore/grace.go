@@ -215,35 +215,30 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []lea
 		if left, inGrace := parseGrace(v); inGrace {
 			return nil, left, false, nil
 		}
-		if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen || !s.movedOn(ctx, marker, f) {
-			return v, 0, true, nil
-		}
-		// The script may have granted on a process whose leases the grace
-		// must first let run out: give the grant back and ask again.
-		if err := s.giveBack(ctx, undo); err != nil {
-			return nil, 0, false, err
+		if keep, err := s.confirm(ctx, marker, f, v, undo); keep || err != nil {
+			return v, 0, err == nil, err
 		}
 	}
 }
 
-// movedOn reports whether the process that serves marker is no longer the
-// one f describes (or cannot be read).
-func (s *Store) movedOn(ctx context.Context, marker string, f *serverFacts) bool {
-	key, c, err := s.node(ctx, marker)
-	if err != nil {
-		return true
+// confirm reports whether an acquire's reply v, run with the view of the
+// server process f describes, may be kept. A grant made while a connection
+// was dialed may have run on a process the Store had not read yet: unless
+// INFO still names f's process, the grant is given back (its holds in undo
+// released, unused) and confirm reports false, so that the acquire runs
+// again under the new process's grace. Failing to give it back is an error:
+// the grant then ends with its lease, unused.
+func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v any, undo []leash.Request) (bool, error) {
+	if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen {
+		return true, nil
 	}
-	now := s.watch.refresh(ctx, key, c)
-	return now.runID != f.runID
-}
-
-// giveBack releases the holds an acquire for reqs granted but will not hand
-// out. Failing that, they end with their leases, unused.
-func (s *Store) giveBack(ctx context.Context, reqs []leash.Request) error {
-	for _, r := range reqs {
+	if key, c, err := s.node(ctx, marker); err == nil && s.watch.refresh(ctx, key, c).runID == f.runID {
+		return true, nil
+	}
+	for _, r := range undo {
 		if _, err := s.Release(ctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
-			return fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
+			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
 		}
 	}
-	return nil
+	return false, nil
 }

@@ -1,8 +1,14 @@
 package redisstore
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestSlotTagHashesToItsSlot(t *testing.T) {
@@ -49,5 +55,47 @@ func TestParseGrace(t *testing.T) {
 		if _, ok := parseGrace(tc.in); ok != tc.ok {
 			t.Errorf("parseGrace(%#v) ok = %v, want %v", tc.in, ok, tc.ok)
 		}
+	}
+}
+
+// TestConfirmGivesBackAGrantOnANewProcess: an acquire whose view of the
+// server was read before a restart from a snapshot, and whose script ran on
+// a connection dialed after it, is granted by the restored marker (the
+// marker-only blind spot); confirm sees the dial, reads the new run id, and
+// gives the grant back.
+func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1})
+	defer rdb.Close()
+	ctx := context.Background()
+	s := New(rdb, nil)
+	stale := s.watch.facts(ctx, nil, rdb) // the view before the restart
+	if err := rdb.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	req := leash.Request{Kind: leash.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
+	keys := []string{req.Name, tokenKey(req.Name), epochKey}
+	args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
+	v, err := acquireScript.Run(ctx, rdb, keys, args...).Result() // dials: the old connection is dead
+	if err != nil || !isGrant(v) {
+		t.Fatalf("acquire with the stale view = %v, %v; want granted (the blind spot confirm covers)", v, err)
+	}
+	keep, err := s.confirm(ctx, epochKey, stale, v, []leash.Request{req})
+	if keep || err != nil {
+		t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
+	}
+	if n, _ := rdb.Exists(ctx, req.Name).Result(); n != 0 {
+		t.Errorf("the grant is still on the server after confirm gave it back")
+	}
+	fresh := s.watch.facts(ctx, nil, rdb)
+	if fresh.runID == stale.runID {
+		t.Fatalf("the Store still names the old process")
+	}
+	v, err = acquireScript.Run(ctx, rdb, keys, ms(req.Lease), req.Owner, s.graceArg(req.Lease, fresh)).Result()
+	if _, inGrace := parseGrace(v); err != nil || !inGrace {
+		t.Errorf("acquire with the new view = %v, %v; want refused by the grace", v, err)
 	}
 }
