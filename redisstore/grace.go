@@ -49,7 +49,7 @@ func (s *Store) graceArg(lease time.Duration, f *serverFacts) string {
 	if s.markerOnly {
 		return us
 	}
-	return us + "@" + f.view()
+	return us + "@" + f.view
 }
 
 // parseGrace recognises an acquire script's grace reply {0, ms, "grace"}.

@@ -55,9 +55,9 @@ const DefaultCheckInterval = 5 * time.Second
 // named (see Store.runAcquire).
 type serverWatch struct {
 	dials atomic.Uint64 // connections dialed by the hooked clients
+	nodes sync.Map      // *redis.Client → *serverFacts; Cluster: per primary's client, else one under nil
 
-	mu      sync.Mutex
-	nodes   map[*redis.Client]*serverFacts // Cluster: per primary's client; else one, under nil
+	mu      sync.Mutex // guards hooked and checked, and orders the stores into nodes
 	hooked  map[*redis.Client]bool
 	checked time.Time // last check of the settings by a renewal round
 }
@@ -67,6 +67,8 @@ type serverFacts struct {
 	gen      uint64 // dials before the INFO that read them
 	runID    string // INFO server run_id; empty when INFO was refused
 	start    string // latest possible start, µs by the server's clock; empty when it may have been promoted
+	view     string // "<start>:<run id>", which the acquire scripts compare with the marker
+	fsync    fsyncCheck
 	maxmem   int64
 	policy   string
 	evicted  int64
@@ -75,8 +77,12 @@ type serverFacts struct {
 	fetchErr error // the round trip failed
 }
 
-// view is the "<start>:<run id>" the acquire scripts compare with the marker.
-func (f *serverFacts) view() string { return f.start + ":" + f.runID }
+// fsyncCheck is the appendfsync setting of a process, read once, when
+// NoRestartGrace needs it (CONFIG GET, which the ACL may deny: then "").
+type fsyncCheck struct {
+	once  sync.Once
+	value string
+}
 
 // dialCounter is the go-redis hook that counts dials.
 type dialCounter struct{ n *atomic.Uint64 }
@@ -113,18 +119,20 @@ func (s *Store) node(ctx context.Context, marker string) (*redis.Client, redis.U
 // dialed since they were read. Only the hook's first use counts dials from
 // then on: connections made before talk to the process INFO then reads.
 func (w *serverWatch) facts(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
-	w.mu.Lock()
-	f := w.nodes[key]
-	if !w.hooked[key] {
-		if w.hooked == nil {
-			w.hooked, w.nodes = map[*redis.Client]bool{}, map[*redis.Client]*serverFacts{}
+	if v, ok := w.nodes.Load(key); ok {
+		if f := v.(*serverFacts); f.gen == w.dials.Load() && f.fetchErr == nil {
+			return f // the hot path: no lock, no round trip
 		}
-		w.hooked[key] = true
-		c.AddHook(dialCounter{&w.dials})
-	}
-	w.mu.Unlock()
-	if f != nil && f.gen == w.dials.Load() && f.fetchErr == nil {
-		return f
+	} else {
+		w.mu.Lock()
+		if !w.hooked[key] {
+			if w.hooked == nil {
+				w.hooked = map[*redis.Client]bool{}
+			}
+			w.hooked[key] = true
+			c.AddHook(dialCounter{&w.dials})
+		}
+		w.mu.Unlock()
 	}
 	return w.refresh(ctx, key, c)
 }
@@ -140,10 +148,11 @@ func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.Un
 		f.fetchErr = err
 	default:
 		parseFacts(f, info)
+		f.view = f.start + ":" + f.runID
 	}
 	w.mu.Lock()
-	if old := w.nodes[key]; old == nil || old.gen <= f.gen {
-		w.nodes[key] = f
+	if old, ok := w.nodes.Load(key); !ok || old.(*serverFacts).gen <= f.gen {
+		w.nodes.Store(key, f)
 	}
 	w.mu.Unlock()
 	return f
@@ -211,10 +220,15 @@ func (s *Store) check(ctx context.Context, c redis.UniversalClient, f *serverFac
 	case off && !f.aof:
 		return fmt.Errorf("%w: the server has appendonly no, so a crash loses recent grants; set appendonly yes and appendfsync always, or keep the grace (remove Options.RestartGrace = NoRestartGrace)", ErrNotDurable)
 	case off:
-		// INFO does not show appendfsync; CONFIG GET does, where the ACL allows.
-		v, err := c.ConfigGet(ctx, "appendfsync").Result()
-		if err == nil && v["appendfsync"] != "" && v["appendfsync"] != "always" {
-			return fmt.Errorf("%w: the server has appendfsync %s, so a crash loses up to a second of grants; set appendfsync always, or keep the grace (remove Options.RestartGrace = NoRestartGrace)", ErrNotDurable, v["appendfsync"])
+		// INFO does not show appendfsync; CONFIG GET does, where the ACL
+		// allows. Read once per process.
+		f.fsync.once.Do(func() {
+			if v, err := c.ConfigGet(ctx, "appendfsync").Result(); err == nil {
+				f.fsync.value = v["appendfsync"]
+			}
+		})
+		if v := f.fsync.value; v != "" && v != "always" {
+			return fmt.Errorf("%w: the server has appendfsync %s, so a crash loses up to a second of grants; set appendfsync always, or keep the grace (remove Options.RestartGrace = NoRestartGrace)", ErrNotDurable, v)
 		}
 	}
 	return nil
@@ -227,20 +241,21 @@ func (s *Store) check(ctx context.Context, c redis.UniversalClient, f *serverFac
 func (s *Store) recheck(ctx context.Context) {
 	w := &s.watch
 	w.mu.Lock()
-	if time.Since(w.checked) < s.opts.CheckInterval || len(w.nodes) == 0 {
+	if time.Since(w.checked) < s.opts.CheckInterval {
 		w.mu.Unlock()
 		return
 	}
 	w.checked = time.Now()
+	w.mu.Unlock()
 	type node struct {
 		key  *redis.Client
 		prev *serverFacts
 	}
 	var nodes []node
-	for k, f := range w.nodes {
-		nodes = append(nodes, node{k, f})
-	}
-	w.mu.Unlock()
+	w.nodes.Range(func(k, f any) bool {
+		nodes = append(nodes, node{k.(*redis.Client), f.(*serverFacts)})
+		return true
+	})
 	for _, n := range nodes {
 		var c redis.UniversalClient = s.rdb
 		if n.key != nil {
