@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -111,12 +112,14 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("redisstore: mark fresh: %w", err)
 		}
-		pipe := c.Pipeline()
-		for _, k := range keys {
-			pipe.Set(ctx, k, "0:"+f.runID, 0)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("redisstore: mark fresh: %w", err)
+		for chunk := range slices.Chunk(keys, 500) { // each round trip well within a timeout
+			pipe := c.Pipeline()
+			for _, k := range chunk {
+				pipe.Set(ctx, k, "0:"+f.runID, 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fmt.Errorf("redisstore: mark fresh: %w", err)
+			}
 		}
 		return nil
 	}
