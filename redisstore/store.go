@@ -324,7 +324,9 @@ var _ leash.Store = (*Store)(nil)
 
 // New returns a Store on rdb. A nil rdb, a *redis.Ring or bad options are
 // reported by Validate, which leash.New calls, so they surface before any
-// round trip.
+// round trip. On first use the Store adds a hook to rdb (to each Cluster
+// node's client) that counts new connections, so that it reads INFO again
+// after any reconnection (see Options.RestartGrace); the hook stays.
 func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s := &Store{rdb: rdb, reqID: newRequestPrefix()}
 	if opts != nil {
