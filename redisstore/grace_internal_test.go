@@ -99,3 +99,41 @@ func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
 		t.Errorf("acquire with the new view = %v, %v; want refused by the grace", v, err)
 	}
 }
+
+// TestBusyInfoIsNotADeniedInfo: an INFO answered BUSY (a long script runs)
+// fails only the acquires of that moment; it is not taken for an ACL that
+// denies INFO, which would fail every acquire until the next reconnection.
+func TestBusyInfoIsNotADeniedInfo(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{"--busy-reply-threshold", "50"}})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	spinner := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 10 * time.Second})
+	defer spinner.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := New(rdb, nil)
+	done := make(chan error, 1)
+	// Owner: this test. Ends when the script has spun for 1s.
+	go func() {
+		done <- spinner.Eval(ctx, `local t = redis.call('time'); local s = t[1] * 1000000 + t[2]
+while true do t = redis.call('time'); if t[1] * 1000000 + t[2] - s > 1000000 then return 1 end end`, nil).Err()
+	}()
+	for {
+		f := s.watch.refresh(ctx, nil, rdb)
+		if f.infoErr != nil {
+			t.Fatalf("INFO during a busy script recorded as denied: %v", f.infoErr)
+		}
+		if f.fetchErr != nil && strings.Contains(f.fetchErr.Error(), "BUSY") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("INFO never answered BUSY")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.check(ctx, rdb, s.watch.facts(ctx, nil, rdb)); err != nil {
+		t.Errorf("check after the script ended = %v, want nil", err)
+	}
+}

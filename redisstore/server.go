@@ -73,8 +73,8 @@ type serverFacts struct {
 	policy   string
 	evicted  int64
 	aof      bool
-	infoErr  error // INFO's error reply (a NOPERM)
-	fetchErr error // the round trip failed
+	infoErr  error // INFO refused to this user (NOPERM)
+	fetchErr error // INFO failed otherwise (a transport error, BUSY, LOADING)
 }
 
 // fsyncCheck is the appendfsync setting of a process, read once, when
@@ -142,10 +142,10 @@ func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.Un
 	f := &serverFacts{gen: w.dials.Load()}
 	info, err := c.Info(ctx, "server", "memory", "stats", "persistence", "replication").Result()
 	switch {
-	case isReply(err):
-		f.infoErr = err
+	case redis.IsPermissionError(err):
+		f.infoErr = err // kept: the ACL will not change between connections
 	case err != nil:
-		f.fetchErr = err
+		f.fetchErr = err // BUSY, LOADING, a timeout: read again by the next acquire
 	default:
 		parseFacts(f, info)
 		f.view = f.start + ":" + f.runID
