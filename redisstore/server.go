@@ -90,9 +90,11 @@ type dialCounter struct{ n *atomic.Uint64 }
 func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		cn, err := next(ctx, network, addr)
-		// Counted once connected: a connection made before INFO was sent
-		// talks to the process INFO answers from, or to a dead one.
-		d.n.Add(1)
+		if err == nil {
+			// Counted once connected: a connection made before INFO was
+			// sent talks to the process INFO answers from, or to a dead one.
+			d.n.Add(1)
+		}
 		return cn, err
 	}
 }
