@@ -14,6 +14,16 @@ var (
 	// [*NotAcquiredError] carrying the holder's remaining lease.
 	ErrNotAcquired = errors.New("leash: lock not acquired")
 
+	// ErrRestartGrace means a lock was not acquired because the store's
+	// server restarted (or is new, or a replica took over) and may have
+	// forgotten leases that still run: it grants nothing until they have
+	// run out, though no one may hold the lock. The error is a
+	// [*NotAcquiredError] whose Grace is set and whose Remaining is the
+	// grace left; Lock waits it out like any holder's lease. An operator
+	// who knows the server lost nothing can declare it (redisstore's
+	// MarkFresh, leash mark-fresh).
+	ErrRestartGrace = errors.New("leash: the store's restart grace")
+
 	// ErrNotHeld means the caller tried to release or renew a lock it does not
 	// hold: the handle was already unlocked, or the store no longer has the
 	// caller as the owner.
@@ -71,23 +81,39 @@ func (e *NotALockError) Error() string {
 func (e *NotALockError) Is(target error) bool { return target == ErrNotALock }
 
 // NotAcquiredError is returned when a lock could not be taken because someone
-// else holds it. errors.Is(err, ErrNotAcquired) reports true for it; when the
-// wait ended because its context did, errors.Is(err, ctx.Err()) does too.
+// else holds it, or because the store is in its restart grace (Grace).
+// errors.Is(err, ErrNotAcquired) reports true for it, and errors.Is(err,
+// ErrRestartGrace) when Grace is set; when the wait ended because its
+// context did, errors.Is(err, ctx.Err()) does too.
 type NotAcquiredError struct {
 	// Name is the lock name.
 	Name string
 	// Remaining is the holder's remaining lease as the store last reported it,
 	// or a negative value when the store could not tell (no expiry, or the
-	// holder released it just before the answer).
+	// holder released it just before the answer). With Grace, it is the time
+	// left in the restart grace.
 	Remaining time.Duration
+	// Grace reports that the store refused because of its restart grace (see
+	// ErrRestartGrace), not because someone holds the lock.
+	Grace bool
 	// Err is why the wait ended: nil for TryLock, the context's error for Lock.
 	Err error
 }
 
 func (e *NotAcquiredError) Error() string {
-	msg := fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)
-	if e.Remaining >= 0 {
-		msg += fmt.Sprintf(" for another %v", e.Remaining.Round(time.Millisecond))
+	var msg string
+	switch {
+	case e.Grace:
+		msg = fmt.Sprintf("leash: lock %q not acquired: the lock server restarted, or is new, and may have forgotten leases that still run: no lock is granted", e.Name)
+		if e.Remaining >= 0 {
+			msg += fmt.Sprintf(" for %v more", e.Remaining.Round(time.Second/10))
+		}
+		msg += ", so that they run out (the store's restart grace)"
+	default:
+		msg = fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)
+		if e.Remaining >= 0 {
+			msg += fmt.Sprintf(" for another %v", e.Remaining.Round(time.Millisecond))
+		}
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -95,8 +121,11 @@ func (e *NotAcquiredError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrNotAcquired.
-func (e *NotAcquiredError) Is(target error) bool { return target == ErrNotAcquired }
+// Is reports whether target is ErrNotAcquired, or ErrRestartGrace when the
+// refusal was the grace's.
+func (e *NotAcquiredError) Is(target error) bool {
+	return target == ErrNotAcquired || (e.Grace && target == ErrRestartGrace)
+}
 
 // Unwrap returns the reason the wait ended, if any.
 func (e *NotAcquiredError) Unwrap() error { return e.Err }

@@ -302,18 +302,18 @@ func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err
 				slog.Duration("remaining", g.Remaining))
 		}
 		if !wait {
-			return nil, &NotAcquiredError{Name: l.name, Remaining: g.Remaining}
+			return nil, &NotAcquiredError{Name: l.name, Remaining: g.Remaining, Grace: g.Grace}
 		}
 		if w == nil {
 			// Subscribe, then try again before waiting: a release between the
 			// first attempt and the subscription is not missed.
 			if w, err = c.watchFor(ctx, l.kind, []string{l.name}, t.owner); err != nil {
-				return nil, c.waitEnded(l.name, g.Remaining, err)
+				return nil, c.waitEnded(l.name, g.Remaining, g.Grace, err)
 			}
 			continue
 		}
 		if err := c.sleep(ctx, w, &nap, l.fallback(g.Remaining, w)); err != nil {
-			return nil, c.waitEnded(l.name, g.Remaining, err)
+			return nil, c.waitEnded(l.name, g.Remaining, g.Grace, err)
 		}
 	}
 }
@@ -326,11 +326,11 @@ func refused(err error) bool {
 }
 
 // waitEnded is the error of a wait that ctx or Close ended.
-func (c *Client) waitEnded(name string, remaining time.Duration, err error) error {
+func (c *Client) waitEnded(name string, remaining time.Duration, grace bool, err error) error {
 	if errors.Is(err, ErrClosed) {
 		return ErrClosed
 	}
-	return &NotAcquiredError{Name: name, Remaining: remaining, Err: err}
+	return &NotAcquiredError{Name: name, Remaining: remaining, Grace: grace, Err: err}
 }
 
 // fallback is how long a waiter sleeps when no notification comes: until the

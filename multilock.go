@@ -136,7 +136,7 @@ func (m *MultiLock) acquireGroup(ctx context.Context, reqs []Request) (MultiGran
 	}
 	g, err := m.c.store.Acquire(ctx, reqs[0])
 	if err != nil || !g.Acquired {
-		return MultiGrant{Remaining: g.Remaining}, err
+		return MultiGrant{Remaining: g.Remaining, Grace: g.Grace}, err
 	}
 	return MultiGrant{Acquired: true, Fences: []int64{g.Fence}}, nil
 }
@@ -207,7 +207,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 			continue
 		}
 		if !wait {
-			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: mg.Remaining}
+			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: mg.Remaining, Grace: mg.Grace}
 		}
 		if w == nil {
 			names := make([]string, len(reqs))
@@ -215,7 +215,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 				names[i] = r.Name
 			}
 			if w, err = c.watchFor(ctx, KindMutex, names, t.owner); err != nil {
-				return nil, c.waitEnded(reqs[0].Name, mg.Remaining, err)
+				return nil, c.waitEnded(reqs[0].Name, mg.Remaining, mg.Grace, err)
 			}
 			continue
 		}
@@ -233,7 +233,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 			d = min(d, max(time.Duration(renewAt-c.now()), 0))
 		}
 		if err := c.sleep(ctx, w, &nap, d); err != nil {
-			return nil, c.waitEnded(reqs[0].Name, mg.Remaining, err)
+			return nil, c.waitEnded(reqs[0].Name, mg.Remaining, mg.Grace, err)
 		}
 		if renewAt >= 0 && c.now() >= renewAt {
 			if err := m.renewHeld(ctx, t, held, heldIdx, sent); err != nil {

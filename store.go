@@ -63,7 +63,8 @@ type Store interface {
 	// Every fresh grant carries a fencing token strictly greater than that of
 	// every earlier grant of the name, of any kind. When the request is not
 	// granted, Acquire returns Acquired == false, no error, and in Remaining
-	// how long until the blocking holder's (or queue head's) lease runs out.
+	// how long until the blocking holder's (or queue head's) lease runs out,
+	// or, with Grace set, until the store's restart grace ends.
 	//
 	// An error means the outcome is unknown, the lock may have been granted,
 	// except for the definite refusals ErrNotALock, ErrUpgrade and
@@ -227,6 +228,11 @@ type Grant struct {
 	// lease (or the fair queue head's place) runs out; negative when the
 	// store cannot tell.
 	Remaining time.Duration
+	// Grace reports, when not Acquired, that no one holds the lock but the
+	// store grants nothing yet: its server restarted and may have forgotten
+	// leases that still run (see ErrRestartGrace). Remaining is then the
+	// time until the grace ends.
+	Grace bool
 }
 
 // MultiGrant is the result of an AcquireMany.
@@ -238,6 +244,9 @@ type MultiGrant struct {
 	// Remaining is, when not Acquired, the shortest remaining lease among
 	// the blocking holders; negative when the store cannot tell.
 	Remaining time.Duration
+	// Grace reports, when not Acquired, a refusal in the store's restart
+	// grace, as Grant.Grace does.
+	Grace bool
 }
 
 // RenewStatus is the per-lock outcome of a renewal.

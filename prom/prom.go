@@ -12,7 +12,9 @@
 //	                                       TryLock, Acquire...; re-entries are not
 //	                                       attempts); result "acquired", "not_acquired"
 //	                                       (held by someone else until the call gave
-//	                                       up) or "error" (the store failed, or the
+//	                                       up), "restart_grace" (refused by the store's
+//	                                       restart grace, see leash.ErrRestartGrace)
+//	                                       or "error" (the store failed, or the
 //	                                       Client closed)
 //	leash_acquire_wait_seconds{kind}       how long the calls that acquired took
 //	leash_locks_held{kind}                 locks held now (re-entries count once)
@@ -82,7 +84,7 @@ func New(opts *Options) *Metrics {
 	}
 	return &Metrics{
 		acquires: prometheus.NewCounterVec(counter("acquires_total",
-			"Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up) or error (the store failed, or the Client closed)."),
+			"Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up), restart_grace (refused by the store's restart grace) or error (the store failed, or the Client closed)."),
 			[]string{"kind", "result"}),
 		wait: prometheus.NewHistogramVec(histogram("acquire_wait_seconds",
 			"How long the calls that acquired a lock took, waiting included.",
@@ -121,6 +123,9 @@ func (m *Metrics) Observe(e leash.Event) {
 		var na *leash.NotAcquiredError
 		if errors.As(e.Err, &na) {
 			result = "not_acquired"
+			if na.Grace {
+				result = "restart_grace"
+			}
 		}
 		m.acquires.WithLabelValues(kind, result).Inc()
 	case leash.OpReleased:

@@ -62,7 +62,7 @@ func TestMetrics(t *testing.T) {
 		}
 
 		want := `
-	# HELP leash_acquires_total Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up) or error (the store failed, or the Client closed).
+	# HELP leash_acquires_total Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up), restart_grace (refused by the store's restart grace) or error (the store failed, or the Client closed).
 	# TYPE leash_acquires_total counter
 	leash_acquires_total{kind="mutex",result="acquired",service="test"} 1
 	leash_acquires_total{kind="mutex",result="not_acquired",service="test"} 1
@@ -127,4 +127,20 @@ func Example() {
 		}
 	}
 	// Output: leash_locks_held mutex 1
+}
+
+// TestRestartGraceIsItsOwnResult: a refusal by the store's restart grace is
+// not counted as contention.
+func TestRestartGraceIsItsOwnResult(t *testing.T) {
+	m := prom.New(nil)
+	m.Observe(leash.Event{Op: leash.OpNotAcquired, Kind: leash.KindMutex, Name: "x",
+		Err: &leash.NotAcquiredError{Name: "x", Remaining: time.Second, Grace: true}})
+	want := `
+	# HELP leash_acquires_total Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up), restart_grace (refused by the store's restart grace) or error (the store failed, or the Client closed).
+	# TYPE leash_acquires_total counter
+	leash_acquires_total{kind="mutex",result="restart_grace"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "leash_acquires_total"); err != nil {
+		t.Error(err)
+	}
 }

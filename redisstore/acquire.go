@@ -53,7 +53,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	if !ok {
-		return leash.Grant{Remaining: left}, nil // the restart grace
+		return leash.Grant{Remaining: left, Grace: true}, nil
 	}
 	if e := notALock(req.Name, v); e != nil {
 		return leash.Grant{}, fmt.Errorf("redisstore: acquire: %w", e)
@@ -103,21 +103,18 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 		k := s.key(r.Name)
 		keys = append(keys, k, tokenKey(k))
 	}
-	undo := reqs
-	if s.guard.on() {
-		// acquire_many.lua grants every name to the first request's owner,
-		// as a Mutex; that is what the guard's undo gives back.
-		undo = make([]leash.Request, len(reqs))
-		for i, r := range reqs {
-			undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
-		}
+	// acquire_many.lua grants every name to the first request's owner, as
+	// a Mutex; that is what an undo gives back.
+	undo := make([]leash.Request, len(reqs))
+	for i, r := range reqs {
+		undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
 	}
 	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, undo, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {
 		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
 	}
 	if !ok {
-		return leash.MultiGrant{Remaining: left}, nil // the restart grace
+		return leash.MultiGrant{Remaining: left, Grace: true}, nil
 	}
 	if a, isArr := v.([]any); isArr && len(a) == 3 {
 		// {-1, what, i}: the i-th name (from 1) is not a lock.

@@ -3,9 +3,10 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,9 +22,9 @@ const NoRestartGrace time.Duration = -1
 const epochKey = "leash:epoch"
 
 var (
-	//go:embed lua/epoch.lua
-	epochLua    string
-	epochScript = redis.NewScript(epochLua)
+	//go:embed lua/grace.lua
+	graceLua    string
+	graceScript = withLib(graceLua)
 )
 
 // markerKey returns the restart marker that guards name.
@@ -35,9 +36,10 @@ func (s *Store) markerKey(name string) string {
 	return marker + ":{" + slotTag(slot(s.key(name))) + "}"
 }
 
-// graceArg is acquire.lua's ARGV[3]: the grace for a lock of this lease in
-// microseconds, or "0" when the grace is off.
-func (s *Store) graceArg(lease time.Duration) string {
+// graceArg is the acquire scripts' grace argument: "0" when the grace is
+// off; otherwise the grace for a lock of this lease in microseconds, "@",
+// and the view of the server process f describes (see grace_at in lib.lua).
+func (s *Store) graceArg(lease time.Duration, f *serverFacts) string {
 	g := s.opts.RestartGrace
 	switch {
 	case g == NoRestartGrace:
@@ -45,78 +47,24 @@ func (s *Store) graceArg(lease time.Duration) string {
 	case g < lease:
 		g = lease
 	}
-	return strconv.FormatInt(g.Microseconds(), 10)
+	us := strconv.FormatInt(g.Microseconds(), 10)
+	if s.markerOnly {
+		return us
+	}
+	return us + "@" + f.view
 }
 
-// parseGrace recognises acquire.lua's grace reply {0, ms, created, start}.
-func parseGrace(v any) (left time.Duration, created bool, start int64, ok bool) {
+// parseGrace recognises an acquire script's grace reply {0, ms, "grace"}.
+func parseGrace(v any) (left time.Duration, ok bool) {
 	a, isArr := v.([]any)
-	if !isArr || len(a) != 4 {
-		return 0, false, 0, false
-	}
-	var n [4]int64
-	for i, x := range a {
-		if n[i], isArr = x.(int64); !isArr {
-			return 0, false, 0, false
-		}
-	}
-	if n[0] != 0 || n[1] <= 0 || (n[2] != 0 && n[2] != 1) {
-		return 0, false, 0, false
-	}
-	return time.Duration(n[1]) * time.Millisecond, n[2] == 1, n[3], true
-}
-
-// lowerEpoch replaces the pessimistic start time that acquire.lua wrote
-// (created, "the server started now") with the start time the server reports
-// (INFO server: server_time_usec - uptime_in_seconds), so that a server that
-// has been up longer than the grace, and merely never saw leash before (or
-// had the marker deleted), grants at once. It reports whether it lowered the
-// marker. Any failure, such as an ACL without INFO, keeps the pessimistic
-// value: the grace then runs in full.
-func (s *Store) lowerEpoch(ctx context.Context, marker string, created int64) bool {
-	var node redis.Cmdable = s.rdb
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		n, err := cc.MasterForKey(ctx, marker)
-		if err != nil {
-			return false
-		}
-		node = n
-	}
-	info, err := node.Info(ctx, "server").Result()
-	if err != nil {
-		return false
-	}
-	start, ok := serverStart(info)
-	if !ok || start >= created {
-		return false
-	}
-	n, err := epochScript.Run(ctx, s.rdb, []string{marker}, strconv.FormatInt(created, 10), strconv.FormatInt(start, 10)).Int()
-	return err == nil && n == 1
-}
-
-// serverStart returns the latest time the server may have started, in
-// microseconds by its own clock, from an INFO server reply. Redis computes
-// uptime_in_seconds as a difference of whole seconds (now and start time
-// both truncated), so the real uptime is within a second of it either way;
-// taking the later bound means the grace never ends early.
-func serverStart(info string) (int64, bool) {
-	var now, up int64 = -1, -1
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "server_time_usec":
-			now, _ = strconv.ParseInt(v, 10, 64)
-		case "uptime_in_seconds":
-			up, _ = strconv.ParseInt(v, 10, 64)
-		}
-	}
-	if now <= 0 || up < 0 {
+	if !isArr || len(a) != 3 || a[0] != int64(0) || a[2] != "grace" {
 		return 0, false
 	}
-	return now - (up-1)*1_000_000, true
+	ms, isInt := a[1].(int64)
+	if !isInt || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // slotTags caches, per Cluster hash slot, a short string that hashes to it.
@@ -144,39 +92,101 @@ func slotTag(sl int) string {
 
 // MarkFresh records that the server holds no lease from before its start,
 // as for a newly provisioned server, so that the restart grace does not delay
-// its first grants: it sets the restart marker to 0 (on Cluster, every
-// slot's marker, through the node that serves it). Call it only for a server
-// known to be new; after a restart without persistence, it would bring back
-// the double grants the grace prevents.
+// its first grants: it sets the restart marker to 0 and the server's run id
+// (on Cluster, every slot's marker, through the node that serves it, with
+// that node's run id). Call it only for a server known to be new; after a
+// restart that lost data, it would bring back the double grants the grace
+// prevents.
 func (s *Store) MarkFresh(ctx context.Context) error {
 	if s.err != nil {
 		return s.err
 	}
 	marker := s.opts.KeyPrefix + epochKey
-	if !s.cluster {
-		return s.rdb.Set(ctx, marker, 0, 0).Err()
+	mark := func(c redis.UniversalClient, keys []string) error {
+		info, err := c.Info(ctx, "server").Result()
+		var f serverFacts
+		if err == nil {
+			parseFacts(&f, info)
+		}
+		if err == nil && f.runID == "" {
+			err = errors.New("INFO server shows no run_id")
+		}
+		if err != nil {
+			return fmt.Errorf("redisstore: mark fresh: %w", err)
+		}
+		for chunk := range slices.Chunk(keys, 500) { // each round trip well within a timeout
+			pipe := c.Pipeline()
+			for _, k := range chunk {
+				pipe.Set(ctx, k, "0:"+f.runID, 0)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fmt.Errorf("redisstore: mark fresh: %w", err)
+			}
+		}
+		return nil
 	}
-	pipe := s.rdb.Pipeline()
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return mark(s.rdb, []string{marker})
+	}
+	byNode := map[*redis.Client][]string{}
 	for sl := range 16384 {
-		pipe.Set(ctx, marker+":{"+slotTag(sl)+"}", 0, 0)
+		k := marker + ":{" + slotTag(sl) + "}"
+		n, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			return fmt.Errorf("redisstore: mark fresh: %w", err)
+		}
+		byNode[n] = append(byNode[n], k)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("redisstore: mark fresh: %w", err)
+	for n, keys := range byNode {
+		if err := mark(n, keys); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// GraceLeft returns how long the restart grace still refuses fresh grants of
+// name with leases up to lease (0: none), as the next acquire would find it.
+// It fails as an acquire would on a server the Store refuses (ErrEvictable,
+// ErrNotDurable, ErrNoServerInfo).
+func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration) (time.Duration, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	marker := s.markerKey(name)
+	key, c, err := s.node(ctx, marker)
+	if err != nil {
+		return 0, err
+	}
+	f := s.watch.facts(ctx, key, c)
+	if err := s.check(ctx, c, f); err != nil {
+		return 0, err
+	}
+	if s.opts.RestartGrace == NoRestartGrace {
+		return 0, nil
+	}
+	ms, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // runAcquire runs an acquire script for reqs (one request, or a MultiLock
 // group) with the restart marker of the first name and the grace for its
 // lease appended (the marker last in KEYS, the grace last in ARGV, unless
-// markerFirst puts the marker first, as acquire_many.lua wants). A refusal
-// inside the grace, by a marker this very call created, is retried once
-// after lowering the marker from the server's real uptime: a server that has
-// been up longer than the grace and merely never saw leash grants at once.
-// It returns the script's reply, or, in the grace, ok false and the time
-// left. With the replication guard on, a grant too few replicas
-// acknowledged, or one whose outcome is unknown, is undone by releasing
-// undo, the holds the script grants, and the error says why.
+// markerFirst puts the marker first, as acquire_many.lua wants). It returns
+// the script's reply, or, in the grace, ok false and the time left.
+//
+// The grace names the server process the Store believes it talks to (see
+// serverWatch). When a connection was dialed while the script ran, the
+// script may have run on a process the Store had not yet read: a grant is
+// then kept only if INFO still names the same process; otherwise it is given
+// back, unused, and the acquire runs again with the new process's identity.
+// With the replication guard on, a grant too few replicas acknowledged, or
+// one whose outcome is unknown, is undone by releasing undo, the holds the
+// script grants, and the error says why.
 func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []leash.Request,
 	keys []string, args []any, markerFirst bool) (v any, left time.Duration, ok bool, err error) {
 	marker := s.markerKey(undo[0].Name)
@@ -185,8 +195,17 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []lea
 	} else {
 		keys = append(keys, marker)
 	}
-	args = append(args, s.graceArg(undo[0].Lease))
-	for attempt := 0; ; attempt++ {
+	args = append(args, nil)
+	for {
+		key, c, err := s.node(ctx, marker)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		f := s.watch.facts(ctx, key, c)
+		if err := s.check(ctx, c, f); err != nil {
+			return nil, 0, false, err
+		}
+		args[len(args)-1] = s.graceArg(undo[0].Lease, f)
 		var verdict error
 		v, verdict, err = s.runGrant(ctx, script, keys, args)
 		switch {
@@ -198,12 +217,33 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []lea
 		case verdict != nil && isGrant(v):
 			return nil, 0, false, s.undoGrant(ctx, undo, verdict)
 		}
-		left, created, start, inGrace := parseGrace(v)
-		if !inGrace {
-			return v, 0, true, nil
-		}
-		if attempt > 0 || !created || !s.lowerEpoch(ctx, marker, start) {
+		if left, inGrace := parseGrace(v); inGrace {
 			return nil, left, false, nil
 		}
+		if keep, err := s.confirm(ctx, marker, f, v, undo); keep || err != nil {
+			return v, 0, err == nil, err
+		}
 	}
+}
+
+// confirm reports whether an acquire's reply v, run with the view of the
+// server process f describes, may be kept. A grant made while a connection
+// was dialed may have run on a process the Store had not read yet: unless
+// INFO still names f's process, the grant is given back (its holds in undo
+// released, unused) and confirm reports false, so that the acquire runs
+// again under the new process's grace. Failing to give it back is an error:
+// the grant then ends with its lease, unused.
+func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v any, undo []leash.Request) (bool, error) {
+	if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen {
+		return true, nil
+	}
+	if key, c, err := s.node(ctx, marker); err == nil && s.watch.refresh(ctx, key, c).runID == f.runID {
+		return true, nil
+	}
+	for _, r := range undo {
+		if _, err := s.Release(ctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
+			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
+		}
+	}
+	return false, nil
 }

@@ -1,6 +1,15 @@
 package redisstore
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
 
 func TestSlotTagHashesToItsSlot(t *testing.T) {
 	for sl := range 16384 {
@@ -10,36 +19,121 @@ func TestSlotTagHashesToItsSlot(t *testing.T) {
 	}
 }
 
-func TestServerStartNeverBeforeTheRealStart(t *testing.T) {
-	info := "# Server\r\nredis_version:7.0.15\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n"
+func TestParseFactsStartNeverBeforeTheRealStart(t *testing.T) {
+	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n# Replication\r\nrole:master\r\nsecond_repl_offset:-1\r\n"
 	// Both ends of uptime_in_seconds are truncated: the real uptime is in
 	// (4s, 6s), so the latest possible start is 4s before server_time_usec.
-	if got, ok := serverStart(info); !ok || got != 1700000001999999 {
-		t.Errorf("serverStart = %d, %v; want 1700000001999999 (the latest possible start)", got, ok)
+	var f serverFacts
+	if parseFacts(&f, info); f.start != "1700000001999999" || f.runID != "abc" {
+		t.Errorf("parseFacts start = %q, run id %q; want 1700000001999999 (the latest possible start), abc", f.start, f.runID)
 	}
-	if _, ok := serverStart("uptime_in_seconds:5\r\n"); ok {
-		t.Errorf("serverStart without server_time_usec succeeded")
+	for _, promoted := range []string{
+		strings.Replace(info, "second_repl_offset:-1", "second_repl_offset:1234", 1),
+		strings.Replace(info, "role:master", "role:slave", 1),
+		strings.Replace(info, "server_time_usec:1700000005999999\r\n", "", 1),
+	} {
+		f = serverFacts{}
+		if parseFacts(&f, promoted); f.start != "" {
+			t.Errorf("parseFacts(%q) start = %q, want none (the grace starts when the script runs)", promoted, f.start)
+		}
 	}
 }
 
 func TestParseGrace(t *testing.T) {
 	for _, tc := range []struct {
-		in      any
-		ok      bool
-		created bool
+		in any
+		ok bool
 	}{
-		{[]any{int64(0), int64(1500), int64(1), int64(42)}, true, true},
-		{[]any{int64(0), int64(1500), int64(0), int64(42)}, true, false},
-		{[]any{int64(0), int64(1500)}, false, false},                   // a busy lock
-		{[]any{int64(1), int64(7), int64(1)}, false, false},            // a grant
-		{[]any{int64(0), int64(0), int64(1), int64(42)}, false, false}, // no time left
-		{[]any{int64(0), int64(5), int64(3), int64(42)}, false, false}, // bad flag
-		{[]any{int64(0), int64(5), "x", int64(42)}, false, false},      // bad type
-		{"OK", false, false},
+		{[]any{int64(0), int64(1500), "grace"}, true},
+		{[]any{int64(0), int64(1500)}, false},        // a busy lock
+		{[]any{int64(1), int64(7), int64(1)}, false}, // a grant
+		{[]any{int64(0), int64(0), "grace"}, false},  // no time left
+		{[]any{int64(0), int64(5), int64(3)}, false}, // not the grace
+		{[]any{int64(0), "x", "grace"}, false},       // bad type
+		{"OK", false},
 	} {
-		_, created, _, ok := parseGrace(tc.in)
-		if ok != tc.ok || created != tc.created {
-			t.Errorf("parseGrace(%#v) = created %v, ok %v; want %v, %v", tc.in, created, ok, tc.created, tc.ok)
+		if _, ok := parseGrace(tc.in); ok != tc.ok {
+			t.Errorf("parseGrace(%#v) ok = %v, want %v", tc.in, ok, tc.ok)
 		}
+	}
+}
+
+// TestConfirmGivesBackAGrantOnANewProcess: an acquire whose view of the
+// server was read before a restart from a snapshot, and whose script ran on
+// a connection dialed after it, is granted by the restored marker (the
+// marker-only blind spot); confirm sees the dial, reads the new run id, and
+// gives the grant back.
+func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1})
+	defer rdb.Close()
+	ctx := context.Background()
+	s := New(rdb, nil)
+	stale := s.watch.facts(ctx, nil, rdb) // the view before the restart
+	if err := rdb.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	req := leash.Request{Kind: leash.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
+	keys := []string{req.Name, tokenKey(req.Name), epochKey}
+	args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
+	v, err := acquireScript.Run(ctx, rdb, keys, args...).Result() // dials: the old connection is dead
+	if err != nil || !isGrant(v) {
+		t.Fatalf("acquire with the stale view = %v, %v; want granted (the blind spot confirm covers)", v, err)
+	}
+	keep, err := s.confirm(ctx, epochKey, stale, v, []leash.Request{req})
+	if keep || err != nil {
+		t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
+	}
+	if n, _ := rdb.Exists(ctx, req.Name).Result(); n != 0 {
+		t.Errorf("the grant is still on the server after confirm gave it back")
+	}
+	fresh := s.watch.facts(ctx, nil, rdb)
+	if fresh.runID == stale.runID {
+		t.Fatalf("the Store still names the old process")
+	}
+	v, err = acquireScript.Run(ctx, rdb, keys, ms(req.Lease), req.Owner, s.graceArg(req.Lease, fresh)).Result()
+	if _, inGrace := parseGrace(v); err != nil || !inGrace {
+		t.Errorf("acquire with the new view = %v, %v; want refused by the grace", v, err)
+	}
+}
+
+// TestBusyInfoIsNotADeniedInfo: an INFO answered BUSY (a long script runs)
+// fails only the acquires of that moment; it is not taken for an ACL that
+// denies INFO, which would fail every acquire until the next reconnection.
+func TestBusyInfoIsNotADeniedInfo(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{"--busy-reply-threshold", "50"}})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer rdb.Close()
+	spinner := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 10 * time.Second})
+	defer spinner.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := New(rdb, nil)
+	done := make(chan error, 1)
+	// Owner: this test. Ends when the script has spun for 1s.
+	go func() {
+		done <- spinner.Eval(ctx, `local t = redis.call('time'); local s = t[1] * 1000000 + t[2]
+while true do t = redis.call('time'); if t[1] * 1000000 + t[2] - s > 1000000 then return 1 end end`, nil).Err()
+	}()
+	for {
+		f := s.watch.refresh(ctx, nil, rdb)
+		if f.infoErr != nil {
+			t.Fatalf("INFO during a busy script recorded as denied: %v", f.infoErr)
+		}
+		if f.fetchErr != nil && strings.Contains(f.fetchErr.Error(), "BUSY") {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("INFO never answered BUSY")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.check(ctx, rdb, s.watch.facts(ctx, nil, rdb)); err != nil {
+		t.Errorf("check after the script ended = %v, want nil", err)
 	}
 }

@@ -3,19 +3,22 @@ package redisstore_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRestartGrace restarts a server without persistence while A holds a
 // lock. With the grace (the default), B — a client that starts after the
 // restart and never saw the old server — is refused until A's lease would
-// have ended; with NoRestartGrace (the negative control), B is granted the
-// lock at once while A's lease still runs: a double grant.
+// have ended; with NoRestartGrace (the negative control; unchecked, as the
+// user may not run INFO), B is granted the lock at once while A's lease
+// still runs: a double grant.
 func TestRestartGrace(t *testing.T) {
 	const lease = 2 * time.Second
 	for name, tc := range map[string]struct {
@@ -28,7 +31,12 @@ func TestRestartGrace(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := testserver.NewRedis(t, testserver.RedisOptions{})
 			newC := func() *leash.Client {
-				c, err := leash.New(redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{RestartGrace: tc.grace}), &leash.Options{Lease: lease})
+				opts := &redisstore.Options{RestartGrace: tc.grace, AllowEviction: tc.grace == redisstore.NoRestartGrace}
+				rdb := newRDB(t, srv.Addr)
+				if opts.AllowEviction {
+					rdb = noInfoRDB(t, srv.Addr)
+				}
+				c, err := leash.New(redisstore.New(rdb, opts), &leash.Options{Lease: lease})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -54,8 +62,8 @@ func TestRestartGrace(t *testing.T) {
 				return
 			}
 			var na *leash.NotAcquiredError
-			if !errors.As(err, &na) || na.Remaining <= 0 || na.Remaining > lease {
-				t.Fatalf("B's TryLock in the grace = %v, want ErrNotAcquired with the grace left (0, %v]", err, lease)
+			if !errors.As(err, &na) || !errors.Is(err, leash.ErrRestartGrace) || na.Remaining <= 0 || na.Remaining > lease {
+				t.Fatalf("B's TryLock in the grace = %v, want ErrRestartGrace with the grace left (0, %v]", err, lease)
 			}
 			hb, err := b.Mutex(lockName(t)).Lock(bg(t))
 			if err != nil {
@@ -121,8 +129,8 @@ func TestRestartGraceEveryKind(t *testing.T) {
 	for kind, try := range tries {
 		_, err := try()
 		var na *leash.NotAcquiredError
-		if !errors.As(err, &na) || na.Remaining <= 0 || na.Remaining > lease {
-			t.Errorf("%s right after the restart = %v, want refused with the grace left", kind, err)
+		if !errors.As(err, &na) || !errors.Is(err, leash.ErrRestartGrace) || na.Remaining <= 0 || na.Remaining > lease {
+			t.Errorf("%s right after the restart = %v, want refused by the grace, with the grace left", kind, err)
 		}
 	}
 	time.Sleep(time.Until(restarted.Add(lease + 100*time.Millisecond)))
@@ -159,4 +167,125 @@ func TestMarkFresh(t *testing.T) {
 		t.Fatalf("TryLock after MarkFresh = %v, want granted at once", err)
 	}
 	_ = h.Unlock(bg(t))
+}
+
+// noInfoRDB is a client of srv's user "noinfo", which may run every command
+// but INFO (and CONFIG).
+func noInfoRDB(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	admin := newRDB(t, addr)
+	if err := admin.Do(bg(t), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Username: "noinfo", Password: "pw", MaxRetries: 1})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// TestRestartFromSnapshot restarts a server from an RDB snapshot taken
+// before A took its lock: the snapshot holds the restart marker but not A's
+// lock. B, a client that starts after the restart, must be refused by the
+// grace until A's lease would have ended, and so must A's own client, whose
+// connections were all cut; the negative control (the marker-only rule of
+// earlier versions) grants B the lock at once: a double grant.
+func TestRestartFromSnapshot(t *testing.T) {
+	const lease = 2 * time.Second
+	for name, markerOnly := range map[string]bool{
+		"the run id in the marker catches the restart":  false,
+		"the marker alone misses it (negative control)": true,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := testserver.NewRedis(t, testserver.RedisOptions{})
+			newC := func() *leash.Client {
+				s := redisstore.New(newRDB(t, srv.Addr), nil)
+				if markerOnly {
+					s = redisstore.MarkerOnly(s)
+				}
+				c, err := leash.New(s, &leash.Options{Lease: lease})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			a := newC()
+			if _, err := a.Mutex(lockName(t) + "/warm").TryLock(bg(t)); err != nil {
+				t.Fatal(err) // the client has read the server's identity
+			}
+			if err := newRDB(t, srv.Addr).Save(bg(t)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Mutex(lockName(t)).Lock(bg(t)); err != nil {
+				t.Fatal(err)
+			}
+			granted := time.Now()
+			if err := srv.Restart(); err != nil { // SIGKILL, then start from the snapshot
+				t.Fatal(err)
+			}
+			b := newC()
+			_, errB := b.Mutex(lockName(t)).TryLock(bg(t))
+			_, errA := a.Mutex(lockName(t) + "/other").TryLock(bg(t))
+			if markerOnly {
+				if errB != nil || time.Now().After(granted.Add(lease)) {
+					t.Fatalf("control: B's TryLock = %v; want granted within A's lease (a double grant), or the control proves nothing", errB)
+				}
+				return
+			}
+			for who, err := range map[string]error{"B": errB, "A's client": errA} {
+				if !errors.Is(err, leash.ErrRestartGrace) {
+					t.Errorf("%s's TryLock right after the restart from a snapshot = %v, want ErrRestartGrace", who, err)
+				}
+			}
+			if _, err := b.Mutex(lockName(t)).Lock(bg(t)); err != nil {
+				t.Fatal(err)
+			}
+			if at := time.Now(); at.Before(granted.Add(lease)) {
+				t.Errorf("B granted %v after A, within A's lease %v", at.Sub(granted), lease)
+			}
+		})
+	}
+}
+
+// TestNoRestartGraceIsChecked: turning the grace off declares that the
+// server loses no acknowledged write, and the Store checks it.
+func TestNoRestartGraceIsChecked(t *testing.T) {
+	for name, tc := range map[string]struct {
+		opts testserver.RedisOptions
+		want error
+	}{
+		"appendonly no":                {testserver.RedisOptions{}, redisstore.ErrNotDurable},
+		"appendfsync everysec":         {testserver.RedisOptions{AOF: true, Args: []string{"--appendfsync", "everysec"}}, redisstore.ErrNotDurable},
+		"appendonly yes, fsync always": {testserver.RedisOptions{AOF: true}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := testserver.NewRedis(t, tc.opts)
+			c, err := leash.New(redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{RestartGrace: redisstore.NoRestartGrace}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			h, err := c.Mutex(lockName(t)).TryLock(bg(t))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("TryLock with NoRestartGrace on %s = %v, want %v", name, err, tc.want)
+			}
+			if err == nil {
+				_ = h.Unlock(bg(t))
+			}
+		})
+	}
+}
+
+// TestNoInfoIsRefused: a user that may not run INFO cannot tell a restarted
+// server, so every acquire fails, saying how to fix it.
+func TestNoInfoIsRefused(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	c, err := leash.New(redisstore.New(noInfoRDB(t, srv.Addr), nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Mutex(lockName(t)).TryLock(bg(t))
+	if !errors.Is(err, redisstore.ErrNoServerInfo) || !strings.Contains(err.Error(), "+info") {
+		t.Fatalf("TryLock without INFO = %v, want ErrNoServerInfo naming +info", err)
+	}
 }

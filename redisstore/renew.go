@@ -46,6 +46,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 			}
 		}
 	}
+	s.recheck(ctx)
 	return res
 }
 

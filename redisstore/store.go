@@ -20,12 +20,23 @@
 // even when Redis loses the counter (a restart without persistence, a
 // failover to a lagging replica), provided the server clock never steps back
 // past a token issued before the loss and fewer than a million grants of one
-// name are made per second. Lease expiry itself is only as durable as the
-// server's persistence: a restart without AOF forgets held locks, so after
-// one the store grants nothing until the server has been up for one lease
-// (Options.RestartGrace), by which time every forgotten lease has ended.
-// Replication is asynchronous: a failover can promote a replica that has not
-// yet received a grant. Options.Replicas makes every grant and renewal wait
+// name are made per second.
+//
+// Lease expiry itself is only as durable as the server's memory of its
+// grants. A restart without persistence forgets every lock; one from an RDB
+// snapshot, or from an AOF without appendfsync always, forgets the last
+// grants; a failover can promote a replica that has not yet received them
+// (replication is asynchronous). So after any restart or promotion the store
+// grants nothing until the server process has been up for one lease
+// (Options.RestartGrace), by which time every forgotten lease has ended: the
+// restart is told by INFO's run_id, recorded in a marker key the scripts
+// compare, and a refusal matches leash.ErrRestartGrace. This costs one lease
+// without grants after every restart and in a new server's first lease
+// (MarkFresh declares a new server); a server with appendonly yes and
+// appendfsync always may turn the grace off (NoRestartGrace, checked). The
+// user needs INFO (ACL +info). A server that may evict keys (maxmemory with
+// a policy other than noeviction) is refused with ErrEvictable unless
+// Options.AllowEviction. Options.Replicas makes every grant and renewal wait
 // for replicas' acknowledgements (WAIT) before it counts.
 package redisstore
 
@@ -35,6 +46,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"regexp"
 	"slices"
@@ -87,23 +99,32 @@ type Options struct {
 	// (a contended lock taken in a loop) needs no new SUBSCRIBE round trip.
 	// Default DefaultLinger (1s); NoLinger unsubscribes at once.
 	Linger time.Duration
-	// RestartGrace protects against a server that lost its data (a restart
-	// without persistence): such a server has forgotten locks whose leases
-	// may still run, and would grant them again. A fresh grant therefore
-	// waits until the server has been up for the grace, detected server-side
-	// from a marker key (leash:epoch, one per Cluster slot) that the data
-	// loss removes, so every client sees it, including one that starts after
-	// the restart, and each Cluster node is judged on its own. A server that
-	// has been up longer than the grace (by INFO uptime) grants at once.
-	// Zero means the lease of the lock being acquired, which is enough when
-	// every client uses the same lease for a name; otherwise set it to the
-	// longest lease in use. The cost is that nothing is granted in the first
-	// grace of a server's life, including a brand-new one (a provisioning
-	// step that knows no lease predates the server can call MarkFresh).
-	// NoRestartGrace turns it off, for servers that persist every write
-	// (appendfsync always) or are never restarted within a lease; RDB
-	// snapshots and appendfsync everysec can lose recent grants with the
-	// marker still present, which the grace does not detect.
+	// RestartGrace protects against a server that lost grants: one that
+	// restarted without persistence, or from an RDB snapshot or an AOF
+	// without appendfsync always (both lose the last writes), or a replica
+	// promoted before it received them. Such a server has forgotten locks
+	// whose leases may still run, and would grant them again. So no lock of
+	// any kind is granted until the server process has been up for the
+	// grace (a promoted replica: since the Store first saw it promoted),
+	// by which time every lease the old process granted has ended. The
+	// process is told apart by INFO's run_id, recorded in a marker key
+	// (leash:epoch, one per Cluster slot) and compared by the acquire
+	// scripts with the run_id the Store read when it connected, so every
+	// client sees the restart, including one that starts after it. A refusal
+	// in the grace is a NotAcquiredError matching leash.ErrRestartGrace;
+	// waiting calls wait it out. Zero means the lease of the lock being
+	// acquired, which is enough when every client uses the same lease for a
+	// name; otherwise set it to the longest lease in use. The cost: nothing
+	// is granted in the first grace of a server process's life, including a
+	// brand-new server's (a provisioning step that knows no lease predates
+	// the server can call MarkFresh, or run leash mark-fresh). The Store
+	// needs INFO for this (the ACL category @dangerous holds it: grant the
+	// user +info); without it every acquire fails with ErrNoServerInfo.
+	// NoRestartGrace turns the grace off, declaring that the server loses no
+	// acknowledged write (appendonly yes with appendfsync always, no
+	// failover to a lagging replica): the Store checks appendonly (INFO) and
+	// appendfsync (CONFIG GET, where the ACL allows it) and fails every
+	// acquire with ErrNotDurable when they do not agree.
 	RestartGrace time.Duration
 	// Replicas turns on the replication guard: a grant or a renewal counts
 	// only once at least this many replicas have acknowledged it (WAIT, sent
@@ -121,6 +142,23 @@ type Options struct {
 	// replicas send every second. Zero (the default) turns the guard off.
 	// Not supported on Cluster.
 	Replicas int
+	// AllowEviction accepts a server that may evict keys (maxmemory set with
+	// a maxmemory-policy other than noeviction; volatile-* policies evict
+	// locks too, since they carry a TTL). By default every acquire on such a
+	// server fails with ErrEvictable. The cost of allowing it: a full server
+	// deletes held locks like any other key, and grants them again while
+	// their holders still run, until each holder's next renewal tells it the
+	// lock is lost. Evictions the Store notices (INFO's evicted_keys growing)
+	// are logged to Logger.
+	AllowEviction bool
+	// CheckInterval is how often, at most, the Store re-reads the server's
+	// memory settings and eviction count (INFO), on a renewal round, so that
+	// a CONFIG SET made at run time fails the next acquire. Default
+	// DefaultCheckInterval (5s).
+	CheckInterval time.Duration
+	// Logger receives the Store's warnings (evictions). Default
+	// slog.Default().
+	Logger *slog.Logger
 	// ReplicaTimeout bounds the wait for the replicas' acknowledgements.
 	// Default DefaultReplicaTimeout (1s); it must be shorter than the redis
 	// client's ReadTimeout and well under the leases in use.
@@ -157,6 +195,10 @@ type Store struct {
 	notify  notifier
 	pipe    pipeliner
 	guard   replicaGuard
+	watch   serverWatch
+	// markerOnly keeps the restart grace's rule of earlier versions (the
+	// marker alone, no server identity): tests' negative control.
+	markerOnly bool
 }
 
 var (
@@ -291,7 +333,9 @@ var _ leash.Store = (*Store)(nil)
 
 // New returns a Store on rdb. A nil rdb, a *redis.Ring or bad options are
 // reported by Validate, which leash.New calls, so they surface before any
-// round trip.
+// round trip. On first use the Store adds a hook to rdb (to each Cluster
+// node's client) that counts new connections, so that it reads INFO again
+// after any reconnection (see Options.RestartGrace); the hook stays.
 func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s := &Store{rdb: rdb, reqID: newRequestPrefix()}
 	if opts != nil {
@@ -315,6 +359,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.RestartGrace = %v: must be between 0 and %v, or NoRestartGrace (zero means the lease of each lock)", s.opts.RestartGrace, leash.MaxLease)
 	case s.opts.Linger < NoLinger:
 		s.err = fmt.Errorf("redisstore: Options.Linger = %v: must be positive, or NoLinger (zero means %v)", s.opts.Linger, DefaultLinger)
+	case s.opts.CheckInterval < 0:
+		s.err = fmt.Errorf("redisstore: Options.CheckInterval = %v: must be positive (zero means %v)", s.opts.CheckInterval, DefaultCheckInterval)
 	case s.opts.SubscribeTimeout < 0:
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
 	case strings.ContainsAny(s.opts.KeyPrefix, "{}") || len(s.opts.KeyPrefix) > maxKeyPrefix:
@@ -327,6 +373,12 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	}
 	if s.opts.HealthCheck == 0 {
 		s.opts.HealthCheck = DefaultHealthCheck
+	}
+	if s.opts.CheckInterval == 0 {
+		s.opts.CheckInterval = DefaultCheckInterval
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.Default()
 	}
 	if s.opts.SubscribeTimeout == 0 {
 		s.opts.SubscribeTimeout = DefaultSubscribeTimeout

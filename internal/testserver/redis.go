@@ -65,10 +65,10 @@ func RedisBinary() (string, error) {
 }
 
 // StartRedis starts redis-server on a free loopback port and waits until it
-// answers PING. It marks the new server as provisioned fresh (SET
-// leash:epoch 0: no lease predates it), as a deployment script may, so that
-// redisstore's restart grace does not hold the first grants back; Restart
-// does not, since a restart without persistence is what the grace is for. A
+// answers PING. It marks the new server as provisioned fresh (MarkFresh: no
+// lease predates it), as a deployment script may, so that redisstore's
+// restart grace does not hold the first grants back; Restart does not, since
+// a restart that loses data is what the grace is for. A
 // cluster-mode server serves no slot yet: its test calls redisstore's
 // MarkFresh once the cluster is up.
 func StartRedis(opts RedisOptions) (*Redis, error) {
@@ -97,7 +97,7 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 				// MarkFresh); a replica is read-only and copies its primary.
 				return r, nil
 			}
-			if lastErr = command(r.Addr, "SET leash:epoch 0"); lastErr == nil {
+			if lastErr = r.MarkFresh(); lastErr == nil {
 				return r, nil
 			}
 			_ = r.Kill()
@@ -105,6 +105,22 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 	}
 	r.Close()
 	return nil, lastErr
+}
+
+// MarkFresh declares the running server new, as redisstore's MarkFresh does
+// (SET leash:epoch "0:<run id>": no lease predates this server process), so
+// that redisstore's restart grace does not hold its first grants back.
+func (r *Redis) MarkFresh() error {
+	info, err := query(r.Addr, "INFO server")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return command(r.Addr, "SET leash:epoch 0:"+id)
+		}
+	}
+	return fmt.Errorf("testserver: INFO server on %s shows no run_id", r.Addr)
 }
 
 // cluster reports whether the server runs in cluster mode.

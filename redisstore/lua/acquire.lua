@@ -6,8 +6,8 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<n>"
 -- KEYS[3]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[3]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
---          with {0, ms left, created, start}
+-- ARGV[3]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
+--          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, holds} when the owner now holds the lock;
 --          {0, pttl} when someone else holds it (pttl in ms, -1 for no expiry);
 --          {-1, what} when KEYS[1] holds something that is not a lock (see not_lock):

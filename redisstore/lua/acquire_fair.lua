@@ -9,8 +9,8 @@
 -- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
 --          until now + ARGV[3]; 0 takes no place (TryLock)
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
---          with {0, ms left, created, start}
+-- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
+--          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime;
 --          {-1, what} when KEYS[1] is not a lock (see not_lock): nothing is changed.

@@ -5,8 +5,8 @@
 -- KEYS[2i+1]  fencing counter of lock i, redisson_lock_token:{name i}
 -- ARGV[1]     lease in milliseconds
 -- ARGV[2]     owner field
--- ARGV[3]     restart grace in microseconds, "0" for none; fresh grants inside it are
---             refused with {0, ms left, created, start}
+-- ARGV[3]     restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
+--             fresh grants inside it are refused with {0, ms left, "grace"}
 -- Returns     {1, token 1, token 2, ...} when the owner now holds every lock (a lock it held
 --             already is re-entered and keeps its token); {0, ms} when some lock is held by
 --             someone else: the shortest remaining lease among those, -1 if none expires;

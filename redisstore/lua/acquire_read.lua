@@ -9,8 +9,8 @@
 -- ARGV[2]  owner
 -- ARGV[3]  parent: the write lock's owner when its holder downgrades, else ""
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
---          with {0, ms left, created, start}
+-- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
+--          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
 --          waits (until its mark ends); {-1, what} when KEYS[1] is not a lock (see not_lock):
 --          nothing is changed.

@@ -9,8 +9,8 @@
 -- ARGV[3]  mark lifetime in ms: a writer that is not granted is marked as waiting until
 --          now + ARGV[3], which keeps new readers out; 0 marks nothing (TryLock)
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace in microseconds, "0" for none; a fresh grant inside it is refused
---          with {0, ms left, created, start}
+-- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
+--          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or until the last reader's lease ends. An owner that holds a read lease gets the
 --          error LEASH_UPGRADE: it would wait for itself. {-1, what} when KEYS[1] is not a

@@ -266,40 +266,61 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     return false
 end
 
--- grace_at returns the restart grace's refusal (see fresh_token) at server time now (µs;
--- now_s its string), given the marker's value (false if absent), or nil.
-local function grace_at(marker, grace_us, now, now_s, value)
-    local created = 0
-    local start = decimal(value)
+-- grace_at returns the restart grace's refusal {0, ms left, "grace"} (see fresh_token) at
+-- server time now (µs; now_s its string), given the marker's value (false if absent), or nil.
+-- The marker reads "<start µs>:<run id>": the start of the grace, and the server process
+-- (INFO server run_id) that wrote it. grace is "<grace µs>@<start µs>:<run id>", the
+-- client's view of the process it talks to; its start is empty when the process may have
+-- been promoted from a replica (the grace then starts now). A marker that is absent or was
+-- written by another process (one that restarted from a snapshot, or whose replica was
+-- promoted) is replaced by the client's view: leases that process granted may be lost.
+-- A grace without "@" keeps the marker-only rule of earlier versions (a missing marker
+-- starts the grace now; any marker present is trusted), for tests' negative controls.
+-- With look set, the marker is read but never written.
+local function grace_at(marker, grace, now, now_s, value, look)
+    local grace_us, view = string.match(grace, '^(%d+)@?(.*)$')
+    local sep = string.find(view, ':', 1, true)
+    local start
+    if value then
+        local at = string.find(value, ':', 1, true)
+        if not sep or (at and string.sub(value, at) == string.sub(view, sep)) then
+            start = decimal(string.sub(value, 1, (at or 0) - 1))
+        end
+    end
     if not start then
-        start, created = now, 1
-        redis.call('set', marker, now_s)
+        local s = sep and decimal(string.sub(view, 1, sep - 1))
+        local new = view
+        start = s
+        if not s then
+            start, new = now, now_s .. (sep and string.sub(view, sep) or '')
+        end
+        if not look then
+            redis.call('set', marker, new)
+        end
     end
     local left = start + tonumber(grace_us) - now
     if left > 0 then
-        return {0, math.ceil(left / 1000), created, start}
+        return {0, math.ceil(left / 1000), 'grace'}
     end
     return nil
 end
 
 -- fresh_token stores and returns the next fencing token of a name (see mint) for a fresh
--- grant, unless the restart grace refuses the grant: then it writes nothing but a missing
--- marker and returns nil and the reply {0, ms left, created, start} (created = 1 when this
--- call set the marker). marker is the restart marker (leash:epoch, or leash:epoch:{<slot
--- tag>} on Cluster): the server's start time in microseconds, lost with the data when the
--- server restarts without persistence. Its absence means leases granted before the restart
--- may still run, so nothing is granted until the server has been up for grace_us
--- microseconds. A missing marker is set to "now" (the pessimistic guess; the client may
--- lower it from INFO server with epoch.lua). A grace_us of "0" turns the grace off. One
--- MGET reads the marker and the fencing counter together.
-local function fresh_token(tokenkey, marker, grace_us)
+-- grant, unless the restart grace refuses the grant: then it writes nothing but the marker
+-- and returns nil and the reply {0, ms left, "grace"}. marker is the restart marker
+-- (leash:epoch, or leash:epoch:{<slot tag>} on Cluster; see grace_at): leases granted by
+-- an earlier server process may have been lost with the data (a restart without
+-- persistence or from a snapshot, a promoted replica), so nothing is granted until the
+-- server process has been up for the grace. A grace of "0" turns the grace off. One MGET
+-- reads the marker and the fencing counter together.
+local function fresh_token(tokenkey, marker, grace)
     local now, now_s = now_us()
     local counter
-    if grace_us == '0' then
+    if grace == '0' then
         counter = redis.call('get', tokenkey)
     else
         local v = redis.call('mget', marker, tokenkey)
-        local refused = grace_at(marker, grace_us, now, now_s, v[1])
+        local refused = grace_at(marker, grace, now, now_s, v[1])
         if refused then
             return nil, refused
         end

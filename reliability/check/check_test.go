@@ -64,6 +64,9 @@ func TestGrantsModel(t *testing.T) {
 		"ambiguous release may have freed": {[]history.Op{
 			acq("A", 0, 1, 10), ambiguous(release("A", 10, 11, "")), acq("B", 20, 21, 11),
 		}, true, 0},
+		"a restored snapshot brings back a released lock: the holder finds it taken": {[]history.Op{
+			acq("A", 0, 1, 10), release("A", 10, 11, history.Freed), acq("B", 20, 21, 11), renew("B", 40, 41, history.Taken),
+		}, true, 0},
 		"released lock renewed": {[]history.Op{
 			acq("A", 0, 1, 10), release("A", 10, 11, history.Freed), renew("A", 20, 21, history.Renewed),
 		}, false, 0},

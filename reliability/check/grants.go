@@ -121,7 +121,13 @@ func step(s leaseState, in input, out output) []leaseState {
 			return []leaseState{s}
 		case out.status == history.Taken:
 			if s.holder == in.owner {
-				return nil
+				// Only a server that lost writes answers so: restarted from a
+				// snapshot, it brought back an older lock of another owner
+				// (who released it since). That is no double grant: the
+				// server refuses fresh grants while it stands, and the
+				// holder is told now. A real takeover was judged at its
+				// grant.
+				return []leaseState{s.free()}
 			}
 			return []leaseState{s}
 		default: // gone

@@ -64,15 +64,16 @@ func TestHolderPause(t *testing.T) {
 }
 
 // contend runs n in-process workers on the lock server at addr for d, with
-// a lease of 1s, while fault runs; it returns what fault returned.
-func (e *env) contend(addr string, n int, d time.Duration, grace time.Duration, fault func(until int64) int) int {
+// a lease of 1s and the restart grace grace (as the user noInfoUser when
+// noInfo), while fault runs; it returns what fault returned.
+func (e *env) contend(addr string, n int, d time.Duration, grace time.Duration, noInfo bool, fault func(until int64) int) int {
 	locks := e.lockNames(1)
 	const lease = time.Second
 	until := history.Now() + int64(d)
 	var waits []func()
 	for i := range n {
 		cfg := e.config(fmt.Sprintf("client-%d", i), addr, locks, lease, d)
-		cfg.Margin, cfg.Grace = lease/5, grace
+		cfg.Margin, cfg.Grace, cfg.NoInfo = lease/5, grace, noInfo
 		cfg.HoldMin, cfg.HoldMax, cfg.Writes = lease/10, lease, 4
 		waits = append(waits, e.goWorker(cfg))
 	}
@@ -91,7 +92,7 @@ func TestServerPause(t *testing.T) {
 	e := newEnv(t)
 	srv := e.redis(testserver.RedisOptions{})
 	const lease = time.Second
-	runs := e.contend(srv.Addr, 4, time.Duration(scale())*12*time.Second, 0, func(until int64) int {
+	runs := e.contend(srv.Addr, 4, time.Duration(scale())*12*time.Second, 0, false, func(until int64) int {
 		n := 0
 		for history.Now() < until-int64(3*lease) {
 			time.Sleep(lease/2 + time.Duration(e.rng.Int64N(int64(lease))))
@@ -114,44 +115,75 @@ func TestServerPause(t *testing.T) {
 }
 
 // TestServerRestart kills the lock server (SIGKILL) and restarts it on the
-// same port while four clients contend. With appendfsync always the locks
-// survive, TTLs included. Without persistence they are lost: the restart
-// grace (redisstore's default) holds fresh grants back for a lease, so no
-// forgotten lease is granted again; the negative control turns the grace
-// off and the checker must find the double grant.
+// same port while four clients contend, once per persistence mode. With
+// appendfsync always the locks survive, TTLs included, and the operator may
+// declare it (NoRestartGrace, which the store checks against the server).
+// Every other mode can lose the last grants: no persistence loses them all;
+// an RDB snapshot (taken by the nemesis, the crash at a random point after
+// it) and appendfsync everysec keep the restart marker but lose recent
+// grants. The restart grace, which tells the new server process by its
+// run_id, holds fresh grants back for a lease, so no forgotten lease is
+// granted again. The negative controls turn the grace off (unchecked: the
+// clients' ACL user may not run INFO) and the checker must find the double
+// grants.
 func TestServerRestart(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		aof   bool
-		grace time.Duration
-		want  expect
+		name     string
+		opts     testserver.RedisOptions
+		snapshot bool
+		grace    time.Duration
+		want     expect
 	}{
-		{"AOF, appendfsync always", true, 0, expect{}},
-		{"no persistence, restart grace", false, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
-		{"no persistence, no grace (negative control)", false, redisstore.NoRestartGrace, expect{DoubleGrant: true,
+		{"AOF, appendfsync always, declared durable", testserver.RedisOptions{AOF: true}, false, redisstore.NoRestartGrace, expect{}},
+		{"AOF, appendfsync everysec, restart grace", testserver.RedisOptions{AOF: true, Args: []string{"--appendfsync", "everysec"}}, false, 0,
+			expect{Note: "no grant for one lease after each restart (the grace)"}},
+		{"RDB snapshot, restart grace", testserver.RedisOptions{}, true, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
+		{"no persistence, restart grace", testserver.RedisOptions{}, false, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
+		{"RDB snapshot, no grace (negative control)", testserver.RedisOptions{}, true, redisstore.NoRestartGrace, expect{DoubleGrant: true,
+			Note: "control: the restarted server grants locks granted after the snapshot, whose leases still run"}},
+		{"no persistence, no grace (negative control)", testserver.RedisOptions{}, false, redisstore.NoRestartGrace, expect{DoubleGrant: true,
 			Note: "control: the emptied server grants locks whose leases still run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			srv := e.redis(testserver.RedisOptions{AOF: tc.aof})
+			noInfo := tc.grace == redisstore.NoRestartGrace && !tc.opts.AOF
+			if noInfo {
+				tc.opts.Args = append(tc.opts.Args, noInfoArgs...)
+			}
+			srv := e.redis(tc.opts)
 			const lease = time.Second
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 			defer rdb.Close()
 			locks := e.lockNames(1)
-			runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, tc.grace, func(until int64) int {
+			wait := func(what string, cond func(ctx context.Context) bool) {
+				deadline := time.Now().Add(5 * lease)
+				for time.Now().Before(deadline) {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					ok := cond(ctx)
+					cancel()
+					if ok {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				t.Logf("%s: not within %v; going on", what, 5*lease)
+			}
+			runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, tc.grace, noInfo, func(until int64) int {
 				n := 0
 				for history.Now() < until-int64(3*lease) {
-					// Restart while someone holds the lock.
-					deadline := time.Now().Add(5 * lease)
-					for time.Now().Before(deadline) {
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						held, _ := rdb.Exists(ctx, locks[0]).Result()
-						cancel()
-						if held == 1 {
-							break
-						}
-						time.Sleep(10 * time.Millisecond)
+					if tc.snapshot {
+						// Crash at a random point over a lease after the
+						// snapshot, once every lease it holds has ended (a
+						// lock it brought back would only stand in the way
+						// of the grants the control must show), while
+						// someone holds the lock.
+						wait("a snapshot", func(ctx context.Context) bool { return rdb.Save(ctx).Err() == nil })
+						time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease/5))))
 					}
+					wait("a holder", func(ctx context.Context) bool {
+						held, _ := rdb.Exists(ctx, locks[0]).Result()
+						return held == 1
+					})
 					if err := srv.Restart(); err != nil {
 						t.Fatal(err)
 					}

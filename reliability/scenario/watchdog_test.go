@@ -24,7 +24,7 @@ func TestScriptFlushAndBusy(t *testing.T) {
 	const spin = `local t = redis.call('time'); local s = t[1] * 1000000 + t[2]
 while true do t = redis.call('time'); if t[1] * 1000000 + t[2] - s > tonumber(ARGV[1]) then return 1 end end`
 	var flushes, busies int
-	runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, 0, func(until int64) int {
+	runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, 0, false, func(until int64) int {
 		for history.Now() < until {
 			time.Sleep(time.Duration(e.rng.Int64N(int64(300 * time.Millisecond))))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -27,6 +27,10 @@ type workerConfig struct {
 	Lease    time.Duration
 	Margin   time.Duration // SafetyMargin; zero means leash's default
 	Grace    time.Duration // redisstore RestartGrace
+	// NoInfo connects as the user noInfoUser, who may not run INFO or
+	// CONFIG: the store cannot check the server, so Grace = NoRestartGrace
+	// goes unchecked (a negative control), and AllowEviction is set.
+	NoInfo   bool
 	HoldMin  time.Duration
 	HoldMax  time.Duration
 	Writes   int           // fenced writes per hold
@@ -92,12 +96,21 @@ func (s skewStore) Release(ctx context.Context, r leash.Request, m leash.Release
 
 // newRDB returns a go-redis client whose round trips give up after d, so
 // that faults surface as errors within a lease.
-func newRDB(addr string, d time.Duration) *redis.Client {
-	return redis.NewClient(&redis.Options{
+func newRDB(addr string, d time.Duration) *redis.Client { return redis.NewClient(rdbOptions(addr, d)) }
+
+// rdbOptions are newRDB's client options.
+func rdbOptions(addr string, d time.Duration) *redis.Options {
+	return &redis.Options{
 		Addr: addr, DialTimeout: d, ReadTimeout: d, WriteTimeout: d,
 		ContextTimeoutEnabled: true, MaxRetries: -1, PoolSize: 4,
-	})
+	}
 }
+
+// The user a NoInfo worker connects as: every command but INFO and CONFIG.
+// noInfoArgs creates it with the server, so that it survives restarts.
+const noInfoUser, noInfoPassword = "noinfo", "pw"
+
+var noInfoArgs = []string{"--user", noInfoUser, "on", ">" + noInfoPassword, "~*", "&*", "+@all", "-info", "-config"}
 
 // worker runs one workerConfig.
 type worker struct {
@@ -113,9 +126,14 @@ type worker struct {
 // runWorker runs cfg until its deadline, recording into rec. say, if not
 // nil, receives announcements.
 func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error {
-	rdb := newRDB(cfg.Addr, max(cfg.Lease/4, 100*time.Millisecond))
+	opts := rdbOptions(cfg.Addr, max(cfg.Lease/4, 100*time.Millisecond))
+	if cfg.NoInfo {
+		opts.Username, opts.Password = noInfoUser, noInfoPassword
+	}
+	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	hs := history.Wrap(redisstore.New(rdb, &redisstore.Options{RestartGrace: cfg.Grace, HealthCheck: 200 * time.Millisecond}), rec)
+	hs := history.Wrap(redisstore.New(rdb, &redisstore.Options{RestartGrace: cfg.Grace, AllowEviction: cfg.NoInfo,
+		HealthCheck: 200 * time.Millisecond}), rec)
 	var st leash.Store = hs // records what the server is asked
 	if cfg.Skew > 1 {
 		st = skewStore{hs, cfg.Skew}

@@ -40,7 +40,7 @@ func (e *env) fail(cmd string, err error) int {
 }
 
 func commands() []*command {
-	return []*command{cmdRun(), cmdLs(), cmdShow(), cmdUnlock(), cmdDemo(), cmdVersion(), cmdDemoHolder()}
+	return []*command{cmdRun(), cmdLs(), cmdShow(), cmdUnlock(), cmdMarkFresh(), cmdDemo(), cmdVersion(), cmdDemoHolder()}
 }
 
 // silenceRedis keeps go-redis's own log lines (one per failed dial) off
@@ -63,6 +63,8 @@ func topics() []topic {
 			fmt.Fprintln(w, strings.TrimSpace(storeHelp))
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, strings.TrimSpace(aclHelp))
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, strings.TrimSpace(graceHelp))
 		}},
 		{"exit-status", "what leash's exit statuses mean", func(w io.Writer) {
 			fmt.Fprintln(w, "Exit statuses of leash:")

@@ -115,6 +115,9 @@ func runDemo(e *env, args []string) int {
 	}
 	d.url, d.rdb = url, conn.rdb
 	fmt.Fprintln(e.stdout, "A fencing token is a number that grows with every grant of a lock: a resource that remembers the highest it has seen refuses a write from an older holder.")
+	if _, note := conn.graceNote(ctx, d.prefix); note != "" { // never wait silently
+		fmt.Fprintf(e.stdout, "leash demo: %s; the scenes begin when it ends\n", note)
+	}
 	d.tl.start = time.Now()
 
 	for _, scene := range []func(context.Context) error{d.contention, d.watchdog, d.crash, d.fencing} {

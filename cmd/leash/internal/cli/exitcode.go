@@ -36,8 +36,9 @@ const (
 	// exitFailure: leash itself failed in an unexpected way (and the demo did
 	// not show what it should).
 	exitFailure = 70 // EX_SOFTWARE
-	// exitNotAcquired: someone else held the lock and leash gave up: at once
-	// with --no-wait, or when --wait ran out. The command did not run.
+	// exitNotAcquired: someone else held the lock, or the store was in its
+	// restart grace, and leash gave up: at once with --no-wait, or when
+	// --wait ran out. The command did not run.
 	exitNotAcquired = 75 // EX_TEMPFAIL
 	// exitLost: the lock was lost while the command ran (taken away, expired,
 	// store unreachable, --max-hold reached): the command was stopped, and
@@ -63,9 +64,9 @@ var exitStatuses = []struct {
 	{"any other", "run: the command's own status; it ran and the lock held to the end"},
 	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL (before any network call)"},
 	{fmt.Sprint(exitNotALock), "the name holds something that is not a lock (another application's data); leash changed nothing"},
-	{fmt.Sprint(exitStore), "the store cannot be reached, or failed"},
+		{fmt.Sprint(exitStore), "the store cannot be reached, or failed, or is not safe for locks (it may evict keys)"},
 	{fmt.Sprint(exitFailure), "leash failed unexpectedly"},
-	{fmt.Sprint(exitNotAcquired), "run: the lock was held by someone else; the command did not run"},
+	{fmt.Sprint(exitNotAcquired), "run: the lock was held by someone else, or the restart grace refused it (said on stderr even with --quiet); the command did not run"},
 	{fmt.Sprint(exitLost), "run: the lock was lost while the command ran; the command was stopped"},
 	{fmt.Sprint(exitAuth), "the store refused the credentials or permissions, or its TLS certificate did not verify"},
 	{fmt.Sprint(exitCannotRun), "run: the command cannot be executed"},

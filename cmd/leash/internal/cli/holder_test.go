@@ -14,9 +14,9 @@ import (
 	"github.com/leash-go/leash/redisstore"
 )
 
-// showJSON waits until show --json of name lists a holder with a host, and
+// showHolderJSON waits until show --json of name lists a holder with a host, and
 // returns the answer.
-func showJSON(t *testing.T, name string) lockJSON {
+func showHolderJSON(t *testing.T, name string) lockJSON {
 	t.Helper()
 	var j lockJSON
 	eventually(t, 30*time.Second, "show --json naming the holder of "+name, func() bool {
@@ -58,7 +58,7 @@ func TestHolderOfRun(t *testing.T) {
 	host, _ := os.Hostname()
 	pid := strconv.Itoa(p.cmd.Process.Pid)
 
-	o := showJSON(t, name).Owners[0]
+	o := showHolderJSON(t, name).Owners[0]
 	if o.Host != host || o.PID != p.cmd.Process.Pid || !strings.HasSuffix(o.Command, " -log "+log+" -sleep 5m") ||
 		o.State != "held" || o.AcquiredAt == nil || time.Since(*o.AcquiredAt) > time.Minute || o.TailSince != nil {
 		t.Errorf("show --json owner = %+v, want host %s, pid %s, the command, held, acquired just now", o, host, pid)
@@ -126,7 +126,7 @@ func TestHolderOfLibrary(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	pid := strconv.Itoa(os.Getpid())
-	o := showJSON(t, name).Owners[0]
+	o := showHolderJSON(t, name).Owners[0]
 	if o.Host != host || o.PID != os.Getpid() || o.Label != "billing worker v1.4" || o.Command != "" || o.State != "held" || o.AcquiredAt == nil {
 		t.Errorf("show --json owner = %+v, want host %s, pid %s, the label, held", o, host, pid)
 	}

@@ -34,7 +34,9 @@ are listed on lines of their own. HOLDER is host:pid, then the holder's
 [label] and (command) when it has them, then "tail" when its job has ended
 and the lock is only kept until its lease runs out (leash run --at-least);
 it is the owner id when the holder keeps no record (a Redisson client).
-'leash show NAME' prints the holder in full.
+'leash show NAME' prints the holder in full. While the server is in its
+restart grace (see 'leash help store'), or may evict keys, ls says so on
+stderr.
 
   --json   print a JSON array of objects as 'leash show --json' prints them
            ([] when no lock matches)
@@ -100,6 +102,9 @@ func runLs(e *env, argv []string) int {
 	hs := readHolders(ctx, conn.store, func(err error) { e.errorf("ls: holders unknown: %v", conn.fail(err)) }, held...)
 	for _, info := range held {
 		infos = append(infos, toJSON(info, hs))
+	}
+	if _, note := conn.graceNote(ctx, ""); note != "" {
+		fmt.Fprintln(e.stderr, "leash: ls: "+note)
 	}
 	if asJSON {
 		if err := writeJSON(e.stdout, infos); err != nil {

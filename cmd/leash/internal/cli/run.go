@@ -92,6 +92,11 @@ it cannot be started, when leash is interrupted, and when the lock is lost
 (in case the store still has it). A store that cannot be reached to release
 it frees it when the lease ends.
 
+The restart grace. After the lock server restarts and may have lost locks
+(or when it is new), no lock is granted until every lease it may have
+forgotten has run out. run then says so on stderr, even with --quiet, and
+waits (or, with --no-wait, exits 75); see 'leash help store'.
+
 Flags:
 
   --wait DURATION        give up when the lock is not free within DURATION
@@ -102,8 +107,9 @@ Flags:
   --at-least DURATION    keep the lock this long after taking it (default 0)
   --kill-after DURATION  SIGKILL the command this long after the SIGTERM that
                          follows a lost lock (default 10s; 0: SIGKILL at once)
-  --quiet                print nothing when the lock is not acquired; the
-                         status still says so
+  --quiet                print nothing when someone else holds the lock; the
+                         status still says so (a refusal by the restart
+                         grace is still reported: no one holds the lock)
   --replicas N           count the grant and each renewal only once N
                          replicas have acknowledged it (Redis WAIT, up to 1s),
                          which narrows the window in which a failover loses
@@ -341,16 +347,21 @@ func (rn *runner) run() int {
 		err  error
 	)
 	sig := interruptible(rn.sigs, func(ctx context.Context) {
-		switch {
-		case r.noWait:
-			hold, err = m.TryLock(ctx)
-		case r.wait.set:
-			wctx, cancel := context.WithTimeout(ctx, r.wait.d)
+		if r.wait.set {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.wait.d)
 			defer cancel()
-			hold, err = m.Lock(wctx)
-		default:
-			hold, err = m.Lock(ctx)
 		}
+		hold, err = m.TryLock(ctx)
+		if r.noWait || !errors.Is(err, leash.ErrNotAcquired) || ctx.Err() != nil {
+			return
+		}
+		var na *leash.NotAcquiredError
+		if errors.As(err, &na) && na.Grace {
+			// Never wait silently for a grace, even with --quiet.
+			e.errorf("run: waiting for lock %q: %s", r.name, graceWhy(na))
+		}
+		hold, err = m.Lock(ctx)
 	})
 	if sig != nil {
 		if hold != nil { // granted just as the signal came
@@ -404,6 +415,16 @@ func (rn *runner) notAcquired(err error) int {
 			return rn.e.fail("run", err)
 		}
 		return rn.e.fail("run", rn.conn.fail(err))
+	}
+	if na.Grace {
+		// Printed even with --quiet: no one holds the lock, and every host
+		// skips the job until the grace ends.
+		how := "not waiting (--no-wait)"
+		if !rn.r.noWait {
+			how = fmt.Sprintf("after waiting %v (--wait)", rn.r.wait.d)
+		}
+		rn.e.errorf("run: lock %q not acquired, %s: %s; the command did not run", rn.r.name, how, graceWhy(na))
+		return exitNotAcquired
 	}
 	if rn.r.quiet {
 		return exitNotAcquired

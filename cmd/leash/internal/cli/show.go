@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
 )
 
 func cmdShow() *command {
@@ -44,7 +45,12 @@ is not shown as a lock: show says what it holds, on stderr, and exits 65.
            ended and the lock is kept until its lease runs out, since
            "tail_since".
            remaining_ms is null when the lock is not held, waiters null when
-           the store cannot tell.
+           the store cannot tell. "restart_grace_ms" is present while the
+           server's restart grace refuses every fresh grant (see below).
+
+When the server is in its restart grace, or is not safe for locks (it may
+evict keys), show says so on a last line (on stderr with --json).
+` + graceHelp + `
 ` + storeHelp + `
 
 Exit status: 0 whether the lock is held or free; 64 for a bad name or URL,
@@ -73,6 +79,12 @@ Examples:
 	}
 }
 
+// showJSON is show's JSON: the lock, and the restart grace left.
+type showJSON struct {
+	lockJSON
+	RestartGraceMS int64 `json:"restart_grace_ms,omitempty"`
+}
+
 func runShow(e *env, argv []string) int {
 	c := cmdShow()
 	var asJSON bool
@@ -93,13 +105,20 @@ func runShow(e *env, argv []string) int {
 	if err != nil {
 		return e.fail("show", conn.fail(err))
 	}
+	grace, note := conn.graceNote(ctx, names[0])
 	hs := readHolders(ctx, conn.store, func(err error) { e.errorf("show: holder unknown: %v", conn.fail(err)) }, info)
 	if asJSON {
-		if err := writeJSON(e.stdout, toJSON(info, hs)); err != nil {
+		if note != "" {
+			fmt.Fprintln(e.stderr, "leash: show: "+note)
+		}
+		if err := writeJSON(e.stdout, showJSON{toJSON(info, hs), grace.Milliseconds()}); err != nil {
 			return e.fail("show", err)
 		}
 		return exitOK
 	}
 	printLock(e.stdout, info, hs)
+	if note != "" {
+		fmt.Fprintln(e.stdout, note)
+	}
 	return exitOK
 }

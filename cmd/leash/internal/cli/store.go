@@ -66,11 +66,13 @@ sentinel_username and sentinel_password. go-redis's URL options (such as
 // aclHelp says what a Redis ACL user needs for leash.
 const aclHelp = `
 A Redis ACL user for leash needs the lock and companion keys, the release
-channels, and the commands its scripts run. For example:
+channels, the commands its scripts run, and INFO, by which it tells a
+restarted server (the restart grace, below) and one that may evict keys.
+For example:
 
   ACL SETUSER leash on >PASSWORD ~* &redisson_lock__channel:* &leash_*__channel:* \
       +@read +@write +@scripting +@pubsub +@connection +@keyspace +time -@dangerous \
-      +cluster|slots +cluster|shards
+      +info +cluster|slots +cluster|shards
 
 Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 
@@ -436,6 +438,11 @@ func (c *conn) fail(err error) error {
 		// Not a store failure: the store answered, about the name.
 		return withStatus(exitNotALock, errors.New(oneLine(strings.TrimPrefix(notALock.Error(), "leash: ")+
 			" (use a lock name that no application data uses)")))
+	case errors.Is(err, redisstore.ErrNoServerInfo):
+		status, format = exitAuth, "the store at %s denied a command to this user: %s"
+		whatToDo = "see 'leash help store'"
+	case errors.Is(err, redisstore.ErrEvictable), errors.Is(err, redisstore.ErrNotDurable):
+		format = "the store at %s is not safe for locks: %s"
 	case errors.Is(err, redisstore.ErrNotReplicated):
 		format = "the store at %s did not replicate the lock in time: %s"
 		whatToDo = "check, with INFO replication on the primary, that enough replicas are connected and keeping up"

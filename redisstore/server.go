@@ -1,0 +1,275 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors about a server whose configuration can lose locks. Each is
+// returned, wrapped with the setting and its fix, by every acquire until the
+// configuration changes or the Options opt out; nothing is granted.
+var (
+	// ErrEvictable reports a server that may evict lock keys: maxmemory is
+	// set with a maxmemory-policy other than noeviction. Every volatile-*
+	// policy evicts locks too, since they carry a TTL. Fix the server
+	// (CONFIG SET maxmemory-policy noeviction), use a Redis of its own for
+	// locks, or set Options.AllowEviction.
+	ErrEvictable = errors.New("redisstore: the server may evict lock keys")
+	// ErrNotDurable reports Options.RestartGrace = NoRestartGrace on a server
+	// that loses acknowledged writes in a crash (appendonly no, or an
+	// appendfsync other than always).
+	ErrNotDurable = errors.New("redisstore: the server does not persist every write, so the restart grace cannot be off")
+	// ErrNoServerInfo reports that the server refused INFO to this user, so
+	// the store cannot tell whether the server restarted (and forgot leases)
+	// or may evict lock keys. Allow it (ACL SETUSER <user> +info), or opt out
+	// of both checks with NoRestartGrace and AllowEviction.
+	ErrNoServerInfo = errors.New("redisstore: the server refuses INFO, which the store needs to tell a restarted or evicting server")
+)
+
+// DefaultCheckInterval is how often, at most, renewal rounds re-read a
+// server's memory settings and eviction count.
+const DefaultCheckInterval = 5 * time.Second
+
+// serverWatch is what the Store knows of the server processes it talks to
+// (one, or one per Cluster primary): their identity (INFO server run_id),
+// start, memory and persistence settings. It owns the dial counter and the
+// facts; nothing else changes them.
+//
+// The identity it passes to the acquire scripts must be that of the process
+// that runs them. It is read with INFO on one connection and the script runs
+// on another; a connection dialed before INFO was sent talks to the process
+// INFO answered from (or to one that has died, and fails), so the facts are
+// stale only when a connection was dialed after: every dial bumps the
+// counter, the next acquire re-reads INFO first, and an acquire during which
+// a dial happened checks afterwards that the process is still the one it
+// named (see Store.runAcquire).
+type serverWatch struct {
+	dials atomic.Uint64 // connections dialed by the hooked clients
+	nodes sync.Map      // *redis.Client → *serverFacts; Cluster: per primary's client, else one under nil
+
+	mu      sync.Mutex // guards hooked and checked, and orders the stores into nodes
+	hooked  map[*redis.Client]bool
+	checked time.Time // last check of the settings by a renewal round
+}
+
+// serverFacts is one server process as INFO described it.
+type serverFacts struct {
+	gen      uint64 // dials before the INFO that read them
+	runID    string // INFO server run_id; empty when INFO was refused
+	start    string // latest possible start, µs by the server's clock; empty when it may have been promoted
+	view     string // "<start>:<run id>", which the acquire scripts compare with the marker
+	fsync    fsyncCheck
+	maxmem   int64
+	policy   string
+	evicted  int64
+	aof      bool
+	infoErr  error // INFO refused to this user (NOPERM)
+	fetchErr error // INFO failed otherwise (a transport error, BUSY, LOADING)
+}
+
+// fsyncCheck is the appendfsync setting of a process, read once, when
+// NoRestartGrace needs it (CONFIG GET, which the ACL may deny: then "").
+type fsyncCheck struct {
+	once  sync.Once
+	value string
+}
+
+// dialCounter is the go-redis hook that counts dials.
+type dialCounter struct{ n *atomic.Uint64 }
+
+func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := next(ctx, network, addr)
+		if err == nil {
+			// Counted once connected: a connection made before INFO was
+			// sent talks to the process INFO answers from, or to a dead one.
+			d.n.Add(1)
+		}
+		return cn, err
+	}
+}
+
+func (d dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// node returns the client that serves marker: the Store's own client, or on
+// Cluster the primary of marker's slot.
+func (s *Store) node(ctx context.Context, marker string) (*redis.Client, redis.UniversalClient, error) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil, s.rdb, nil
+	}
+	n, err := cc.MasterForKey(ctx, marker)
+	return n, n, err
+}
+
+// facts returns what is known of the process behind key (nil: the single
+// server), reading INFO first when no facts are known or a connection was
+// dialed since they were read. Only the hook's first use counts dials from
+// then on: connections made before talk to the process INFO then reads.
+func (w *serverWatch) facts(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
+	if v, ok := w.nodes.Load(key); ok {
+		if f := v.(*serverFacts); f.gen == w.dials.Load() && f.fetchErr == nil {
+			return f // the hot path: no lock, no round trip
+		}
+	} else {
+		w.mu.Lock()
+		if !w.hooked[key] {
+			if w.hooked == nil {
+				w.hooked = map[*redis.Client]bool{}
+			}
+			w.hooked[key] = true
+			c.AddHook(dialCounter{&w.dials})
+		}
+		w.mu.Unlock()
+	}
+	return w.refresh(ctx, key, c)
+}
+
+// refresh reads INFO from c and records it as the facts of key.
+func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
+	f := &serverFacts{gen: w.dials.Load()}
+	info, err := c.Info(ctx, "server", "memory", "stats", "persistence", "replication").Result()
+	switch {
+	case redis.IsPermissionError(err):
+		f.infoErr = err // kept: the ACL will not change between connections
+	case err != nil:
+		f.fetchErr = err // BUSY, LOADING, a timeout: read again by the next acquire
+	default:
+		parseFacts(f, info)
+		f.view = f.start + ":" + f.runID
+	}
+	w.mu.Lock()
+	if old, ok := w.nodes.Load(key); !ok || old.(*serverFacts).gen <= f.gen {
+		w.nodes.Store(key, f)
+	}
+	w.mu.Unlock()
+	return f
+}
+
+// parseFacts fills f from an INFO reply.
+func parseFacts(f *serverFacts, info string) {
+	var now, up int64 = -1, -1
+	promoted, primary := false, false
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			f.runID = v
+		case "server_time_usec":
+			now, _ = strconv.ParseInt(v, 10, 64)
+		case "uptime_in_seconds":
+			up, _ = strconv.ParseInt(v, 10, 64)
+		case "maxmemory":
+			f.maxmem, _ = strconv.ParseInt(v, 10, 64)
+		case "maxmemory_policy":
+			f.policy = v
+		case "evicted_keys":
+			f.evicted, _ = strconv.ParseInt(v, 10, 64)
+		case "aof_enabled":
+			f.aof = v == "1"
+		case "role":
+			primary = v == "master"
+		case "second_repl_offset":
+			// Set when the process was promoted from a replica: it may lack
+			// grants its old primary made until then, not only until its start.
+			promoted = v != "-1"
+		}
+	}
+	// Redis computes uptime_in_seconds as a difference of whole seconds, so
+	// the real uptime is within a second of it either way; taking the later
+	// bound means the grace never ends early.
+	if now > 0 && up >= 0 && primary && !promoted {
+		f.start = strconv.FormatInt(now-max(up-1, 0)*1_000_000, 10)
+	}
+}
+
+// evicting reports whether a server with these facts may evict keys.
+func (f *serverFacts) evicting() bool {
+	return f.maxmem > 0 && f.policy != "" && f.policy != "noeviction"
+}
+
+// check returns why the Store must not grant on the process f describes,
+// or nil.
+func (s *Store) check(ctx context.Context, c redis.UniversalClient, f *serverFacts) error {
+	off := s.opts.RestartGrace == NoRestartGrace
+	switch {
+	case f.fetchErr != nil:
+		return f.fetchErr
+	case f.infoErr != nil && !(off && s.opts.AllowEviction):
+		return fmt.Errorf("%w (%v): allow it with ACL SETUSER <user> +info, or, for a server that loses no acknowledged write and never evicts, set Options.RestartGrace = NoRestartGrace and Options.AllowEviction", ErrNoServerInfo, f.infoErr)
+	case f.infoErr != nil:
+		return nil
+	case f.evicting() && !s.opts.AllowEviction:
+		return fmt.Errorf("%w: maxmemory is %d bytes with maxmemory-policy %s, so a full server deletes locks whose holders still run; run CONFIG SET maxmemory-policy noeviction (and set it in redis.conf), or use a Redis of its own for locks (or set Options.AllowEviction, knowing an evicted lock is granted again while its holder runs)",
+			ErrEvictable, f.maxmem, f.policy)
+	case off && !f.aof:
+		return fmt.Errorf("%w: the server has appendonly no, so a crash loses recent grants; set appendonly yes and appendfsync always, or keep the grace (remove Options.RestartGrace = NoRestartGrace)", ErrNotDurable)
+	case off:
+		// INFO does not show appendfsync; CONFIG GET does, where the ACL
+		// allows. Read once per process.
+		f.fsync.once.Do(func() {
+			if v, err := c.ConfigGet(ctx, "appendfsync").Result(); err == nil {
+				f.fsync.value = v["appendfsync"]
+			}
+		})
+		if v := f.fsync.value; v != "" && v != "always" {
+			return fmt.Errorf("%w: the server has appendfsync %s, so a crash loses up to a second of grants; set appendfsync always, or keep the grace (remove Options.RestartGrace = NoRestartGrace)", ErrNotDurable, v)
+		}
+	}
+	return nil
+}
+
+// recheck re-reads, at most every CheckInterval, the settings of every
+// server the Store has used, so that a CONFIG SET at run time is caught by
+// the next acquire, and logs the keys the servers evicted since the last
+// look. Renewal rounds call it: the Store has no timer of its own.
+func (s *Store) recheck(ctx context.Context) {
+	w := &s.watch
+	w.mu.Lock()
+	if time.Since(w.checked) < s.opts.CheckInterval {
+		w.mu.Unlock()
+		return
+	}
+	w.checked = time.Now()
+	w.mu.Unlock()
+	type node struct {
+		key  *redis.Client
+		prev *serverFacts
+	}
+	var nodes []node
+	w.nodes.Range(func(k, f any) bool {
+		nodes = append(nodes, node{k.(*redis.Client), f.(*serverFacts)})
+		return true
+	})
+	for _, n := range nodes {
+		var c redis.UniversalClient = s.rdb
+		if n.key != nil {
+			c = n.key
+		}
+		f := w.refresh(ctx, n.key, c)
+		if f.fetchErr != nil || f.infoErr != nil {
+			continue
+		}
+		if n.prev.infoErr == nil && f.runID == n.prev.runID && f.evicted > n.prev.evicted {
+			s.opts.Logger.Warn("redisstore: the lock server evicted keys: a lock among them can be granted again while its holder runs, until the holder's next renewal tells it",
+				slog.Int64("evicted", f.evicted-n.prev.evicted), slog.Int64("maxmemory", f.maxmem), slog.String("maxmemory_policy", f.policy))
+		}
+	}
+}
