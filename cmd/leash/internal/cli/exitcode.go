@@ -64,7 +64,7 @@ var exitStatuses = []struct {
 	{"any other", "run: the command's own status; it ran and the lock held to the end"},
 	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL (before any network call)"},
 	{fmt.Sprint(exitNotALock), "the name holds something that is not a lock (another application's data); leash changed nothing"},
-		{fmt.Sprint(exitStore), "the store cannot be reached, or failed, or is not safe for locks (it may evict keys)"},
+	{fmt.Sprint(exitStore), "the store cannot be reached, or failed, or is not safe for locks (it may evict keys)"},
 	{fmt.Sprint(exitFailure), "leash failed unexpectedly"},
 	{fmt.Sprint(exitNotAcquired), "run: the lock was held by someone else, or the restart grace refused it (said on stderr even with --quiet); the command did not run"},
 	{fmt.Sprint(exitLost), "run: the lock was lost while the command ran; the command was stopped"},
