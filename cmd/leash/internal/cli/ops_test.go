@@ -359,7 +359,11 @@ func TestKeyPrefixFlag(t *testing.T) {
 	name := lockName(t) + "/orders"
 	rdb.Set(ctx, name, "hello", 0) // the application's key
 	// The test server marked only leash:epoch as fresh, not svc:leash:epoch.
-	c, err := leash.New(redisstore.New(rdb, &redisstore.Options{KeyPrefix: prefix, RestartGrace: redisstore.NoRestartGrace}), nil)
+	store := redisstore.New(rdb, &redisstore.Options{KeyPrefix: prefix})
+	if err := store.MarkFresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := leash.New(store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
