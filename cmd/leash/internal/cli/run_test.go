@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/faultproxy"
 )
 
@@ -108,11 +109,12 @@ func TestRunWaitsForRelease(t *testing.T) {
 	srv := sharedRedis(t)
 	name, log := lockName(t), logFile(t)
 	c := newClient(t, srv.Addr, nil)
-	h, err := c.Mutex(name).Lock(ctxFor(t))
+	const lease = 10 * time.Minute // far longer than the test may take
+	h, err := c.Mutex(name, &leash.LockOptions{Lease: lease}).Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log))...)
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, []string{"--lease", lease.String()}, child(log))...)
 	waitForWaiter(t, c, name)
 	if p.exited() || len(readLog(log)) != 0 {
 		t.Fatalf("leash run did not wait for the held lock; stderr:\n%s", p.stderr.String())
@@ -120,8 +122,9 @@ func TestRunWaitsForRelease(t *testing.T) {
 	if err := h.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	// The lease is 30s: a run within 10s was woken by the release.
-	if status := p.wait(t, 10*time.Second); status != 0 {
+	// Both leases are 10m, and so is the waiter's fallback timer: a run that
+	// ends within a minute, however slow the machine, was woken by the release.
+	if status := p.wait(t, time.Minute); status != 0 {
 		t.Errorf("leash run exited %d after the release, want 0; stderr:\n%s", status, p.stderr.String())
 	}
 	waitLog(t, log, "end ", 0)
