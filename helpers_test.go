@@ -26,6 +26,7 @@ type faultStore struct {
 	acquireHook func(leash.Grant) error // runs after a real acquire; its error is returned
 	releaseHook func(leash.Request)     // runs before a real release
 	renewed     []leash.Request         // every renewal request seen
+	renewSizes  []int                   // the number of requests of each Renew call
 	noStore     bool                    // fail the test on any call
 	t           *testing.T
 }
@@ -68,6 +69,7 @@ func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.Re
 	f.renewCalls.Add(1)
 	f.mu.Lock()
 	f.renewed = append(f.renewed, reqs...)
+	f.renewSizes = append(f.renewSizes, len(reqs))
 	err, only := f.renewErr, f.renewErrOf
 	f.mu.Unlock()
 	if err == nil {
@@ -123,6 +125,14 @@ func (f *faultStore) unlockStalled(h *leash.Hold) (gate chan struct{}, unlocked 
 	go func() { done <- h.Unlock(context.Background()) }()
 	<-entered
 	return gate, done
+}
+
+// renewCallSizes returns the number of requests of each Renew call so far,
+// in call order.
+func (f *faultStore) renewCallSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.renewSizes...)
 }
 
 // renewedOwners returns how many renewal requests named owner.

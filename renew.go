@@ -18,12 +18,12 @@ import (
 // MaxHold or liveness deadline passes; and it retries background releases
 // (cleanups) of locks whose release or acquire outcome was unknown.
 //
-// Batching: a lock becomes eligible for renewal half an interval after its
-// last renewal and due a full interval after it (less jitter). When any lock
-// is due, every eligible lock is renewed with it, so locks acquired at
-// different times merge into one cohort within two intervals, and a steady
-// state of N locks costs one Renew call per interval (which the store splits
-// into ceil(N/batch) pipelined scripts).
+// Batching: a lock becomes eligible for renewal eligibleFrac of an interval
+// after its last renewal and due a full interval after it (less jitter).
+// When any lock is due, every eligible lock is renewed with it, so once
+// acquisitions stop, every lock is in one cohort after at most two rounds,
+// and a steady state of N locks costs one Renew call per interval (which the
+// store splits into ceil(N/batch) pipelined scripts).
 type scheduler struct {
 	c      *Client
 	ctx    context.Context // cancelled by stop
@@ -61,6 +61,14 @@ const (
 	// jitterFrac is the largest fraction of an interval by which a renewal
 	// is brought forward, so that clients started together drift apart.
 	jitterFrac = 0.1
+	// eligibleFrac is the fraction of an interval after its last renewal
+	// from which a lock is renewed with any round that is due. A round comes
+	// at least (1 - jitterFrac) of an interval after the last, so with
+	// eligibleFrac below half of that no two cohorts can stay apart: when
+	// the first of them is due, the other has been eligible for a while. (At
+	// one half, two cohorts that the jitter set just under half an interval
+	// apart each found the other not yet eligible, round after round.)
+	eligibleFrac = 0.4
 )
 
 func (s *scheduler) start(c *Client) {
@@ -172,11 +180,12 @@ func (s *scheduler) wakeLocked(at int64) {
 }
 
 // schedule sets t's renewal times from base, when its grant or last renewal
-// was sent: eligible half an interval later, due a full interval later less
-// jitter (a fraction of the interval). s.mu must be held once t is tracked.
+// was sent: eligible eligibleFrac of an interval later, due a full interval
+// later less jitter (a fraction of the interval). s.mu must be held once t
+// is tracked.
 func (t *tenure) schedule(base int64, jitter float64) {
 	iv := int64(t.cfg.interval)
-	t.eligibleAt = base + iv/2
+	t.eligibleAt = base + int64(eligibleFrac*float64(iv))
 	t.dueAt = base + iv - int64(jitter*float64(iv))
 }
 

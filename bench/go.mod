@@ -10,8 +10,8 @@ replace (
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
-	github.com/leash-go/leash v0.0.0
-	github.com/leash-go/leash/redisstore v0.0.0
+	github.com/leash-go/leash v0.1.0
+	github.com/leash-go/leash/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	golang.org/x/image v0.47.0

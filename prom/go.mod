@@ -2,7 +2,7 @@ module github.com/leash-go/leash/prom
 
 go 1.26.0
 
-require github.com/leash-go/leash v0.0.0
+require github.com/leash-go/leash v0.1.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -16,5 +16,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/leash-go/leash => ../

@@ -64,13 +64,14 @@ func TestReplicationGuard(t *testing.T) {
 	}()
 	select {
 	case <-h.Lost():
-	case <-time.After(2 * lease):
-		t.Fatalf("holder not told within %v after its replica stopped acknowledging", 2*lease)
+	case <-time.After(20 * lease): // a hang, not a slow machine
+		t.Fatalf("holder not told within %v after its replica stopped acknowledging", 20*lease)
 	}
 	// Its validity ran from the last acknowledged renewal, before the pause:
-	// a failover to the replica would expire the lock by then.
-	if d := time.Since(pausedAt); d > lease+200*time.Millisecond {
-		t.Errorf("holder told %v after the pause; want within its lease (%v) of the last acknowledged renewal", d, lease)
+	// a failover to the replica would expire the lock by then. (The
+	// deadline, not when the watchdog goroutine got to run, is the claim.)
+	if vu := h.ValidUntil(); vu.After(pausedAt.Add(lease)) {
+		t.Errorf("holder's validity ran to %v after the pause; want within its lease (%v) of the last acknowledged renewal", vu.Sub(pausedAt), lease)
 	}
 	var lost *leash.LostError
 	if !errors.As(h.Err(), &lost) || lost.Reason != leash.ReasonUnreachable || !errors.Is(lost, redisstore.ErrNotReplicated) {

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Runs every check and test of every leash module against real servers:
-# gofmt, go vet, staticcheck, and go test with the race detector.
+# gofmt, a cross-compile for the systems leash supports, go vet, staticcheck,
+# and go test with the race detector.
+#
+# The tests are meant to pass on a slow, busy machine, every time: no test
+# may depend on how fast the machine is. ./scripts/stress.sh runs this script
+# while every core is kept busy by a CPU burner; run it after touching a test
+# that waits for anything.
 #
 # Servers the tests need are installed with apt-get when missing (as root);
 # when one cannot be installed, this fails loudly. Tests never skip a
@@ -38,6 +44,18 @@ redis-server --version
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
+
+# The CLI builds for the Unix systems people run it on, the library for
+# those and Windows; vet type-checks each target's tests too, so that no
+# Linux-only call creeps in.
+library=(. ./memstore ./storetest ./redisstore/... ./prom/...)
+for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
+	say "build and vet for $target"
+	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"
+	GOOS=${target%/*} GOARCH=${target#*/} go vet "${library[@]}" ./cmd/leash/... || die "vet for $target failed"
+done
+say "build for windows/amd64 (the library)"
+GOOS=windows GOARCH=amd64 go build "${library[@]}" || die "build for windows/amd64 failed"
 
 # The go.work modules, relative to the repository root ("." for the root).
 modules=()

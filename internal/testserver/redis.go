@@ -178,7 +178,7 @@ func (r *Redis) Start() error {
 	args = append(args, r.opts.Args...)
 	cmd := exec.Command(bin, args...)
 	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("testserver: start redis-server: %w", err)
 	}

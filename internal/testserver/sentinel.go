@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 )
 
 // Sentinel is a redis-server in Sentinel mode.
@@ -44,7 +43,7 @@ func NewSentinel(t TB, master *Redis, name string) *Sentinel {
 		t.Fatalf("testserver: sentinel config: %v", err)
 	}
 	cmd := exec.Command(bin, conf, "--sentinel")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = serverProcAttr()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testserver: start sentinel: %v", err)
 	}

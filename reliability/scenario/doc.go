@@ -3,5 +3,13 @@
 // script-cache flushes, busy scripts — injected while clients contend for
 // locks. Each test records a history (package history) and checks it
 // (package check); RELIABILITY.md is built from the figures it reports.
+//
+// The scenarios are meant to pass on a slow, busy machine, every time: a
+// worker's run window starts when the worker is ready (a child process says
+// "ready" once its client is built and its servers answer), faults are timed
+// from events the test has seen, and the checkers judge what happened, not
+// how fast. The repository's scripts/stress.sh runs them with the race
+// detector while every core is kept busy.
+//
 // The code is in the test files; this file only names the package.
 package scenario

@@ -40,15 +40,15 @@ func TestHolderPause(t *testing.T) {
 			const lease = time.Second
 			runs := 2 * scale()
 			for i := range runs {
-				cfg := e.config(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease, lease/10) // one hold
-				cfg.HoldMin, cfg.HoldMax, cfg.Writes = 4*lease, 4*lease, 40                    // a write every 100ms
+				cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
+				cfg.HoldMin, cfg.HoldMax, cfg.Writes = 4*lease, 4*lease, 40 // a write every 100ms
 				cfg.Careless, cfg.Unfenced = tc.careless, tc.unfenced
 				h := e.startChild(cfg)
 				h.await("held", 30*time.Second)
 				time.Sleep(lease / 4)
 				h.stop()
 				paused := time.Now()
-				other := e.config(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease, lease/2)
+				other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
 				other.HoldMin, other.HoldMax, other.Unfenced = lease/4, lease/4, tc.unfenced
 				e.goWorker(other)()                               // waits out the paused holder's lease, then holds and writes
 				time.Sleep(time.Until(paused.Add(3 * lease / 2))) // a pause of at least 1.5 leases

@@ -125,13 +125,23 @@ func (e *env) proxy(addr string) *faultproxy.Proxy {
 	return p
 }
 
-// config returns a worker configuration with this scenario's defaults.
+// config returns a worker configuration with this scenario's defaults: the
+// worker starts holds for d from when it is ready.
 func (e *env) config(proc, addr string, locks []string, lease time.Duration, d time.Duration) workerConfig {
 	return workerConfig{
 		Proc: proc, Addr: addr, Resource: e.resourceAddr(), Locks: locks,
 		Lease: lease, HoldMin: lease / 20, HoldMax: lease / 4, Writes: 2,
-		LockWait: 3 * lease, Until: history.Now() + int64(d), Seed: e.rng.Uint64(),
+		LockWait: 3 * lease, For: d, Seed: e.rng.Uint64(),
 	}
+}
+
+// oneHold returns a configuration for a worker that takes exactly one hold,
+// however long it waits for the lock (a minute at most, so that a broken
+// lock ends the test rather than hangs it).
+func (e *env) oneHold(proc, addr string, locks []string, lease time.Duration) workerConfig {
+	cfg := e.config(proc, addr, locks, lease, time.Minute)
+	cfg.Holds = 1
+	return cfg
 }
 
 // lockNames returns n lock names unique to this test.
@@ -150,7 +160,7 @@ func (e *env) goWorker(cfg workerConfig) (wait func()) {
 	e.recs = append(e.recs, rec)
 	e.mu.Unlock()
 	done := make(chan struct{})
-	// Owner: the scenario. Stops at cfg.Until.
+	// Owner: the scenario. Stops at the end of cfg's window or holds.
 	go func() {
 		defer close(done)
 		if err := runWorker(cfg, rec, nil); err != nil {
@@ -171,8 +181,9 @@ type child struct {
 	pause int64 // ID of the open Paused operation, 0 when running
 }
 
-// startChild runs cfg in a child process. At cleanup it is continued
-// (SIGCONT first) and killed.
+// startChild runs cfg in a child process and returns once the child is
+// ready (its window starts then). At cleanup it is continued (SIGCONT
+// first) and killed.
 func (e *env) startChild(cfg workerConfig) *child {
 	e.t.Helper()
 	cfg.Out = filepath.Join(e.t.TempDir(), cfg.Proc+".jsonl")
@@ -207,8 +218,14 @@ func (e *env) startChild(cfg workerConfig) *child {
 		}
 		_ = cmd.Wait()
 	}()
+	c.await("ready", startWithin)
 	return c
 }
+
+// startWithin bounds how long a child process may take to start, build its
+// client and reach its servers: generous, because a race-instrumented binary
+// on a loaded machine is slow to start, and only a hung child should trip it.
+const startWithin = 2 * time.Minute
 
 // await returns the child's next line that starts with prefix.
 func (c *child) await(prefix string, within time.Duration) string {

@@ -60,7 +60,7 @@ func TestWatchdogUnderLatencyAndResets(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	locks := e.lockNames(1)
 	hold := time.Duration(scale()) * 10 * lease
-	cfg := e.config("holder", p.Addr, locks, lease, lease/10)
+	cfg := e.oneHold("holder", p.Addr, locks, lease)
 	cfg.HoldMin, cfg.HoldMax, cfg.Writes, cfg.Margin = hold, hold, int(hold/(lease/2)), lease/5
 	wait := e.goWorker(cfg)
 	for held := false; !held; time.Sleep(10 * time.Millisecond) {
@@ -132,14 +132,14 @@ func TestHolderDeath(t *testing.T) {
 	runs := 3 * scale()
 	var worst time.Duration
 	for i := range runs {
-		cfg := e.config(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease, lease/10)
+		cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
 		cfg.HoldMin, cfg.HoldMax, cfg.Writes = 10*lease, 10*lease, 100
 		h := e.startChild(cfg)
 		h.await("held", 30*time.Second)
 		time.Sleep(lease / 2)
 		h.kill()
 		killed := time.Now()
-		other := e.config(fmt.Sprintf("next-%d", i), srv.Addr, locks, lease, lease/10)
+		other := e.oneHold(fmt.Sprintf("next-%d", i), srv.Addr, locks, lease)
 		other.HoldMin, other.HoldMax = lease/10, lease/10
 		e.goWorker(other)()
 		worst = max(worst, time.Since(killed))
@@ -161,12 +161,12 @@ func TestSkewedClientIsCaught(t *testing.T) {
 	runs := 2 * scale()
 	for i := range runs {
 		p := e.proxy(srv.Addr)
-		cfg := e.config(fmt.Sprintf("skewed-%d", i), p.Addr, locks, lease, lease/10)
+		cfg := e.oneHold(fmt.Sprintf("skewed-%d", i), p.Addr, locks, lease)
 		cfg.HoldMin, cfg.HoldMax, cfg.Writes, cfg.Skew = 3*lease, 3*lease, 30, 3
 		h := e.startChild(cfg)
 		h.await("held", 30*time.Second)
 		p.Blackhole()
-		other := e.config(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease, lease/10)
+		other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
 		other.HoldMin, other.HoldMax = lease/4, lease/4
 		e.goWorker(other)()
 		p.Heal()

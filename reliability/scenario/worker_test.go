@@ -36,8 +36,15 @@ type workerConfig struct {
 	Writes   int           // fenced writes per hold
 	Reenter  int           // up to this many nested re-entries per hold
 	LockWait time.Duration // bound on each Lock
-	Until    int64         // shared clock: stop starting new holds then
-	Seed     uint64
+	// For is how long the worker keeps starting holds, counted from when it
+	// is ready (its client built and both servers answering), never from
+	// when it was configured: a race-instrumented child process on a busy
+	// machine takes a while to start.
+	For time.Duration
+	// Holds, when positive, ends the worker after that many holds (For
+	// then only bounds a worker that cannot get the lock at all).
+	Holds int
+	Seed  uint64
 	// Careless writes without checking the hold first (it ignores its
 	// validity), as a client with a bug or a pause between check and write.
 	Careless bool
@@ -46,8 +53,8 @@ type workerConfig struct {
 	// Skew > 1 sends the server Lease/Skew while the client believes Lease:
 	// a server clock running Skew times fast (a negative control).
 	Skew float64
-	// Announce prints "held <fence>" when a hold starts and "done" at the
-	// end (child processes).
+	// Announce prints "ready" when the worker's window starts, "held
+	// <fence>" when a hold starts and "done" at the end (child processes).
 	Announce bool
 	Out      string // child processes: the history file
 }
@@ -149,8 +156,17 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	if cfg.Unfenced {
 		w.fence = "0"
 	}
-	for history.Now() < cfg.Until {
-		w.once()
+	if err := ready(rdb, res, cfg.Lease); err != nil {
+		return err
+	}
+	if say != nil {
+		say("ready")
+	}
+	until := history.Now() + int64(cfg.For)
+	for held := 0; history.Now() < until && (cfg.Holds <= 0 || held < cfg.Holds); {
+		if w.once() {
+			held++
+		}
 	}
 	if say != nil {
 		say("done")
@@ -158,20 +174,39 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	return nil
 }
 
-// once takes one lock, works under it, and releases it.
-func (w *worker) once() {
+// ready waits until the lock server and the resource answer a PING, trying
+// for a minute.
+func ready(lock, res *redis.Client, lease time.Duration) error {
+	for _, c := range []*redis.Client{lock, res} {
+		var err error
+		for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(lease / 20) {
+			if err = c.Ping(context.Background()).Err(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("server %s: %w", c.Options().Addr, err)
+		}
+	}
+	return nil
+}
+
+// once takes one lock, works under it, and releases it. It reports whether
+// it held the lock.
+func (w *worker) once() bool {
 	name := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.LockWait)
 	h := w.lock(ctx, w.c.Mutex(name), 1)
 	cancel()
 	if h == nil {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(20 * time.Millisecond))))
-		return
+		return false
 	}
 	if w.say != nil {
 		w.say(fmt.Sprintf("held %d", h.Fence()))
 	}
 	w.work(h, 1)
+	return true
 }
 
 // lock records one Lock call and returns its hold, or nil.

@@ -270,6 +270,16 @@ func waitLog(t *testing.T, path, prefix string, within time.Duration) string {
 	}
 }
 
+// hasLine reports whether the log has a line starting with prefix.
+func hasLine(path, prefix string) bool {
+	for _, l := range readLog(path) {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // field returns the value of key=value in a log line.
 func field(line, key string) string {
 	for _, f := range strings.Fields(line) {

@@ -85,7 +85,12 @@ slightly before the store can give it to someone else (a safety margin of
 lease/20); a command that ignores SIGTERM may run up to --kill-after past
 that point, so keep --kill-after short where that matters, and use
 LEASH_FENCE. If leash itself is killed, the command gets SIGKILL at once,
-since nobody renews the lock any more.
+since nobody renews the lock any more: on Linux and FreeBSD, even when leash
+gets SIGKILL or crashes. macOS, OpenBSD and NetBSD have no parent-death
+signal: there a leash that is sent SIGKILL (or crashes) leaves its command
+running without the lock, which frees itself within one lease, so another
+host may start the job while it runs. Stop leash with SIGTERM, never
+SIGKILL, on those systems.
 
 Release. The lock is released on every way out: when the command ends, when
 it cannot be started, when leash is interrupted, and when the lock is lost
@@ -387,8 +392,10 @@ func (rn *runner) run() int {
 		"LEASH_FENCE="+strconv.FormatInt(hold.Fence(), 10),
 		"LEASH_OWNER="+hold.Owner())
 	// Its own process group, so that a lost lock stops all of it; SIGKILL
-	// if leash dies, since then nobody renews the lock.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// if leash dies, since then nobody renews the lock (where the system
+	// can: see deathsig.go).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	tty := foregroundTTY()
 	if tty >= 0 {
 		// At a terminal, the command's group gets it (see terminal.go).

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/faultproxy"
 )
 
@@ -108,11 +109,12 @@ func TestRunWaitsForRelease(t *testing.T) {
 	srv := sharedRedis(t)
 	name, log := lockName(t), logFile(t)
 	c := newClient(t, srv.Addr, nil)
-	h, err := c.Mutex(name).Lock(ctxFor(t))
+	const lease = 10 * time.Minute // far longer than the test may take
+	h, err := c.Mutex(name, &leash.LockOptions{Lease: lease}).Lock(ctxFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, nil, child(log))...)
+	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, []string{"--lease", lease.String()}, child(log))...)
 	waitForWaiter(t, c, name)
 	if p.exited() || len(readLog(log)) != 0 {
 		t.Fatalf("leash run did not wait for the held lock; stderr:\n%s", p.stderr.String())
@@ -120,8 +122,9 @@ func TestRunWaitsForRelease(t *testing.T) {
 	if err := h.Unlock(ctxFor(t)); err != nil {
 		t.Fatal(err)
 	}
-	// The lease is 30s: a run within 10s was woken by the release.
-	if status := p.wait(t, 10*time.Second); status != 0 {
+	// Both leases are 10m, and so is the waiter's fallback timer: a run that
+	// ends within a minute, however slow the machine, was woken by the release.
+	if status := p.wait(t, time.Minute); status != 0 {
 		t.Errorf("leash run exited %d after the release, want 0; stderr:\n%s", status, p.stderr.String())
 	}
 	waitLog(t, log, "end ", 0)
@@ -184,7 +187,7 @@ func TestRunAtLeastKeepsTheLockAfterTheCommandEnds(t *testing.T) {
 	srv := sharedRedis(t)
 	store, rdb := "redis://"+srv.Addr, newRDB(t, srv.Addr)
 	name, log := lockName(t), logFile(t)
-	const atLeast = 20 * time.Second
+	const atLeast = 2 * time.Minute // the checks below get half of it, however slow the machine
 	began := time.Now()
 	status, _, stderr := runLeash(t, store, runArgs(name, []string{"--at-least", atLeast.String()}, child(log))...)
 	exitedAfter := time.Since(began)
@@ -211,14 +214,19 @@ func TestRunMaxHold(t *testing.T) {
 	srv := sharedRedis(t)
 	name, log := lockName(t), logFile(t)
 	status, _, stderr := runLeash(t, "redis://"+srv.Addr,
-		runArgs(name, []string{"--max-hold", "500ms", "--kill-after", "5s"}, child(log, "-sleep", "1m"))...)
+		runArgs(name, []string{"--max-hold", "2s", "--kill-after", "5s"}, child(log, "-sleep", "1m"))...)
 	if status != exitLost {
 		t.Errorf("leash run past --max-hold exited %d, want %d", status, exitLost)
 	}
 	if !strings.Contains(stderr, "max hold reached") || !strings.Contains(stderr, "SIGTERM") {
 		t.Errorf("stderr = %q, want it to say the max hold was reached and the command got SIGTERM", stderr)
 	}
-	waitLog(t, log, "signal child SIGTERM", 0)
+	// A command still starting when --max-hold ran out (a slow machine) is
+	// ended by SIGTERM's default action before it can log it; one that was
+	// ready must have logged the signal.
+	if hasLine(log, "ready child") {
+		waitLog(t, log, "signal child SIGTERM", 0)
+	}
 	// The store still had the lock (its lease had not run out): leash released it.
 	assertFree(t, newRDB(t, srv.Addr), name)
 }
@@ -246,7 +254,7 @@ func TestRunLockTakenAway(t *testing.T) {
 			pipe := rdb.TxPipeline()
 			pipe.Del(ctxFor(t), name)
 			pipe.HSet(ctxFor(t), name, "00000000-0000-4000-8000-00000000beef:1", 1)
-			pipe.PExpire(ctxFor(t), name, 10*time.Second)
+			pipe.PExpire(ctxFor(t), name, time.Minute) // outlives the test, however slow
 			if _, err := pipe.Exec(ctxFor(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -439,6 +447,9 @@ func TestRunNeverOverlaps(t *testing.T) {
 }
 
 func TestRunLeashKilledTakesTheCommandWithIt(t *testing.T) {
+	if !deathSignal {
+		t.Skip("this system has no parent-death signal: a killed leash leaves its command running (leash help run)")
+	}
 	srv := sharedRedis(t)
 	name, log := lockName(t), logFile(t)
 	p := startLeash(t, "redis://"+srv.Addr, runArgs(name, []string{"--lease", "1s"}, child(log, "-sleep", "1m"))...)
@@ -457,30 +468,26 @@ func TestRunLeashKilledTakesTheCommandWithIt(t *testing.T) {
 	})
 }
 
+// A force-unlock wakes a waiting leash run at once, through the release
+// notification. Both leases are far longer than the test may take, so
+// neither the holder's expiry nor the waiter's fallback timer (at most its
+// own lease) can be what let the waiter in, however slow the machine. How
+// the old holder learns of the force-unlock is TestRunLockTakenAway's.
 func TestForceUnlockWakesWaiterAtOnce(t *testing.T) {
 	srv := sharedRedis(t)
 	store := "redis://" + srv.Addr
 	name, log := lockName(t), logFile(t)
-	const lease = 9 * time.Second
-	holder := startLeash(t, store, runArgs(name, []string{"--lease", lease.String(), "--kill-after", "0s"},
-		child(log, "-id", "holder", "-sleep", "1m"))...)
-	waitLog(t, log, "ready holder", 30*time.Second)
+	const lease = 10 * time.Minute
+	startLeash(t, store, runArgs(name, []string{"--lease", lease.String()},
+		child(log, "-id", "holder", "-sleep", "1h"))...)
+	waitLog(t, log, "ready holder", time.Minute)
 	c := newClient(t, srv.Addr, nil)
-	waiter := startLeash(t, store, runArgs(name, nil, child(log, "-id", "waiter"))...)
+	waiter := startLeash(t, store, runArgs(name, []string{"--lease", lease.String()}, child(log, "-id", "waiter"))...)
 	waitForWaiter(t, c, name)
-	forced := time.Now()
 	if status, _, stderr := runLeash(t, store, "unlock", "--force", name); status != 0 {
 		t.Fatalf("unlock --force exited %d: %s", status, stderr)
 	}
-	if status := waiter.wait(t, lease); status != 0 {
+	if status := waiter.wait(t, lease/2); status != 0 {
 		t.Errorf("the waiter exited %d; stderr:\n%s", status, waiter.stderr.String())
-	}
-	// Woken by the release, not by the holder's lease running out.
-	if woke := time.Since(forced); woke > lease/3 {
-		t.Errorf("the waiter ran %v after the force-unlock, want well within the %v lease", woke, lease)
-	}
-	// The old holder learns at its next renewal and stops its command.
-	if status := holder.wait(t, lease); status != exitLost {
-		t.Errorf("the force-unlocked holder exited %d, want %d", status, exitLost)
 	}
 }

@@ -3,7 +3,8 @@ package cli
 import (
 	"os/signal"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The command of leash run runs in its own process group, so that a lost
@@ -33,18 +34,8 @@ func reclaimTTY(fd int) {
 	_ = tcsetpgrp(fd, syscall.Getpgrp())
 }
 
-func tcgetpgrp(fd int) (int, error) {
-	var pgrp int32
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&pgrp))); errno != 0 {
-		return 0, errno
-	}
-	return int(pgrp), nil
-}
+// tcgetpgrp returns the foreground process group of the terminal fd.
+func tcgetpgrp(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCGPGRP) }
 
-func tcsetpgrp(fd, pgrp int) error {
-	p := int32(pgrp)
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCSPGRP, uintptr(unsafe.Pointer(&p))); errno != 0 {
-		return errno
-	}
-	return nil
-}
+// tcsetpgrp makes pgrp the foreground process group of the terminal fd.
+func tcsetpgrp(fd, pgrp int) error { return unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp) }

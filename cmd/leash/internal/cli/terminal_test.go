@@ -1,3 +1,7 @@
+//go:build linux
+
+// The pseudo-terminal is opened the Linux way (TIOCSPTLCK, /dev/pts/N).
+
 package cli
 
 import (
