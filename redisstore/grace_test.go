@@ -114,7 +114,7 @@ func TestRestartGraceSkipsAnOldServer(t *testing.T) {
 func TestRestartGraceEveryKind(t *testing.T) {
 	const lease = 5 * time.Second // the refusals below must come within it, however slow the machine
 	srv := testserver.NewRedis(t, testserver.RedisOptions{})
-	before := time.Now() // the new server process starts after this
+	before := time.Now()                  // the new server process starts after this
 	if err := srv.Restart(); err != nil { // the marker is gone, as after a crash
 		t.Fatal(err)
 	}
