@@ -17,7 +17,10 @@ import (
 // --no-wait. B must be refused with the grace's explanation — not "held by
 // another owner", and even with --quiet — and run once the grace has passed.
 func TestRunRestartGrace(t *testing.T) {
-	const lease = 2 * time.Second
+	// The grace is the lease; every step below up to the waiting run must
+	// fall inside it, and each starts a race-built leash on a machine that
+	// may be busy: a short lease would end the grace before the steps do.
+	const lease = 15 * time.Second
 	srv := testserver.NewRedis(t, testserver.RedisOptions{})
 	store := "redis://" + srv.Addr
 	if status, _, stderr := runLeash(t, store, runArgs(lockName(t)+"/warm", []string{"--lease", "2s"}, []string{"true"})...); status != 0 {
@@ -42,7 +45,7 @@ func TestRunRestartGrace(t *testing.T) {
 
 	for _, flags := range [][]string{{"--no-wait"}, {"--no-wait", "--quiet"}} {
 		log := logFile(t)
-		status, _, stderr := runLeash(t, store, runArgs(name, append([]string{"--lease", "2s"}, flags...), child(log))...)
+		status, _, stderr := runLeash(t, store, runArgs(name, append([]string{"--lease", lease.String()}, flags...), child(log))...)
 		if status != exitNotAcquired || !strings.Contains(stderr, "restart grace") || strings.Contains(stderr, "held by another owner") {
 			t.Errorf("leash run %v right after the restart = %d, %q; want %d and the restart grace's explanation", flags, status, stderr, exitNotAcquired)
 		}
@@ -56,7 +59,7 @@ func TestRunRestartGrace(t *testing.T) {
 	}
 
 	log := logFile(t)
-	status, _, stderr := runLeash(t, store, runArgs(name, []string{"--lease", "2s", "--quiet"}, child(log))...)
+	status, _, stderr := runLeash(t, store, runArgs(name, []string{"--lease", lease.String(), "--quiet"}, child(log))...)
 	if status != 0 || !strings.Contains(stderr, "waiting for lock") || !strings.Contains(stderr, "restart grace") {
 		t.Errorf("leash run (waiting) = %d, %q; want 0 and a line saying it waits for the restart grace", status, stderr)
 	}
