@@ -27,7 +27,7 @@ func TestEvictingServerIsRefused(t *testing.T) {
 	// A server that turns evicting while the Store uses it.
 	srv2 := testserver.NewRedis(t, testserver.RedisOptions{})
 	c2, err := leash.New(redisstore.New(newRDB(t, srv2.Addr), &redisstore.Options{CheckInterval: time.Millisecond}),
-		&leash.Options{Lease: 300 * time.Millisecond})
+		&leash.Options{Lease: 3 * time.Second}) // long enough to stay held, and renewed, on a busy machine
 	if err != nil {
 		t.Fatal(err)
 	}
