@@ -45,6 +45,7 @@ func TestEvictingServerIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watchdog's next rounds re-read the settings; acquires fail from then.
+	deadline := bg(t)
 	for {
 		h2, err := c2.Mutex(lockName(t) + "/next").TryLock(bg(t))
 		if errors.Is(err, redisstore.ErrEvictable) {
@@ -56,7 +57,7 @@ func TestEvictingServerIsRefused(t *testing.T) {
 		if err := h2.Unlock(bg(t)); err != nil {
 			t.Fatal(err)
 		}
-		if bg(t).Err() != nil {
+		if deadline.Err() != nil {
 			t.Fatal("the CONFIG SET was never noticed")
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -104,8 +105,9 @@ func TestAllowEvictionTellsTheHolder(t *testing.T) {
 	if err := h.Err(); !errors.As(err, &lost) || lost.Reason != leash.ReasonReleasedElsewhere {
 		t.Errorf("holder's error = %v, want lost, released elsewhere", err)
 	}
+	deadline := bg(t)
 	for !strings.Contains(logged.String(), "evicted keys") {
-		if bg(t).Err() != nil {
+		if deadline.Err() != nil {
 			t.Fatalf("no eviction warning logged; log: %s", logged.String())
 		}
 		// Renewal rounds run only while something is held.
@@ -134,4 +136,42 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestRefusedClientSeesTheFix: a client refused for an evicting server holds
+// no lock, so no renewal round re-reads the settings; its acquires must
+// still notice the operator's CONFIG SET once CheckInterval has passed.
+func TestRefusedClientSeesTheFix(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{Args: []string{"--maxmemory", "20mb", "--maxmemory-policy", "allkeys-lru"}})
+	c, err := leash.New(redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{CheckInterval: time.Millisecond}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	name := lockName(t)
+	// Three refusals: the first INFO's own connection is a dial, which makes
+	// the next acquire read INFO again; after that the facts stand.
+	for range 3 {
+		if _, err := c.Mutex(name).TryLock(bg(t)); !errors.Is(err, redisstore.ErrEvictable) {
+			t.Fatalf("TryLock on an allkeys-lru server = %v, want ErrEvictable", err)
+		}
+	}
+	if err := newRDB(t, srv.Addr).ConfigSet(bg(t), "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := bg(t)
+	for {
+		h, err := c.Mutex(name).TryLock(ctx)
+		if err == nil {
+			_ = h.Unlock(ctx)
+			return
+		}
+		if !errors.Is(err, redisstore.ErrEvictable) {
+			t.Fatalf("TryLock after the fix = %v, want granted", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the client never saw CONFIG SET maxmemory-policy noeviction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -103,7 +103,7 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 	}
 	marker := s.opts.KeyPrefix + epochKey
 	mark := func(c redis.UniversalClient, keys []string) error {
-		info, err := c.Info(ctx, "server").Result()
+		info, err := c.Info(ctx, "server", "replication").Result()
 		var f serverFacts
 		if err == nil {
 			parseFacts(&f, info)
@@ -117,7 +117,7 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 		for chunk := range slices.Chunk(keys, 500) { // each round trip well within a timeout
 			pipe := c.Pipeline()
 			for _, k := range chunk {
-				pipe.Set(ctx, k, "0:"+f.runID, 0)
+				pipe.Set(ctx, k, "0:"+f.id, 0)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				return fmt.Errorf("redisstore: mark fresh: %w", err)
@@ -159,8 +159,8 @@ func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration)
 	if err != nil {
 		return 0, err
 	}
-	f := s.watch.facts(ctx, key, c)
-	if err := s.check(ctx, c, f); err != nil {
+	f, err := s.usable(ctx, key, c, s.watch.facts(ctx, key, c))
+	if err != nil {
 		return 0, err
 	}
 	if s.opts.RestartGrace == NoRestartGrace {
@@ -201,8 +201,8 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []lea
 		if err != nil {
 			return nil, 0, false, err
 		}
-		f := s.watch.facts(ctx, key, c)
-		if err := s.check(ctx, c, f); err != nil {
+		f, err := s.usable(ctx, key, c, s.watch.facts(ctx, key, c))
+		if err != nil {
 			return nil, 0, false, err
 		}
 		args[len(args)-1] = s.graceArg(undo[0].Lease, f)
@@ -237,7 +237,7 @@ func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v an
 	if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen {
 		return true, nil
 	}
-	if key, c, err := s.node(ctx, marker); err == nil && s.watch.refresh(ctx, key, c).runID == f.runID {
+	if key, c, err := s.node(ctx, marker); err == nil && s.watch.refresh(ctx, key, c).id == f.id {
 		return true, nil
 	}
 	for _, r := range undo {

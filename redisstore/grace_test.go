@@ -303,3 +303,67 @@ func TestNoInfoIsRefused(t *testing.T) {
 		t.Fatalf("TryLock without INFO = %v, want ErrNoServerInfo naming +info", err)
 	}
 }
+
+// TestRepromotedProcessWaitsOutTheGrace demotes a primary P and promotes it
+// again, the same process with the same run_id: while its replica Q was
+// promoted, X took a lock on P alone, and P's resync from Q erased it. The
+// marker P wrote before names P's run_id, so a rule that trusted the run_id
+// alone granted the lock to Y at once while X's lease still ran; the
+// replication id in the marker, new with every promotion, starts the grace.
+func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
+	p := testserver.NewRedis(t, testserver.RedisOptions{})
+	q := testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: p.Addr})
+	const lease = time.Minute
+	newC := func() *leash.Client {
+		c, err := leash.New(redisstore.New(newRDB(t, p.Addr), nil), &leash.Options{Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	pa, qa := newRDB(t, p.Addr), newRDB(t, q.Addr)
+	marker, err := pa.Get(bg(t), "leash:epoch").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := bg(t)
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			if deadline.Err() != nil {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	await("Q has P's marker", func() bool { v, _ := qa.Get(bg(t), "leash:epoch").Result(); return v == marker })
+	if err := qa.SlaveOf(bg(t), "no", "one").Err(); err != nil { // Q promoted; P, cut off, still takes writes
+		t.Fatal(err)
+	}
+	name := lockName(t)
+	hx, err := newC().Mutex(name).TryLock(bg(t)) // on P alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Now()
+	host, port, _ := strings.Cut(q.Addr, ":")
+	if err := pa.SlaveOf(bg(t), host, port).Err(); err != nil { // P rejoins under Q: X's grant is gone
+		t.Fatal(err)
+	}
+	await("P resynced from Q", func() bool {
+		info, _ := pa.Info(bg(t), "replication").Result()
+		n, _ := pa.Exists(bg(t), name).Result()
+		return n == 0 && strings.Contains(info, "master_link_status:up")
+	})
+	if err := pa.SlaveOf(bg(t), "no", "one").Err(); err != nil { // failback: the same P is primary again
+		t.Fatal(err)
+	}
+	_, err = newC().Mutex(name).TryLock(bg(t))
+	if err == nil && time.Now().Before(granted.Add(lease)) {
+		t.Fatalf("Y granted %q while X (token %d) still holds its lease: a double grant", name, hx.Fence())
+	}
+	if !errors.Is(err, leash.ErrRestartGrace) {
+		t.Errorf("Y's TryLock on the re-promoted primary = %v, want ErrRestartGrace", err)
+	}
+}

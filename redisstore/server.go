@@ -66,6 +66,8 @@ type serverWatch struct {
 type serverFacts struct {
 	gen      uint64 // dials before the INFO that read them
 	runID    string // INFO server run_id; empty when INFO was refused
+	id       string // the process in its current role: run_id, "/", master_replid (see identity)
+	read     time.Time
 	start    string // latest possible start, µs by the server's clock; empty when it may have been promoted
 	view     string // "<start>:<run id>", which the acquire scripts compare with the marker
 	fsync    fsyncCheck
@@ -141,16 +143,16 @@ func (w *serverWatch) facts(ctx context.Context, key *redis.Client, c redis.Univ
 
 // refresh reads INFO from c and records it as the facts of key.
 func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
-	f := &serverFacts{gen: w.dials.Load()}
+	f := &serverFacts{gen: w.dials.Load(), read: time.Now()}
 	info, err := c.Info(ctx, "server", "memory", "stats", "persistence", "replication").Result()
 	switch {
 	case redis.IsPermissionError(err):
-		f.infoErr = err // kept: the ACL will not change between connections
+		f.infoErr = err // kept until CheckInterval passes (see usable)
 	case err != nil:
 		f.fetchErr = err // BUSY, LOADING, a timeout: read again by the next acquire
 	default:
 		parseFacts(f, info)
-		f.view = f.start + ":" + f.runID
+		f.view = f.start + ":" + f.id
 	}
 	w.mu.Lock()
 	if old, ok := w.nodes.Load(key); !ok || old.(*serverFacts).gen <= f.gen {
@@ -164,6 +166,7 @@ func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.Un
 func parseFacts(f *serverFacts, info string) {
 	var now, up int64 = -1, -1
 	promoted, primary := false, false
+	var replID string
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -172,6 +175,8 @@ func parseFacts(f *serverFacts, info string) {
 		switch k {
 		case "run_id":
 			f.runID = v
+		case "master_replid":
+			replID = v
 		case "server_time_usec":
 			now, _ = strconv.ParseInt(v, 10, 64)
 		case "uptime_in_seconds":
@@ -195,14 +200,48 @@ func parseFacts(f *serverFacts, info string) {
 	// Redis computes uptime_in_seconds as a difference of whole seconds, so
 	// the real uptime is within a second of it either way; taking the later
 	// bound means the grace never ends early.
+	if !promoted {
+		replID = "" // see identity
+	}
+	f.id = identity(f.runID, replID)
 	if now > 0 && up >= 0 && primary && !promoted {
 		f.start = strconv.FormatInt(now-max(up-1, 0)*1_000_000, 10)
 	}
 }
 
+// identity names a server process in its current role, as the restart
+// marker records it: its run_id and, once it has been promoted from a
+// replica (INFO's second_repl_offset is set), the replication id it serves
+// under. A process keeps its run_id when it is demoted to a replica (and
+// loses, in the resync, grants only it had made) and promoted again; its
+// replication id changes with every promotion, so the marker it wrote before
+// is not taken for its own. A primary never promoted is named by its run_id
+// alone: its replication id also changes when its first replica attaches,
+// which loses nothing.
+func identity(runID, replID string) string {
+	if runID == "" || replID == "" {
+		return runID
+	}
+	return runID + "/" + replID
+}
+
 // evicting reports whether a server with these facts may evict keys.
 func (f *serverFacts) evicting() bool {
 	return f.maxmem > 0 && f.policy != "" && f.policy != "noeviction"
+}
+
+// usable returns the facts of the process behind key if the Store may grant
+// on it, or why not. A refusal is judged again on facts read anew once they
+// are CheckInterval old, so that a client refused for the server's
+// configuration (or for INFO denied) sees the operator's fix without having
+// to hold a lock for renewal rounds to re-read it.
+func (s *Store) usable(ctx context.Context, key *redis.Client, c redis.UniversalClient, f *serverFacts) (*serverFacts, error) {
+	err := s.check(ctx, c, f)
+	if err != nil && time.Since(f.read) >= s.opts.CheckInterval {
+		f = s.watch.refresh(ctx, key, c)
+		err = s.check(ctx, c, f)
+	}
+	return f, err
 }
 
 // check returns why the Store must not grant on the process f describes,

@@ -152,9 +152,10 @@ type Options struct {
 	// are logged to Logger.
 	AllowEviction bool
 	// CheckInterval is how often, at most, the Store re-reads the server's
-	// memory settings and eviction count (INFO), on a renewal round, so that
-	// a CONFIG SET made at run time fails the next acquire. Default
-	// DefaultCheckInterval (5s).
+	// memory settings and eviction count (INFO): on a renewal round, so that
+	// a CONFIG SET made at run time fails the next acquire; and on an
+	// acquire the settings refused, so that a client holding no lock sees
+	// the operator's fix. Default DefaultCheckInterval (5s).
 	CheckInterval time.Duration
 	// Logger receives the Store's warnings (evictions). Default
 	// slog.Default().

@@ -111,16 +111,25 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 // (SET leash:epoch "0:<run id>": no lease predates this server process), so
 // that redisstore's restart grace does not hold its first grants back.
 func (r *Redis) MarkFresh() error {
-	info, err := query(r.Addr, "INFO server")
+	field := func(section, name string) (string, error) {
+		info, err := query(r.Addr, "INFO "+section)
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("testserver: INFO %s on %s shows no %s", section, r.Addr, name)
+	}
+	id, err := field("server", "run_id")
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			return command(r.Addr, "SET leash:epoch 0:"+id)
-		}
-	}
-	return fmt.Errorf("testserver: INFO server on %s shows no run_id", r.Addr)
+	// redisstore adds the replication id for a process promoted from a
+	// replica (see its identity); a server a test starts was never one.
+	return command(r.Addr, "SET leash:epoch 0:"+id)
 }
 
 // cluster reports whether the server runs in cluster mode.
