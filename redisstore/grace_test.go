@@ -338,7 +338,7 @@ func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
 		}
 	}
 	await("Q has P's marker", func() bool { v, _ := qa.Get(bg(t), "leash:epoch").Result(); return v == marker })
-	if err := qa.SlaveOf(bg(t), "no", "one").Err(); err != nil { // Q promoted; P, cut off, still takes writes
+	if err := qa.ReplicaOf(bg(t), "no", "one").Err(); err != nil { // Q promoted; P, cut off, still takes writes
 		t.Fatal(err)
 	}
 	name := lockName(t)
@@ -348,7 +348,7 @@ func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
 	}
 	granted := time.Now()
 	host, port, _ := strings.Cut(q.Addr, ":")
-	if err := pa.SlaveOf(bg(t), host, port).Err(); err != nil { // P rejoins under Q: X's grant is gone
+	if err := pa.ReplicaOf(bg(t), host, port).Err(); err != nil { // P rejoins under Q: X's grant is gone
 		t.Fatal(err)
 	}
 	await("P resynced from Q", func() bool {
@@ -356,7 +356,7 @@ func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
 		n, _ := pa.Exists(bg(t), name).Result()
 		return n == 0 && strings.Contains(info, "master_link_status:up")
 	})
-	if err := pa.SlaveOf(bg(t), "no", "one").Err(); err != nil { // failback: the same P is primary again
+	if err := pa.ReplicaOf(bg(t), "no", "one").Err(); err != nil { // failback: the same P is primary again
 		t.Fatal(err)
 	}
 	_, err = newC().Mutex(name).TryLock(bg(t))
