@@ -542,3 +542,25 @@ func TestManyReadersAreStillALock(t *testing.T) {
 	}
 	rdb.Del(ctx, n)
 }
+
+// TestRenewWriteBesideForeignReaders renews a held write lock whose readers
+// key holds a user's string: the renewal succeeds, the string unchanged.
+func TestRenewWriteBesideForeignReaders(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	n := lockName(t)
+	h, err := c.RWMutex(n, nil).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "leash_rw_readers:{" + n + "}"
+	rdb.Set(ctx, key, "hello", 0)
+	before := stateOf(t, rdb, key)
+	if err := h.Renew(ctx); err != nil {
+		t.Errorf("Renew = %v, want nil", err)
+	}
+	checkUnchanged(t, rdb, key, before)
+	c.ForceUnlock(ctx, n)
+}
