@@ -69,7 +69,9 @@ type NotALockError struct {
 	Name string
 	// Found says in a few words what the name holds, as the store sees it:
 	// "a string", "a hash without lock fields", "a zset that is not a
-	// semaphore", "a semaphore, not a mutex or readers-writer lock".
+	// semaphore", "a semaphore, not a mutex or readers-writer lock"; or, for
+	// a key the store keeps beside the lock (redisstore's fencing counter,
+	// say), what that key holds and its name.
 	Found string
 }
 

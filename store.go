@@ -25,7 +25,9 @@ import (
 // A store never deletes, truncates or changes the expiry of what is not a
 // lock. When a name holds something else (another application's key, row or
 // node under the same name, or a semaphore where a Mutex, FairMutex or
-// RWMutex is asked for, and the reverse), every method refuses it with an
+// RWMutex is asked for, and the reverse), or one of the keys a store keeps
+// beside the lock (a fencing counter, a queue) holds what the store does not
+// write there, every method that would touch it refuses it with an
 // error matching ErrNotALock, a *NotALockError saying what is there, and
 // changes nothing: Acquire, AcquireMany, ForceRelease, Inspect and
 // SetPermits return it; Release returns it matching ErrNotHeld too; Renew

@@ -218,14 +218,16 @@ func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 		t.Errorf("token after a Redisson-sized counter = %d, want the server clock in µs, in [%d, now]", tok, before)
 	}
 
-	// A counter that is no positive decimal (here negative, longer than the
-	// clock's digits) is replaced by the clock, never incremented.
+	// A counter that is no decimal (here negative, longer than the clock's
+	// digits) is not leash's: the name is refused, the counter kept.
 	if err := rdb.Set(bg(t), counter, "-99999999999999999", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before = clock()
-	if tok := grant(); tok < before || tok > clock() {
-		t.Errorf("token after a negative counter = %d, want the server clock in µs, in [%d, now]", tok, before)
+	if _, err := c.Mutex(name).TryLock(bg(t)); !errors.Is(err, leash.ErrNotALock) {
+		t.Errorf("TryLock after a negative counter = %v, want ErrNotALock", err)
+	}
+	if v := rdb.Get(bg(t), counter).Val(); v != "-99999999999999999" {
+		t.Errorf("counter = %q after the refusal, want it unchanged", v)
 	}
 
 	ahead := clock() + 1_000_000_000 // 1000 s ahead, as after a clock step back

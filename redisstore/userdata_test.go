@@ -3,6 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -353,4 +356,211 @@ func TestForceReleaseKeepsForeignCompanions(t *testing.T) {
 		t.Errorf("the lock is still there after ForceUnlock")
 	}
 	checkUnchanged(t, rdb, queue, before)
+}
+
+// companionOp is one operation on a name whose companion keys may hold a
+// user's data; uses names the companions it reads or writes, which must make
+// it refuse with ErrNotALock.
+type companionOp struct {
+	name string
+	uses []string
+	run  func(ctx context.Context, c *leash.Client, n string, put func()) error
+}
+
+// companionOps are every acquire (waiting and one-attempt), the release of a
+// held lock of each kind, ForceUnlock, Inspect and SetPermits. put writes the
+// user's data; an operation on a held lock calls it after taking the lock.
+func companionOps() []companionOp {
+	var ops []companionOp
+	uses := map[string][]string{
+		"mutex": {"token"}, "fair": {"token", "queue"}, "read": {"token", "readers", "writers"},
+		"write": {"token", "readers", "writers"}, "permit": {"token", "size"}, "multilock": {"token"},
+	}
+	for _, k := range kindLockers {
+		for _, wait := range []bool{true, false} {
+			ops = append(ops, companionOp{fmt.Sprintf("%s (wait %v)", k.name, wait), uses[k.name],
+				func(ctx context.Context, c *leash.Client, n string, put func()) error {
+					put()
+					lock, try := k.locks(c, n)
+					if !wait {
+						lock = try
+					}
+					h, err := lock(ctx)
+					if h != nil {
+						h.Unlock(ctx)
+					}
+					return err
+				}})
+		}
+	}
+	unlocks := map[string][]string{"mutex": {"queue", "places"}, "fair": {"queue", "places"},
+		"read": {"readers", "writers"}, "write": {"readers", "writers"}, "permit": nil}
+	for _, k := range kindLockers {
+		if _, ok := unlocks[k.name]; !ok {
+			continue
+		}
+		ops = append(ops, companionOp{"unlock " + k.name, unlocks[k.name],
+			func(ctx context.Context, c *leash.Client, n string, put func()) error {
+				lock, _ := k.locks(c, n)
+				h, err := lock(ctx)
+				if err != nil {
+					return fmt.Errorf("taking the lock: %w", err)
+				}
+				put()
+				return h.Unlock(ctx)
+			}})
+	}
+	ops = append(ops,
+		companionOp{"force unlock", nil, func(ctx context.Context, c *leash.Client, n string, put func()) error {
+			if _, err := c.Mutex(n).Lock(ctx); err != nil {
+				return fmt.Errorf("taking the lock: %w", err)
+			}
+			put()
+			freed, err := c.ForceUnlock(ctx, n)
+			if err == nil && !freed {
+				err = errors.New("ForceUnlock freed nothing")
+			}
+			return err
+		}},
+		companionOp{"inspect", []string{"token", "queue", "readers", "writers", "size"},
+			func(ctx context.Context, c *leash.Client, n string, put func()) error {
+				if _, err := c.Mutex(n).Lock(ctx); err != nil {
+					return fmt.Errorf("taking the lock: %w", err)
+				}
+				put()
+				_, err := c.Inspect(ctx, n)
+				return err
+			}},
+		companionOp{"multilock, the name second", []string{"token"},
+			func(ctx context.Context, c *leash.Client, n string, put func()) error {
+				put()
+				h, err := c.MultiLock([]string{n + "/first", n}).TryLock(ctx)
+				if h != nil {
+					h.Unlock(ctx)
+				}
+				if info, ierr := c.Inspect(ctx, n+"/first"); ierr != nil || info.Held {
+					return fmt.Errorf("the first name is held (%v) after %v", ierr, err)
+				}
+				return err
+			}},
+		companionOp{"set permits", []string{"size"}, func(ctx context.Context, c *leash.Client, n string, put func()) error {
+			put()
+			return c.Semaphore(n, 2).SetPermits(ctx, 5)
+		}},
+	)
+	return ops
+}
+
+// TestCompanionUserDataIsNeverTouched puts a user's data at each companion
+// key of a name (fencing counter, fair queue and places, readers, waiting
+// writers, permit count) and runs every operation on the name: one that
+// would read or write that key is refused with ErrNotALock naming it, any
+// other succeeds, and the user's key keeps its type, contents and TTL.
+func TestCompanionUserDataIsNeverTouched(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	companions := map[string]string{"token": "redisson_lock_token:{%s}", "queue": "leash_fair_queue:{%s}",
+		"places": "leash_fair_places:{%s}", "readers": "leash_rw_readers:{%s}", "writers": "leash_rw_writers:{%s}",
+		"size": "leash_semaphore_size:{%s}"}
+	values := []userData{userDataKinds[0], userDataKinds[1], userDataKinds[6],
+		{"negative counter", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.Set(ctx, k, "-5", 0).Err() }}}
+	c := newClient(t, srv.Addr, nil)
+	for comp, format := range companions {
+		for _, ud := range values {
+			for _, op := range companionOps() {
+				t.Run(comp+"/"+ud.name+"/"+op.name, func(t *testing.T) {
+					ctx := bg(t)
+					n := lockName(t)
+					key := fmt.Sprintf(format, n)
+					var before keyState
+					put := func() {
+						rdb.Del(ctx, key)
+						if err := ud.write(ctx, rdb, key); err != nil {
+							t.Fatal(err)
+						}
+						before = stateOf(t, rdb, key)
+					}
+					err := op.run(ctx, c, n, put)
+					var nal *leash.NotALockError
+					switch {
+					case slices.Contains(op.uses, comp):
+						if !errors.As(err, &nal) || !strings.Contains(nal.Found, key) {
+							t.Errorf("%s with %s at %s = %v, want a *NotALockError naming %q", op.name, ud.name, key, err, key)
+						}
+					case err != nil:
+						t.Errorf("%s with %s at %s = %v, want nil: it does not use that key", op.name, ud.name, key, err)
+					}
+					checkUnchanged(t, rdb, key, before)
+					c.ForceUnlock(ctx, n) // free what a refused release left held
+				})
+			}
+		}
+	}
+}
+
+// TestWithdrawLeavesForeignCompanions withdraws a waiter, at the store, from
+// a name whose fair queue, places or waiting writers hold a user's data: no
+// error, the data unchanged.
+func TestWithdrawLeavesForeignCompanions(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	s := redisstore.New(rdb, nil)
+	defer s.Close()
+	ctx := bg(t)
+	for i, format := range []string{"leash_fair_queue:{%s}", "leash_fair_places:{%s}", "leash_rw_writers:{%s}"} {
+		n := fmt.Sprintf("%s/%d", lockName(t), i)
+		key := fmt.Sprintf(format, n)
+		rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "alice"}, redis.Z{Score: 2, Member: "someone:1"})
+		before := stateOf(t, rdb, key)
+		if _, err := s.Release(ctx, leash.Request{Kind: leash.KindFair, Name: n, Owner: "someone:1"}, leash.Withdraw); err != nil {
+			t.Errorf("Withdraw with a user's zset at %s = %v, want nil", key, err)
+		}
+		checkUnchanged(t, rdb, key, before)
+	}
+}
+
+// TestManyReadersAreStillALock checks that a Redisson read lock held by more
+// than 256 threads is still a lock: Inspect reads it, and a Mutex on the name
+// waits for it (not acquired) instead of calling it a user's data.
+func TestManyReadersAreStillALock(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	n := lockName(t)
+	fields := []any{"mode", "read"}
+	for i := range 300 {
+		fields = append(fields, fmt.Sprintf("8f0c4b9e-1d2a-4c3b-9e8f-0a1b2c3d4e5f:%d", i+1), 1)
+	}
+	rdb.HSet(ctx, n, fields...)
+	rdb.PExpire(ctx, n, time.Hour)
+	if info, err := c.Inspect(ctx, n); err != nil || !info.Held {
+		t.Errorf("Inspect = %+v, %v; want held", info, err)
+	}
+	if _, err := c.Mutex(n).TryLock(ctx); !errors.Is(err, leash.ErrNotAcquired) {
+		t.Errorf("TryLock = %v, want ErrNotAcquired", err)
+	}
+	rdb.Del(ctx, n)
+}
+
+// TestRenewWriteBesideForeignReaders renews a held write lock whose readers
+// key holds a user's string: the renewal succeeds, the string unchanged.
+func TestRenewWriteBesideForeignReaders(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	n := lockName(t)
+	h, err := c.RWMutex(n, nil).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "leash_rw_readers:{" + n + "}"
+	rdb.Set(ctx, key, "hello", 0)
+	before := stateOf(t, rdb, key)
+	if err := h.Renew(ctx); err != nil {
+		t.Errorf("Renew = %v, want nil", err)
+	}
+	checkUnchanged(t, rdb, key, before)
+	c.ForceUnlock(ctx, n)
 }

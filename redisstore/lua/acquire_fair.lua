@@ -13,7 +13,8 @@
 --          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime;
---          {-1, what} when KEYS[1] is not a lock (see not_lock): nothing is changed.
+--          {-1, what} when KEYS[1] is not a lock (see not_lock), or a companion key holds
+--          what leash does not write there (see companion): nothing is changed.
 -- The lock is granted only when it is free and the caller is first in the queue (or the
 -- queue is empty). Places whose deadline passed (dead or departed waiters) are dropped
 -- first, so a dead waiter blocks the queue for at most one place lifetime. Deadlines use
@@ -39,6 +40,10 @@ end
 if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
     local r = fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[4], ARGV[2], ARGV[1])
     if r[1] == 0 then
+        local bad = foreign(KEYS[4], 'owners')
+        if bad then
+            return bad
+        end
         take_place(now_ms()) -- refused in the restart grace: wait in line meanwhile
     end
     return r
@@ -46,6 +51,10 @@ end
 local what = not_lock(KEYS[1], 'lock')
 if what then
     return {-1, what}
+end
+local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+if bad then
+    return bad
 end
 local now = now_ms()
 purge_queue(KEYS[3], KEYS[4], now)

@@ -10,12 +10,13 @@
 -- Returns     {1, token 1, token 2, ...} when the owner now holds every lock (a lock it held
 --             already is re-entered and keeps its token); {0, ms} when some lock is held by
 --             someone else: the shortest remaining lease among those, -1 if none expires;
---             {-1, what, i} when lock i is not a lock (see not_lock): nothing is changed.
+--             {-1, what, i} when lock i is not a lock (see not_lock) or its fencing counter is
+--             not one (see companion): nothing is changed; every name is checked first.
 -- Touches only KEYS, all in one slot.
 local blocked = nil
 local first = nil -- the first lock not held yet
 for i = 2, #KEYS, 2 do
-    local what = not_lock(KEYS[i], 'lock')
+    local what = not_lock(KEYS[i], 'lock') or companion(KEYS[i + 1], 'counter')
     if what then
         return {-1, what, i / 2}
     end

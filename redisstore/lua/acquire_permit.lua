@@ -11,12 +11,17 @@
 --          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, 1} when granted; {0, ms} when every permit is held: until the first
 --          permit's lease ends; {-1, what} when KEYS[1] is not a semaphore (a lock, or a
---          user's zset without the permit count beside it: see not_lock): nothing is changed.
+--          user's zset without the permit count beside it: see not_lock), or when KEYS[2] or
+--          KEYS[3] is not a decimal string (see companion): nothing is changed.
 -- Expired permits are dropped first: a holder that crashed returns its permit within one
 -- lease. Touches only KEYS.
 local what = not_lock(KEYS[1], 'semaphore', KEYS[3])
 if what then
     return {-1, what}
+end
+local bad = foreign(KEYS[3], 'counter', KEYS[2], 'counter')
+if bad then
+    return bad
 end
 local now = now_ms()
 local lease = tonumber(ARGV[1])

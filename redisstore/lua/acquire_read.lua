@@ -12,7 +12,8 @@
 -- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
 --          a fresh grant inside it is refused with {0, ms left, "grace"}
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
---          waits (until its mark ends); {-1, what} when KEYS[1] is not a lock (see not_lock):
+--          waits (until its mark ends); {-1, what} when KEYS[1] is not a lock (see not_lock),
+--          or KEYS[2] to KEYS[4] hold what leash does not write there (see companion):
 --          nothing is changed.
 -- Each reader has its own lease, so a crashed reader frees its share alone. While a writer
 -- waits, new readers are refused (no writer starvation), except the writer itself taking a
@@ -21,6 +22,10 @@
 local what = not_lock(KEYS[1], 'lock')
 if what then
     return {-1, what}
+end
+local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+if bad then
+    return bad
 end
 local now = now_ms()
 local lease = tonumber(ARGV[1])

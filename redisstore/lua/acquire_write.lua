@@ -14,11 +14,16 @@
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or until the last reader's lease ends. An owner that holds a read lease gets the
 --          error LEASH_UPGRADE: it would wait for itself. {-1, what} when KEYS[1] is not a
---          lock (see not_lock): nothing is changed.
+--          lock (see not_lock), or KEYS[2] to KEYS[4] hold what leash does not write there
+--          (see companion): nothing is changed.
 -- Touches only KEYS.
 local what = not_lock(KEYS[1], 'lock')
 if what then
     return {-1, what}
+end
+local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+if bad then
+    return bad
 end
 local now = now_ms()
 local readers = purge(KEYS[3], now)

@@ -11,14 +11,15 @@
 --          {-1, what} when KEYS[1] holds something that is not a lock (see not_lock):
 --          nothing is deleted.
 -- A semaphore's permit count is configuration and survives. A companion key (KEYS[2] to
--- KEYS[5]) is deleted only if it is a zset, as leash writes them. Touches only KEYS.
+-- KEYS[5]) is deleted only if it has the shape leash writes there (see companion); one that
+-- holds a user's data is skipped, the lock still freed. Touches only KEYS.
 local what = not_lock(KEYS[1], nil, KEYS[10])
 if what then
     return {-1, what}
 end
 local deleted = redis.call('del', KEYS[1])
 for i = 2, 5 do
-    if redis.call('type', KEYS[i]).ok == 'zset' then
+    if not companion(KEYS[i], 'owners') then
         deleted = deleted + redis.call('del', KEYS[i])
     end
 end

@@ -7,10 +7,16 @@
 --          token (nil if none), the server time in ms, the readers (ZRANGE WITHSCORES),
 --          queued waiters (fair places + waiting writers), the permit count (nil if none)};
 --          {-1, what} when KEYS[1] holds something that is not a lock (see not_lock): its
---          contents are not read.
+--          contents are not read; {-1, what} too when a companion key (KEYS[2] to KEYS[6])
+--          holds what leash does not write there (see companion).
 local what = not_lock(KEYS[1], nil, KEYS[6])
 if what then
     return {-1, what}
+end
+local bad = foreign(KEYS[2], 'counter', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[5], 'owners',
+    KEYS[6], 'counter')
+if bad then
+    return bad
 end
 local typ = redis.call('type', KEYS[1]).ok
 local main = {}

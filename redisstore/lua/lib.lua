@@ -81,18 +81,24 @@ end
 -- expiry whose fields are owners (see owner_shaped) with positive hold counts, and perhaps
 -- "mode" = "read" or "write"), 'semaphore' (a zset whose lowest-scored member is an owner,
 -- with leash's permit count at sizekey), or nil for either. sizekey may be nil outside
--- semaphore scripts: a zset is then not a lock. A hash of more than 256 fields is not
--- read: no lock has that many (a Redisson read lock has one per reading thread).
+-- semaphore scripts: a zset is then not a lock. Of a hash of more than 256 fields (a
+-- Redisson read lock has one per reading thread) only the first HSCAN page is read: a
+-- bounded sample, and a user's hash is refused by its first non-lock field.
 local function not_lock(key, fam, sizekey)
     local typ = redis.call('type', key).ok
     if typ == 'none' then
         return nil
     end
     if typ == 'hash' then
-        if redis.call('hlen', key) > 256 or redis.call('pttl', key) < 0 then
+        if redis.call('pttl', key) < 0 then
             return 'a hash without lock fields'
         end
-        local f = redis.call('hgetall', key)
+        local f
+        if redis.call('hlen', key) > 256 then
+            f = redis.call('hscan', key, '0', 'count', '256')[2]
+        else
+            f = redis.call('hgetall', key)
+        end
         for i = 1, #f, 2 do
             if f[i] == 'mode' then
                 if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then
@@ -126,6 +132,52 @@ local function lock_mode(key)
     return try('hget', key, 'mode') or false
 end
 
+-- companion returns nil when key, one of a name's companion keys, is absent or holds what
+-- leash and Redisson write there, and otherwise a few words naming key and what it holds
+-- (for the {-1, what} refusal: a script touches none of a name's keys then). shape is
+-- 'counter' (a string of a non-negative decimal: the fencing counter, the semaphore's
+-- permit count) or 'owners' (a zset of owners, see owner_shaped: the fair queue and places,
+-- the readers, the waiting writers; its first and last members are the sample judged).
+-- foreign checks several (key, shape) pairs and returns the first refusal {-1, what}, or nil;
+-- one EXISTS when all are absent, as they mostly are.
+local function companion(key, shape)
+    local typ = redis.call('type', key).ok
+    if typ == 'none' then
+        return nil
+    end
+    local what = 'a ' .. typ
+    if shape == 'counter' and typ == 'string' then
+        if string.find(redis.call('get', key), '^%d+$') then
+            return nil
+        end
+        what = 'a string that is not a counter'
+    elseif shape == 'owners' and typ == 'zset' then
+        if owner_shaped(redis.call('zrange', key, 0, 0)[1])
+            and owner_shaped(redis.call('zrange', key, -1, -1)[1]) then
+            return nil
+        end
+        what = 'a zset of non-owners'
+    end
+    return what .. ' at its companion key ' .. key
+end
+local function foreign(...)
+    local kv = {...}
+    local keys = {}
+    for i = 1, #kv, 2 do
+        keys[#keys + 1] = kv[i]
+    end
+    if redis.call('exists', unpack(keys)) == 0 then
+        return nil
+    end
+    for i = 1, #kv, 2 do
+        local what = companion(kv[i], kv[i + 1])
+        if what then
+            return {-1, what}
+        end
+    end
+    return nil
+end
+
 
 -- mint sets a name's fencing counter (key, whose value is counter, false if absent) to
 -- the next token and returns it: max(counter + 1, now), now being the server time in
@@ -133,22 +185,30 @@ end
 -- restart without persistence, a failover to a lagging replica), as long as the server
 -- clock does not step back past the lost counter. Redisson's RFencedLock INCRs the same
 -- counter, so Java and Go tokens interleave in one increasing sequence. Both are decimal
--- strings without leading zeros, so comparing lengths, then strings, compares numbers; a
--- counter that is not such a string (negative, say) is replaced, as a lost one would be.
+-- strings without leading zeros, so comparing lengths, then strings, compares numbers. A
+-- counter that is not a decimal string (a user's hash or text, a negative number) is not
+-- leash's: mint then writes nothing and returns nil and the refusal {-1, what} (see
+-- companion). Only a counter read as absent or not decimal costs the extra TYPE.
 local function mint(key, counter, now, now_s)
-    if counter and string.find(counter, '^[1-9]%d*$')
-        and (#counter > #now_s or (#counter == #now_s and counter >= now_s)) then
-        return redis.call('incr', key)
+    if counter and string.find(counter, '^[1-9]%d*$') then
+        if #counter > #now_s or (#counter == #now_s and counter >= now_s) then
+            return redis.call('incr', key)
+        end
+    else
+        local refused = foreign(key, 'counter')
+        if refused then
+            return nil, refused
+        end
     end
     redis.call('set', key, now_s)
     return now
 end
 
 -- next_token stores and returns the next fencing token of a name (see mint), minted from the
--- time step µs after now (see now_us).
+-- time step µs after now (see now_us). Its caller has checked the counter (see companion).
 local function next_token(key, step)
     local now, now_s = now_us(step)
-    return mint(key, redis.call('get', key), now, now_s)
+    return assert(mint(key, try('get', key), now, now_s), 'leash: unchecked fencing counter')
 end
 
 -- last_token returns a name's last fencing token, 0 if none.
@@ -220,9 +280,10 @@ local function reenter(lock, tokenkey, owner, lease)
     if redis.call('hexists', lock, owner) == 0 then
         return nil
     end
+    local token = last_token(tokenkey) -- read before the first write
     local holds = redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
-    return {1, last_token(tokenkey), holds}
+    return {1, token, holds}
 end
 
 -- latched returns the answer recorded for a release request that already ran (a transport
@@ -312,19 +373,26 @@ end
 -- an earlier server process may have been lost with the data (a restart without
 -- persistence or from a snapshot, a promoted replica), so nothing is granted until the
 -- server process has been up for the grace. A grace of "0" turns the grace off. One MGET
--- reads the marker and the fencing counter together.
+-- reads the marker and the fencing counter together. A counter that is not leash's (see
+-- mint) is refused with {-1, what} before anything is written.
 local function fresh_token(tokenkey, marker, grace)
     local now, now_s = now_us()
     local counter
     if grace == '0' then
-        counter = redis.call('get', tokenkey)
+        counter = try('get', tokenkey)
     else
         local v = redis.call('mget', marker, tokenkey)
+        counter = v[2]
+        if not counter or not string.find(counter, '^[1-9]%d*$') then
+            local refused = foreign(tokenkey, 'counter') -- before grace_at writes the marker
+            if refused then
+                return nil, refused
+            end
+        end
         local refused = grace_at(marker, grace, now, now_s, v[1])
         if refused then
             return nil, refused
         end
-        counter = v[2]
     end
     return mint(tokenkey, counter, now, now_s)
 end

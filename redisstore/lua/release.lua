@@ -12,13 +12,18 @@
 -- ARGV[4]  latch lifetime in milliseconds: how long a retry of this request may arrive
 -- Returns  1 freed; 0 still held, one hold dropped; nil when ARGV[1] holds nothing (the Go
 --          side maps this to ErrNotHeld); {-1, what} when KEYS[1] holds something that is
---          not a lock (see not_lock; ErrNotHeld and ErrNotALock): nothing is changed.
+--          not a lock (see not_lock; ErrNotHeld and ErrNotALock), or KEYS[4] or KEYS[5] hold
+--          what leash does not write there (see companion): nothing is changed.
 -- On the last hold: if FairMutex waiters are queued, the head's owner is published on
 -- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
 -- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
 -- the same request (same request id) gets the first attempt's answer instead of ErrNotHeld
 -- or a second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair
 -- queue is read only when it exists. Touches only KEYS.
+local bad = foreign(KEYS[4], 'owners', KEYS[5], 'owners') -- read after the hold is dropped
+if bad then
+    return bad
+end
 local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
     local what = reply == nil and not_lock(KEYS[1], 'lock')

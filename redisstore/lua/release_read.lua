@@ -9,12 +9,18 @@
 -- ARGV[2]  latch lifetime in milliseconds
 -- Returns  1 when the last reader left; 0 when readers remain; nil when the owner had no
 --          live read lease (ErrNotHeld); {-1, what} when KEYS[1] is not a lock (see
---          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched.
+--          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched; {-1,
+--          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
+--          companion): nothing is changed.
 -- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Keeps the
 -- hash's TTL at the longest remaining reader lease. Touches only KEYS.
 local done = latched(KEYS[5])
 if done then
     return done
+end
+local bad = foreign(KEYS[2], 'owners', KEYS[3], 'owners')
+if bad then
+    return bad
 end
 local now = now_ms()
 local s = redis.call('zscore', KEYS[2], ARGV[1])

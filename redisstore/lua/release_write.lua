@@ -12,9 +12,14 @@
 -- ARGV[3]  "one" or "all"
 -- ARGV[4]  latch lifetime in milliseconds
 -- Returns  1 freed; 0 still held; nil when the owner does not hold the write lock; {-1, what}
---          when KEYS[1] is not a lock (see not_lock): nothing is changed.
+--          when KEYS[1] is not a lock (see not_lock), or KEYS[2] or KEYS[3] hold what leash
+--          does not write there (see companion): nothing is changed.
 -- On the last hold, publishes "w" (wake one writer) if a writer waits, else "r" (wake every
 -- reader). Touches only KEYS.
+local bad = foreign(KEYS[2], 'owners', KEYS[3], 'owners')
+if bad then
+    return bad
+end
 local finished, reply = drop_hold(KEYS[1], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
     if reply == 0 and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then

@@ -7,9 +7,14 @@
 -- KEYS[5]  waiting writers, leash_rw_writers:{name}
 -- KEYS[6]  readers-writer channel, leash_rw__channel:{name}
 -- ARGV[1]  owner
--- Returns  1, whatever KEYS[1] holds (it is only read). If the owner was the head of the queue and the lock is free, the new head is
---          published on KEYS[4]; if it was the last waiting writer and no writer holds, "r"
+-- Returns  1, whatever KEYS[1] holds (it is only read); nothing is changed when KEYS[2],
+--          KEYS[3] or KEYS[5] hold what leash does not write there (see companion). If the
+--          owner was the head of the queue and the lock is free, the new head is published
+--          on KEYS[4]; if it was the last waiting writer and no writer holds, "r"
 --          is published on KEYS[6] so that readers it kept out come in. Touches only KEYS.
+if foreign(KEYS[2], 'owners', KEYS[3], 'owners', KEYS[5], 'owners') then
+    return 1 -- a companion holds a user's data: touch nothing (the marks expire)
+end
 local now = now_ms()
 purge_queue(KEYS[2], KEYS[3], now)
 local head = redis.call('zrange', KEYS[2], 0, 0)[1]
