@@ -48,11 +48,7 @@ if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
     end
     return r
 end
-local what = not_lock(KEYS[1], 'lock')
-if what then
-    return {-1, what}
-end
-local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+local bad = refusal(KEYS[1], 'lock', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
 if bad then
     return bad
 end

@@ -19,11 +19,7 @@
 -- waits, new readers are refused (no writer starvation), except the writer itself taking a
 -- read lease under an owner of its own (a downgrade, ARGV[3] naming the writer). Touches
 -- only KEYS.
-local what = not_lock(KEYS[1], 'lock')
-if what then
-    return {-1, what}
-end
-local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+local bad = refusal(KEYS[1], 'lock', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
 if bad then
     return bad
 end

@@ -17,11 +17,7 @@
 --          lock (see not_lock), or KEYS[2] to KEYS[4] hold what leash does not write there
 --          (see companion): nothing is changed.
 -- Touches only KEYS.
-local what = not_lock(KEYS[1], 'lock')
-if what then
-    return {-1, what}
-end
-local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
+local bad = refusal(KEYS[1], 'lock', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
 if bad then
     return bad
 end

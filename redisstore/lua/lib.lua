@@ -178,6 +178,17 @@ local function foreign(...)
     return nil
 end
 
+-- refusal returns {-1, what} when lock is not a lock of family fam (see not_lock), or else the
+-- first of the companion (key, shape) pairs that follow that is foreign (see foreign); nil when
+-- the script may go on. It is the prologue of the scripts that take a lock and its companions.
+local function refusal(lock, fam, ...)
+    local what = not_lock(lock, fam)
+    if what then
+        return {-1, what}
+    end
+    return foreign(...)
+end
+
 
 -- mint sets a name's fencing counter (key, whose value is counter, false if absent) to
 -- the next token and returns it: max(counter + 1, now), now being the server time in
