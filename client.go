@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // Log attribute keys.
@@ -23,19 +25,13 @@ const (
 	attrKind   = "kind"
 )
 
-// Validator is implemented by a Store that can report a construction error,
-// such as a nil driver client. New calls Validate and refuses the store if it
-// returns an error.
-type Validator interface {
-	Validate() error
-}
-
-// Client takes and renews locks on one Store. Create one per process with
+// Client takes and renews locks on one store. Create one per process with
 // [New] and share it: it is safe for concurrent use by any number of
 // goroutines, and it runs one renewal goroutine however many locks it holds.
 // Close it to release every lock it still holds.
 type Client struct {
-	store Store
+	store driver.Store
+	caps  caps
 	cfg   clientConfig
 	log   *slog.Logger
 	id    string
@@ -57,21 +53,25 @@ type Client struct {
 
 type ownedKey struct {
 	name, owner string
-	kind        Kind // family(kind): a writer and a reader of one owner are two tenures
+	kind        driver.Kind // family(kind): a writer and a reader of one owner are two tenures
 }
 
 // New returns a Client that takes locks on store. A nil opts means all
 // defaults; see [Options]. New starts the Client's renewal goroutine; Close
 // stops it. New returns an error matching ErrInvalidArgument for a nil store
 // or bad options, and makes no round trip.
-func New(store Store, opts *Options) (*Client, error) {
+func New(store driver.Store, opts *Options) (*Client, error) {
 	if store == nil || isNilPointer(store) {
 		return nil, fmt.Errorf("%w: leash.New: store is nil; pass one such as redisstore.New(rdb, nil) or memstore.New()", ErrInvalidArgument)
 	}
-	if v, ok := store.(Validator); ok {
+	if v, ok := store.(driver.Validator); ok {
 		if err := v.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: leash.New: %w", ErrInvalidArgument, err)
 		}
+	}
+	caps, err := discover(store)
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := newClientConfig(opts)
 	if err != nil {
@@ -79,6 +79,7 @@ func New(store Store, opts *Options) (*Client, error) {
 	}
 	c := &Client{
 		store: store,
+		caps:  caps,
 		cfg:   cfg,
 		log:   cfg.logger,
 		id:    newClientID(),
@@ -116,16 +117,20 @@ func (c *Client) now() int64 { return int64(time.Since(c.epoch)) }
 // Inspect reports the state of the lock name as the store sees it. It is
 // meant for operators and tests; a decision taken on its answer can be stale
 // by the time it is acted on.
-func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+func (c *Client) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	if c.closed.Load() {
-		return Info{}, ErrClosed
+		return driver.Info{}, ErrClosed
 	}
 	if err := checkName(c.store, name); err != nil {
-		return Info{}, err
+		return driver.Info{}, err
 	}
-	info, err := c.store.Inspect(ctx, name)
+	a, err := c.caps.adminOp()
 	if err != nil {
-		return Info{}, fmt.Errorf("leash: inspect %q: %w", name, err)
+		return driver.Info{}, fmt.Errorf("leash: inspect %q: %w", name, err)
+	}
+	info, err := a.Inspect(ctx, name)
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("leash: inspect %q: %w", name, err)
 	}
 	return info, nil
 }
@@ -143,7 +148,11 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	if err := checkName(c.store, name); err != nil {
 		return false, err
 	}
-	ok, err := c.store.ForceRelease(ctx, name)
+	a, err := c.caps.adminOp()
+	if err != nil {
+		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
+	}
+	ok, err := a.ForceRelease(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
 	}
@@ -155,7 +164,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 // every waiting Lock (which returns ErrClosed), stops the renewal goroutine
 // and waits for it, and closes the store if the store has a Close method.
 // Each release is bounded by Options.ReleaseTimeout. With a store that keeps
-// holder records (see [ClientRecorder]), Close deletes the Client's record,
+// holder records (see [driver.ClientRecorder]), Close deletes the Client's record,
 // or, while a lock it left to expire (UnlockAfter) still runs, leaves it
 // listing only those locks, until they end. Close returns the release
 // errors, if any; calling it again returns the same result. After Close,
@@ -177,7 +186,7 @@ func (c *Client) close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 	defer cancel()
-	reqs := make([]Request, 0, len(lost)+len(orphans))
+	reqs := make([]driver.Request, 0, len(lost)+len(orphans))
 	for _, t := range lost {
 		reqs = append(reqs, t.requests()...)
 	}
@@ -196,7 +205,7 @@ func (c *Client) close() error {
 
 // releaseAll releases reqs with bounded parallelism and returns the errors
 // other than ErrNotHeld.
-func (c *Client) releaseAll(ctx context.Context, reqs []Request) []error {
+func (c *Client) releaseAll(ctx context.Context, reqs []driver.Request) []error {
 	const workers = 16
 	var (
 		mu   sync.Mutex
@@ -213,7 +222,7 @@ func (c *Client) releaseAll(ctx context.Context, reqs []Request) []error {
 					return
 				}
 				r := reqs[i]
-				if _, err := c.store.Release(ctx, r, ReleaseAll); err != nil && !errors.Is(err, ErrNotHeld) {
+				if err := c.store.Release(ctx, r); err != nil && !errors.Is(err, ErrNotHeld) {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("leash: release %q on close: %w", r.Name, err))
 					mu.Unlock()
@@ -239,7 +248,7 @@ func (c *Client) forget(t *tenure) {
 }
 
 // newTenure makes a tenure that is not yet granted.
-func (c *Client) newTenure(kind Kind, names []string, explicit string, cfg lockConfig) *tenure {
+func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg lockConfig) *tenure {
 	t := &tenure{c: c, kind: kind, explicit: explicit, cfg: cfg, idx: -1, parts: make([]part, len(names))}
 	for i, n := range names {
 		t.parts[i].name = n

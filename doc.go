@@ -4,7 +4,7 @@
 //
 // # Lifecycle
 //
-// Create one [Client] per process on a [Store] (redisstore for Redis,
+// Create one [Client] per process on a [driver.Store] (redisstore for Redis,
 // memstore in process), take locks by name, release them, and close the
 // Client on shutdown:
 //
@@ -83,7 +83,7 @@
 // Options.Logger receives leash's logs (log/slog); Options.Observer receives
 // every lock event (acquired, not acquired, released, lost with its reason,
 // each renewal round), from which the prom module keeps Prometheus metrics.
-// With a store that keeps holder records ([ClientRecorder]; the Redis store
+// With a store that keeps holder records ([driver.ClientRecorder]; the Redis store
 // does), each Client publishes who it is (host, process id, Options.Label,
 // Options.Command) and when it took each lock it holds for a while, apart
 // from the locks, so that an operator (leash ls, leash show) can tell who

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // Sentinel errors. Compare with [errors.Is]: leash wraps them with the lock
@@ -27,7 +29,7 @@ var (
 	// ErrNotHeld means the caller tried to release or renew a lock it does not
 	// hold: the handle was already unlocked, or the store no longer has the
 	// caller as the owner.
-	ErrNotHeld = errors.New("leash: lock not held")
+	ErrNotHeld = driver.ErrNotHeld
 
 	// ErrLost matches every [*LostError]: the lock ended while the holder still
 	// believed it held it.
@@ -58,29 +60,23 @@ var (
 	// is a [*NotALockError] saying what the name holds. It is a definite
 	// refusal, not a store failure: retrying does not help until the name
 	// holds a lock again (or nothing).
-	ErrNotALock = errors.New("leash: not a lock")
+	ErrNotALock = driver.ErrNotALock
+
+	// ErrUpgrade is returned when the holder of a read lock asks for the
+	// write lock on the same name: it would wait for itself. Release the read
+	// lock first, or take the write lock and downgrade.
+	ErrUpgrade = driver.ErrUpgrade
+
+	// ErrUnsupported means the Client's store lacks what a call needs (a
+	// lock kind, a semaphore resize, administration); the message names the
+	// store and what it lacks. Nothing was sent to the server.
+	ErrUnsupported = driver.ErrUnsupported
 )
 
 // NotALockError is returned when a lock name holds something other than a
 // lock of the kind asked for (see ErrNotALock); errors.Is(err, ErrNotALock)
-// reports true for it.
-type NotALockError struct {
-	// Name is the lock name.
-	Name string
-	// Found says in a few words what the name holds, as the store sees it:
-	// "a string", "a hash without lock fields", "a zset that is not a
-	// semaphore", "a semaphore, not a mutex or readers-writer lock"; or, for
-	// a key the store keeps beside the lock (redisstore's fencing counter,
-	// say), what that key holds and its name.
-	Found string
-}
-
-func (e *NotALockError) Error() string {
-	return fmt.Sprintf("leash: %q is not a lock leash can use: it holds %s, which leash leaves untouched", e.Name, e.Found)
-}
-
-// Is reports whether target is ErrNotALock.
-func (e *NotALockError) Is(target error) bool { return target == ErrNotALock }
+// reports true for it. Found says in a few words what the name holds.
+type NotALockError = driver.NotALockError
 
 // NotAcquiredError is returned when a lock could not be taken because someone
 // else holds it, or because the store is in its restart grace (Grace).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // DefaultQueueLease is how long a FairMutex waiter's place in the queue, or an
@@ -47,7 +49,7 @@ type FairMutex struct{ l locker }
 // FairMutex returns the fair lock called name. opts, at most one, overrides
 // the Client's lock options; q configures the queue (nil for defaults).
 func (c *Client) FairMutex(name string, q *QueueOptions, opts ...*LockOptions) *FairMutex {
-	l := c.newLocker(KindFair, name, opts)
+	l := c.newLocker(driver.KindFair, name, opts)
 	if l.err == nil {
 		l.wait, l.err = queueLease(q)
 	}

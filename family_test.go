@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -102,7 +103,7 @@ func TestFairMutexDeadWaiterBlocksOneQueueLease(t *testing.T) {
 		m := c.FairMutex("dead", q)
 		h := mustLock(t, m, context.Background())
 		// A waiter that took a place and died: nobody renews its place.
-		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindFair, Name: "dead",
+		if _, err := s.Acquire(context.Background(), driver.Request{Kind: driver.KindFair, Name: "dead",
 			Owner: "dead-client:1", Lease: time.Minute, Wait: 2 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +148,7 @@ func TestRWMutexReadersShareAndWriterIsNotStarved(t *testing.T) {
 		rw1, rw2 := c1.RWMutex("doc", nil), c2.RWMutex("doc", nil)
 		r1 := mustLock(t, readLocker{rw1}, context.Background())
 		r2 := mustLock(t, readLocker{rw2}, context.Background())
-		if r2.Kind() != leash.KindRead || r1.Fence() == r2.Fence() {
+		if r2.Kind() != driver.KindRead || r1.Fence() == r2.Fence() {
 			t.Errorf("readers: kind %v, fences %d and %d; want two read grants with their own tokens", r2.Kind(), r1.Fence(), r2.Fence())
 		}
 		time.Sleep(3 * time.Second) // three leases: each reader renewed by its watchdog
@@ -195,7 +196,7 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 		}
 		mustUnlock(t, w2)
 		r := mustLock(t, readLocker{rw}, w.Context()) // downgrade: at once
-		if r.Kind() != leash.KindRead {
+		if r.Kind() != driver.KindRead {
 			t.Fatalf("downgrade hold kind = %v", r.Kind())
 		}
 		// Inside the read hold, Lock re-enters the write lock it came from.
@@ -229,7 +230,7 @@ func TestRWMutexDowngradeAndUpgrade(t *testing.T) {
 		jctx := leash.WithOwner(context.Background(), "job-2")
 		jw := mustLock(t, rw, jctx)
 		jr2 := mustLock(t, readLocker{rw}, jctx)
-		if jr2.Kind() != leash.KindRead || jr2.Owner() == jw.Owner() {
+		if jr2.Kind() != driver.KindRead || jr2.Owner() == jw.Owner() {
 			t.Errorf("explicit owner's downgrade: kind %v owner %q, want a read hold under an owner of its own (the writer's is %q)", jr2.Kind(), jr2.Owner(), jw.Owner())
 		}
 		mustUnlock(t, jw)
@@ -317,7 +318,7 @@ func TestRWMutexCrashedReaderFreesItsShareAlone(t *testing.T) {
 		c := newClient(t, s, nil)
 		defer c.Close()
 		// A reader that crashed: its lease is never renewed.
-		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindRead, Name: "share",
+		if _, err := s.Acquire(context.Background(), driver.Request{Kind: driver.KindRead, Name: "share",
 			Owner: "crashed:1", Lease: 3 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +390,7 @@ func TestSemaphoreCrashedHolderReturnsPermit(t *testing.T) {
 		s := newFaultStore(t)
 		c := newClient(t, s, nil)
 		defer c.Close()
-		if _, err := s.Acquire(context.Background(), leash.Request{Kind: leash.KindPermit, Name: "one",
+		if _, err := s.Acquire(context.Background(), driver.Request{Kind: driver.KindPermit, Name: "one",
 			Owner: "crashed:1", Lease: 2 * time.Second, Permits: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -403,9 +404,9 @@ func TestSemaphoreCrashedHolderReturnsPermit(t *testing.T) {
 }
 
 func TestMultiLockAllOrNothing(t *testing.T) {
-	for name, newStore := range map[string]func() leash.Store{
-		"one step":     func() leash.Store { return memstore.New() },
-		"name by name": func() leash.Store { return singleStore{memstore.New()} },
+	for name, newStore := range map[string]func() driver.Store{
+		"one step":     func() driver.Store { return memstore.New() },
+		"name by name": func() driver.Store { return singleStore{memstore.New()} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctestRun(t, func(t *testing.T) {
@@ -475,7 +476,7 @@ func TestMultiLockRollsBackWhenItGivesUp(t *testing.T) {
 }
 
 func TestMultiLocksOverlappingDoNotDeadlock(t *testing.T) {
-	for name, s := range map[string]leash.Store{"one step": memstore.New(), "name by name": singleStore{memstore.New()}} {
+	for name, s := range map[string]driver.Store{"one step": memstore.New(), "name by name": singleStore{memstore.New()}} {
 		t.Run(name, func(t *testing.T) {
 			synctestRun(t, func(t *testing.T) {
 				sets := [][]string{{"a", "b"}, {"b", "c"}, {"c", "a"}, {"a", "b", "c"}}
@@ -564,8 +565,8 @@ func TestMultiLockStartingOverWatchesFirstGroup(t *testing.T) {
 // extraRenewStore answers every Renew with one result too many.
 type extraRenewStore struct{ singleStore }
 
-func (s extraRenewStore) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
-	return append(s.singleStore.Renew(ctx, reqs), leash.RenewResult{Status: leash.Renewed})
+func (s extraRenewStore) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	return append(s.singleStore.Renew(ctx, reqs), driver.RenewResult{Status: driver.Renewed})
 }
 
 // A store that answers a MultiLock's renewal of its held groups with the
@@ -599,12 +600,12 @@ func TestMultiLockRejectsBadNames(t *testing.T) {
 
 // singleStore hides memstore's MultiStore, so MultiLock takes names one at
 // a time in order: its Partition method, of another signature, shadows the
-// promoted one, and the type no longer implements leash.MultiStore.
+// promoted one, and the type no longer implements driver.MultiStore.
 type singleStore struct{ *memstore.Store }
 
 func (singleStore) Partition() {}
 
-var _ = func() bool { _, ok := leash.Store(singleStore{}).(leash.MultiStore); return !ok }
+var _ = func() bool { _, ok := driver.Store(singleStore{}).(driver.MultiStore); return !ok }
 
 // TestNotALockIsRefusedAtOnce takes a semaphore and then asks for a Mutex, an
 // RWMutex and a MultiLock on its name: each returns ErrNotALock at once

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -21,13 +22,13 @@ type faultStore struct {
 	acquires, renewCalls, releases, watches atomic.Int64
 
 	mu          sync.Mutex
-	renewErr    error                   // when set, every renewal fails with it
-	renewErrOf  string                  // when set, only renewals of this name fail with renewErr
-	acquireHook func(leash.Grant) error // runs after a real acquire; its error is returned
-	releaseHook func(leash.Request)     // runs before a real release
-	renewed     []leash.Request         // every renewal request seen
-	renewSizes  []int                   // the number of requests of each Renew call
-	noStore     bool                    // fail the test on any call
+	renewErr    error                    // when set, every renewal fails with it
+	renewErrOf  string                   // when set, only renewals of this name fail with renewErr
+	acquireHook func(driver.Grant) error // runs after a real acquire; its error is returned
+	releaseHook func(driver.Request)     // runs before a real release
+	renewed     []driver.Request         // every renewal request seen
+	renewSizes  []int                    // the number of requests of each Renew call
+	noStore     bool                     // fail the test on any call
 	t           *testing.T
 }
 
@@ -49,7 +50,7 @@ func (f *faultStore) setRenewErr(err error) {
 	f.mu.Unlock()
 }
 
-func (f *faultStore) Acquire(ctx context.Context, r leash.Request) (leash.Grant, error) {
+func (f *faultStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	f.guard()
 	f.acquires.Add(1)
 	g, err := f.Store.Acquire(ctx, r)
@@ -58,13 +59,13 @@ func (f *faultStore) Acquire(ctx context.Context, r leash.Request) (leash.Grant,
 	f.mu.Unlock()
 	if err == nil && hook != nil {
 		if herr := hook(g); herr != nil {
-			return leash.Grant{}, herr
+			return driver.Grant{}, herr
 		}
 	}
 	return g, err
 }
 
-func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
+func (f *faultStore) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	f.guard()
 	f.renewCalls.Add(1)
 	f.mu.Lock()
@@ -75,7 +76,7 @@ func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.Re
 	if err == nil {
 		return f.Store.Renew(ctx, reqs)
 	}
-	res := make([]leash.RenewResult, len(reqs))
+	res := make([]driver.RenewResult, len(reqs))
 	for i, r := range reqs {
 		if only != "" && r.Name != only {
 			res[i] = f.Store.Renew(ctx, reqs[i:i+1])[0]
@@ -86,7 +87,7 @@ func (f *faultStore) Renew(ctx context.Context, reqs []leash.Request) []leash.Re
 	return res
 }
 
-func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {
+func (f *faultStore) Release(ctx context.Context, r driver.Request, m leash.ReleaseMode) (bool, error) {
 	f.guard()
 	f.releases.Add(1)
 	f.mu.Lock()
@@ -98,7 +99,7 @@ func (f *faultStore) Release(ctx context.Context, r leash.Request, m leash.Relea
 	return f.Store.Release(ctx, r, m)
 }
 
-func (f *faultStore) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
+func (f *faultStore) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
 	f.guard()
 	f.watches.Add(1)
 	return f.Store.Watch(ctx, kind, name, wake)
@@ -110,7 +111,7 @@ func (f *faultStore) Watch(ctx context.Context, kind leash.Kind, name string, wa
 func (f *faultStore) unlockStalled(h *leash.Hold) (gate chan struct{}, unlocked <-chan error) {
 	gate, entered := make(chan struct{}), make(chan struct{})
 	f.mu.Lock()
-	f.releaseHook = func(r leash.Request) {
+	f.releaseHook = func(r driver.Request) {
 		if r.Owner != h.Owner() {
 			return
 		}
@@ -148,7 +149,7 @@ func (f *faultStore) renewedOwner(owner string) int {
 	return n
 }
 
-func newClient(t *testing.T, s leash.Store, o *leash.Options) *leash.Client {
+func newClient(t *testing.T, s driver.Store, o *leash.Options) *leash.Client {
 	t.Helper()
 	c, err := leash.New(s, o)
 	if err != nil {
@@ -211,7 +212,7 @@ func mustUnlock(t *testing.T, h *leash.Hold) {
 }
 
 // heldBy reports the owner of name in s, or "".
-func heldBy(t *testing.T, s leash.Store, name string) string {
+func heldBy(t *testing.T, s driver.Store, name string) string {
 	t.Helper()
 	info, err := s.Inspect(context.Background(), name)
 	if err != nil {

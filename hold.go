@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // Tenure states.
@@ -24,7 +26,7 @@ const (
 // name; every other tenure has one part.
 type tenure struct {
 	c        *Client
-	kind     Kind
+	kind     driver.Kind
 	parts    []part
 	owner    string // store owner
 	explicit string // owner given with WithOwner, "" for anonymous tenures
@@ -50,7 +52,7 @@ type tenure struct {
 	dueAt      int64
 	eligibleAt int64
 	renewing   bool
-	recorded   bool // listed in a published ClientRecord (see record.go)
+	recorded   bool // listed in a published driver.ClientRecord (see record.go)
 	lastErr    error
 }
 
@@ -73,8 +75,8 @@ func (t *tenure) fence() int64 {
 }
 
 // request is the store request for part i, with the tenure's lease.
-func (t *tenure) request(i int) Request {
-	r := Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
+func (t *tenure) request(i int) driver.Request {
+	r := driver.Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
 	if t.parent != nil {
 		r.Parent = t.parent.owner
 	}
@@ -82,8 +84,8 @@ func (t *tenure) request(i int) Request {
 }
 
 // requests is one request per part.
-func (t *tenure) requests() []Request {
-	reqs := make([]Request, len(t.parts))
+func (t *tenure) requests() []driver.Request {
+	reqs := make([]driver.Request, len(t.parts))
 	for i := range t.parts {
 		reqs[i] = t.request(i)
 	}
@@ -266,7 +268,7 @@ func (h *Hold) Names() []string {
 }
 
 // Kind returns the kind of lock held.
-func (h *Hold) Kind() Kind { return h.t.kind }
+func (h *Hold) Kind() driver.Kind { return h.t.kind }
 
 // Fence returns the tenure's fencing token: strictly greater than the token
 // of every earlier grant of this lock name, and the same for every re-entry.
@@ -364,10 +366,10 @@ func (h *Hold) Renew(ctx context.Context) error {
 	switch r, _ := outcome(res); {
 	case r.Err != nil:
 		return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
-	case r.Status == RenewGone:
+	case r.Status == driver.RenewGone:
 		t.lose(ReasonReleasedElsewhere, nil)
 		return h.Err()
-	case r.Status == RenewTaken:
+	case r.Status == driver.RenewTaken:
 		t.lose(ReasonTakenOver, nil)
 		return h.Err()
 	}
@@ -403,7 +405,7 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	var errs []error
 	for i := range t.parts {
 		req := t.request(i)
-		_, err := c.store.Release(rctx, req, ReleaseAll)
+		err := c.store.Release(rctx, req)
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrNotHeld):
@@ -482,10 +484,10 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	case r.Err != nil:
 		return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
 			reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
-	case r.Status == RenewGone:
+	case r.Status == driver.RenewGone:
 		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
 		return lostErr
-	case r.Status == RenewTaken:
+	case r.Status == driver.RenewTaken:
 		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
 		return lostErr
 	}

@@ -7,22 +7,24 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // A locker is what every acquiring method of every lock type runs: the name,
 // the kind and the resolved options. It holds no state and may be copied.
 type locker struct {
 	c       *Client
-	kind    Kind
+	kind    driver.Kind
 	name    string
 	cfg     lockConfig
 	wait    time.Duration // how long a queue place or waiting-writer mark lasts
-	permits int           // semaphore size, for KindPermit
+	permits int           // semaphore size, for driver.KindPermit
 	err     error         // construction error, returned by every call
 }
 
 // newLocker resolves the options of a lock called name.
-func (c *Client) newLocker(kind Kind, name string, opts []*LockOptions) locker {
+func (c *Client) newLocker(kind driver.Kind, name string, opts []*LockOptions) locker {
 	l := locker{c: c, kind: kind, name: name}
 	var o *LockOptions
 	switch len(opts) {
@@ -35,6 +37,10 @@ func (c *Client) newLocker(kind Kind, name string, opts []*LockOptions) locker {
 	}
 	if err := checkName(c.store, name); err != nil {
 		l.err = err
+		return l
+	}
+	if err := c.caps.kind(kind); err != nil {
+		l.err = fmt.Errorf("leash: lock %q: %w", truncate(name), err)
 		return l
 	}
 	l.cfg, l.err = c.lockConfig(o)
@@ -72,7 +78,7 @@ func (l locker) lock(ctx context.Context, wait bool) (*Hold, error) {
 			return nil, err
 		}
 	}
-	if l.kind == KindPermit {
+	if l.kind == driver.KindPermit {
 		// Every Acquire takes one more permit, a lease of its own: there is
 		// no re-entry, and explicit owners do not apply.
 		return l.acquire(ctx, c.newTenure(l.kind, []string{l.name}, "", l.cfg), wait)
@@ -85,7 +91,7 @@ func (l locker) lock(ctx context.Context, wait bool) (*Hold, error) {
 		return c.lockOwned(ctx, l, explicit, wait)
 	}
 	nt := c.newTenure(l.kind, []string{l.name}, "", l.cfg)
-	if t != nil && l.kind == KindRead && t.kind == KindWrite {
+	if t != nil && l.kind == driver.KindRead && t.kind == driver.KindWrite {
 		// A downgrade: the store grants the read lease despite the write
 		// lock because the request names the writer as its parent.
 		nt.parent = t
@@ -111,7 +117,7 @@ func (l locker) reentry(ctx context.Context) (*Hold, *tenure, error) {
 // already holds on l's name (through its context, or as the same explicit
 // owner): see reentry.
 func (l locker) relate(ctx context.Context, t *tenure) (*Hold, *tenure, error) {
-	exclusive := func(k Kind) bool { return k == KindMutex || k == KindFair }
+	exclusive := func(k driver.Kind) bool { return k == driver.KindMutex || k == driver.KindFair }
 	switch {
 	case len(t.parts) > 1:
 		return nil, nil, fmt.Errorf("%w: %q is held through this context as part of a MultiLock; locking it again would wait for itself",
@@ -121,16 +127,16 @@ func (l locker) relate(ctx context.Context, t *tenure) (*Hold, *tenure, error) {
 			return h, nil, nil
 		}
 		return nil, nil, nil
-	case l.kind == KindWrite && t.kind == KindRead:
+	case l.kind == driver.KindWrite && t.kind == driver.KindRead:
 		for w := t.parent; w != nil; w = w.parent {
-			if w.kind == KindWrite {
+			if w.kind == driver.KindWrite {
 				if h := w.reenter(ctx); h != nil {
 					return h, nil, nil
 				}
 			}
 		}
 		return nil, nil, fmt.Errorf("leash: lock %q: %w", l.name, ErrUpgrade)
-	case l.kind == KindRead && t.kind == KindWrite:
+	case l.kind == driver.KindRead && t.kind == driver.KindWrite:
 		return nil, t, nil
 	}
 	return nil, nil, fmt.Errorf("%w: %q is held through this context or owner as a %s lock; a %s lock on the same name would wait for itself",
@@ -206,7 +212,7 @@ func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait boo
 // family than k's that is being acquired or is still held, if any. c.mu
 // must be held.
 func (c *Client) ownedOther(k ownedKey) *tenure {
-	for _, f := range [...]Kind{KindMutex, KindRead, KindWrite} {
+	for _, f := range [...]driver.Kind{driver.KindMutex, driver.KindRead, driver.KindWrite} {
 		if f != k.kind {
 			if t := c.owned[ownedKey{k.name, k.owner, f}]; t != nil && (t.pending != nil || t.held()) {
 				return t
@@ -230,14 +236,14 @@ func (c *Client) await(ctx context.Context, name string, pending <-chan struct{}
 
 // request is the store request for a new tenure. Only a waiting acquire
 // takes a queue place or a waiting-writer mark: TryLock never does.
-func (l locker) request(t *tenure, wait bool) Request {
+func (l locker) request(t *tenure, wait bool) driver.Request {
 	r := t.request(0)
 	switch l.kind {
-	case KindFair, KindWrite:
+	case driver.KindFair, driver.KindWrite:
 		if wait {
 			r.Wait = l.wait
 		}
-	case KindPermit:
+	case driver.KindPermit:
 		r.Permits = l.permits
 	}
 	return r
@@ -245,9 +251,9 @@ func (l locker) request(t *tenure, wait bool) Request {
 
 // family maps kinds that are the same lock in the store to one: a Mutex and
 // a FairMutex on one name are the same exclusive lock.
-func family(k Kind) Kind {
-	if k == KindFair {
-		return KindMutex
+func family(k driver.Kind) driver.Kind {
+	if k == driver.KindFair {
+		return driver.KindMutex
 	}
 	return k
 }
@@ -354,10 +360,10 @@ func (l locker) fallback(remaining time.Duration, w *waiter) time.Duration {
 
 // withdraw removes a waiter's queue place or writer mark, in the background
 // of a bounded, detached context.
-func (c *Client) withdraw(ctx context.Context, req Request) {
+func (c *Client) withdraw(ctx context.Context, req driver.Request) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
-	if _, err := c.store.Release(rctx, req, Withdraw); err != nil {
+	if err := c.caps.withdraw.Withdraw(rctx, req); err != nil {
 		c.log.Warn("withdraw from queue failed; the place expires on its own",
 			slog.String(attrLock, req.Name), slog.Duration("within", req.Wait), slog.Any(attrError, err))
 	}
@@ -404,11 +410,11 @@ func (c *Client) undo(ctx context.Context, t *tenure) {
 
 // releaseParts releases reqs now, leaving any that fail to the background
 // cleanup until until.
-func (c *Client) releaseParts(ctx context.Context, reqs []Request, until int64) {
+func (c *Client) releaseParts(ctx context.Context, reqs []driver.Request, until int64) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
 	for _, r := range reqs {
-		if _, err := c.store.Release(rctx, r, ReleaseAll); err != nil && !errors.Is(err, ErrNotHeld) {
+		if err := c.store.Release(rctx, r); err != nil && !errors.Is(err, ErrNotHeld) {
 			c.sched.cleanup(r, until, false)
 		}
 	}

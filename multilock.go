@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // MaxMultiNames is the most names one MultiLock accepts.
@@ -56,7 +58,7 @@ func (c *Client) MultiLock(names []string, opts ...*LockOptions) *MultiLock {
 			return m
 		}
 	}
-	l := c.newLocker(KindMutex, m.names[0], opts)
+	l := c.newLocker(driver.KindMutex, m.names[0], opts)
 	m.cfg, m.err = l.cfg, l.err
 	return m
 }
@@ -100,7 +102,7 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (*Hold, error) {
 		return nil, fmt.Errorf("%w: %q is held through this context by another hold; MultiLock would wait for itself",
 			ErrInvalidArgument, n)
 	}
-	return m.acquire(ctx, c.newTenure(KindMutex, m.names, "", m.cfg), wait)
+	return m.acquire(ctx, c.newTenure(driver.KindMutex, m.names, "", m.cfg), wait)
 }
 
 // groups splits the tenure's parts into what the store can take atomically,
@@ -110,8 +112,8 @@ func (m *MultiLock) groups() [][]int {
 	for i, n := range m.names {
 		index[n] = i
 	}
-	ms, ok := m.c.store.(MultiStore)
-	if !ok {
+	ms := m.c.caps.multi
+	if ms == nil {
 		out := make([][]int, len(m.names))
 		for i := range m.names {
 			out[i] = []int{i}
@@ -130,15 +132,15 @@ func (m *MultiLock) groups() [][]int {
 }
 
 // acquireGroup takes one group of parts in one step.
-func (m *MultiLock) acquireGroup(ctx context.Context, reqs []Request) (MultiGrant, error) {
-	if ms, ok := m.c.store.(MultiStore); ok {
+func (m *MultiLock) acquireGroup(ctx context.Context, reqs []driver.Request) (driver.MultiGrant, error) {
+	if ms := m.c.caps.multi; ms != nil {
 		return ms.AcquireMany(ctx, reqs)
 	}
 	g, err := m.c.store.Acquire(ctx, reqs[0])
 	if err != nil || !g.Acquired {
-		return MultiGrant{Remaining: g.Remaining, Grace: g.Grace}, err
+		return driver.MultiGrant{Remaining: g.Remaining, Grace: g.Grace}, err
 	}
-	return MultiGrant{Acquired: true, Fences: []int64{g.Fence}}, nil
+	return driver.MultiGrant{Acquired: true, Fences: []int64{g.Fence}}, nil
 }
 
 // acquire takes the groups in order, holding each while waiting for the next.
@@ -155,7 +157,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 		every = t.cfg.lease / 3
 	}
 	var (
-		held     []Request                     // parts taken so far
+		held     []driver.Request              // parts taken so far
 		heldIdx  []int                         // their part indexes
 		sent     = make([]int64, len(t.parts)) // per part: send time of its last grant or renewal
 		w        *waiter
@@ -172,7 +174,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 		}
 	}()
 	for gi := 0; gi < len(groups); {
-		reqs := make([]Request, len(groups[gi]))
+		reqs := make([]driver.Request, len(groups[gi]))
 		for i, p := range groups[gi] {
 			reqs[i] = t.request(p)
 		}
@@ -214,7 +216,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 			for i, r := range reqs {
 				names[i] = r.Name
 			}
-			if w, err = c.watchFor(ctx, KindMutex, names, t.owner); err != nil {
+			if w, err = c.watchFor(ctx, driver.KindMutex, names, t.owner); err != nil {
 				return nil, c.waitEnded(reqs[0].Name, mg.Remaining, mg.Grace, err)
 			}
 			continue
@@ -253,7 +255,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 // renewHeld renews the parts taken so far (held, at part indexes heldIdx),
 // recording the send time of those renewed; it returns an error if any part
 // is gone or its validity passed.
-func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []Request, heldIdx []int, sent []int64) error {
+func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []driver.Request, heldIdx []int, sent []int64) error {
 	c := m.c
 	send := c.now()
 	res := c.store.Renew(ctx, held)
@@ -263,7 +265,7 @@ func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []Request, he
 	for i, r := range res {
 		p := heldIdx[i]
 		switch {
-		case r.Err == nil && r.Status == Renewed:
+		case r.Err == nil && r.Status == driver.Renewed:
 			sent[p] = send
 		case r.Err == nil:
 			return fmt.Errorf("leash: multilock: %q lost while waiting", held[i].Name)

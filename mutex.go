@@ -1,6 +1,10 @@
 package leash
 
-import "context"
+import (
+	"context"
+
+	"github.com/leash-go/leash/driver"
+)
 
 // Mutex is an exclusive, reentrant lock on one name, obtained from
 // [Client.Mutex]. It is only a name and its options: it holds no state, may
@@ -16,7 +20,7 @@ type Mutex struct{ l locker }
 // one, overrides the Client's lock options for this lock; a bad name or bad
 // options make every Lock and TryLock fail with ErrInvalidArgument.
 func (c *Client) Mutex(name string, opts ...*LockOptions) *Mutex {
-	return &Mutex{l: c.newLocker(KindMutex, name, opts)}
+	return &Mutex{l: c.newLocker(driver.KindMutex, name, opts)}
 }
 
 // Name returns the lock name.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 func synctestRun(t *testing.T, f func(t *testing.T)) {
@@ -418,7 +419,7 @@ func TestGrantedAsContextEndsIsReleased(t *testing.T) {
 		c := newClient(t, s, nil)
 		defer c.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		s.acquireHook = func(g leash.Grant) error { cancel(); return nil } // granted, then ctx ends
+		s.acquireHook = func(g driver.Grant) error { cancel(); return nil } // granted, then ctx ends
 		h, err := c.Mutex("late").Lock(ctx)
 		if h != nil || !errors.Is(err, leash.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Lock = %v, %v; want ErrNotAcquired and Canceled", h, err)
@@ -435,7 +436,7 @@ func TestAmbiguousAcquireIsCleanedUp(t *testing.T) {
 		c := newClient(t, s, nil)
 		defer c.Close()
 		// The server grants the lock, but the reply is lost.
-		s.acquireHook = func(g leash.Grant) error { return errors.New("i/o timeout") }
+		s.acquireHook = func(g driver.Grant) error { return errors.New("i/o timeout") }
 		if _, err := c.Mutex("ambiguous").Lock(context.Background()); err == nil || errors.Is(err, leash.ErrNotAcquired) {
 			t.Fatalf("Lock = %v, want the store error", err)
 		}
@@ -455,7 +456,7 @@ func TestRefusedAcquireLeavesNoCleanup(t *testing.T) {
 		s := newFaultStore(t)
 		c := newClient(t, s, nil)
 		defer c.Close()
-		s.acquireHook = func(leash.Grant) error { return fmt.Errorf("store: %w", leash.ErrUnsupported) }
+		s.acquireHook = func(driver.Grant) error { return fmt.Errorf("store: %w", leash.ErrUnsupported) }
 		if _, err := c.Mutex("refused").Lock(context.Background()); !errors.Is(err, leash.ErrUnsupported) {
 			t.Fatalf("Lock = %v, want ErrUnsupported", err)
 		}

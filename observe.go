@@ -3,6 +3,8 @@ package leash
 import (
 	"strconv"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // An Observer receives a Client's lock events as they happen, for metrics:
@@ -78,7 +80,7 @@ func (o Op) String() string {
 // fields each kind of event sets.
 type Event struct {
 	Op   Op
-	Kind Kind
+	Kind driver.Kind
 	// Name is the lock's name; for a MultiLock, its first name in lock
 	// order. It is unbounded (lock names often carry ids): an observer
 	// should not make it a metric label as it is.

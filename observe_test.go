@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // recorder is an Observer that keeps every event.
@@ -52,7 +53,7 @@ func (r *recorder) take(op leash.Op) []leash.Event {
 
 // observedClient returns a Client on s whose events rec records; the caller
 // closes it.
-func observedClient(t *testing.T, s leash.Store, lease time.Duration) (*leash.Client, *recorder) {
+func observedClient(t *testing.T, s driver.Store, lease time.Duration) (*leash.Client, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	return newClient(t, s, &leash.Options{Lease: lease, Observer: rec}), rec
@@ -76,7 +77,7 @@ func TestObserverSeesEveryTenureEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev := rec.take(leash.OpAcquired); len(ev) != 1 || ev[0].Kind != leash.KindMutex || ev[0].Name != "a" || ev[0].Wait < 0 {
+		if ev := rec.take(leash.OpAcquired); len(ev) != 1 || ev[0].Kind != driver.KindMutex || ev[0].Name != "a" || ev[0].Wait < 0 {
 			t.Errorf("after a Lock and a re-entry: acquired events %+v; want one for the mutex \"a\"", ev)
 		}
 		time.Sleep(250 * time.Millisecond) // a renewal round or two

@@ -76,7 +76,7 @@ type Options struct {
 
 	// Label names this Client for operators, such as "billing-worker
 	// v1.4": with a store that keeps holder records (see
-	// [ClientRecorder]; the Redis store does), 'leash ls' and 'leash show'
+	// [driver.ClientRecorder]; the Redis store does), 'leash ls' and 'leash show'
 	// print it beside the host and process id of the holder of each lock.
 	// At most MaxLabelLen bytes of printable UTF-8. Default: none.
 	Label string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -65,7 +66,7 @@ func TestNewAcceptsGoodOptions(t *testing.T) {
 
 func TestNewRejectsNilStore(t *testing.T) {
 	var typedNil *memstore.Store
-	for name, s := range map[string]leash.Store{"nil": nil, "typed nil": typedNil} {
+	for name, s := range map[string]driver.Store{"nil": nil, "typed nil": typedNil} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := leash.New(s, nil); !errors.Is(err, leash.ErrInvalidArgument) {
 				t.Errorf("New(%s store) = %v, want ErrInvalidArgument", name, err)

@@ -4,44 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
-
-// ClientRecorder is implemented by a Store that keeps, beside the locks, a
-// record of each Client that holds them, so that an operator deciding whether
-// a force unlock is safe can tell who holds a lock: its host, process,
-// label and command, when it took the lock, and whether the lock is still
-// worked under or only left to expire (see [Hold.UnlockAfter]). The records
-// live apart from the locks, which keep their layout (on Redis, Redisson's:
-// the lock hash holds owner fields only).
-//
-// A Client publishes its record once it has held a lock for a tenth of the
-// lock's lease (at most a second: a lock released sooner needs no record),
-// again before the record could expire while a lock of the Client is held
-// (with a time to live of twice the longest lease it holds), when a lock it
-// holds is first renewed (so that the record carries that lock's acquired
-// time) and when a lock is left to expire; it deletes the record on Close,
-// or leaves it for as long as a lock it left to expire lasts. Nothing of it
-// is written on the acquire or release round trips, and a loop of short
-// locks writes nothing at all. A record is for people: the core never
-// reads it, and its loss changes nothing about any lock.
-type ClientRecorder interface {
-	// PutClient replaces the record of the client rec.ID with rec, to
-	// expire ttl later by the server's clock.
-	PutClient(ctx context.Context, rec ClientRecord, ttl time.Duration) error
-	// DeleteClient deletes the record of the client id; it is not an error
-	// when there is none.
-	DeleteClient(ctx context.Context, id string) error
-	// GetClient returns the record of the client id, and false when there
-	// is none (never written, deleted or expired).
-	GetClient(ctx context.Context, id string) (ClientRecord, bool, error)
-}
-
-// MaxRecordLocks is the most locks one [ClientRecord] lists.
-const MaxRecordLocks = 64
 
 // Longest Options.Label and Options.Command, in bytes.
 const (
@@ -49,69 +17,13 @@ const (
 	MaxCommandLen = 1024
 )
 
-// ClientRecord describes a Client for operators; see [ClientRecorder].
-type ClientRecord struct {
-	// ID is the Client's id, the first part of every owner it records
-	// (see [OwnerClient]).
-	ID string
-	// Host is the host name of the Client's process.
-	Host string
-	// PID is the process id of the Client's process.
-	PID int
-	// Label is Options.Label.
-	Label string
-	// Command is Options.Command: the leash CLI records the command that
-	// leash run runs.
-	Command string
-	// Started is when the Client was created.
-	Started time.Time
-	// Locks are the locks the Client held, or had left to expire, when it
-	// last published the record: at most MaxRecordLocks of them. A lock
-	// taken since then is missing until the next publication, at the
-	// latest when the lock is first renewed.
-	Locks []LockRecord
-}
-
-// LockRecord is one lock of a [ClientRecord].
-type LockRecord struct {
-	// Owner is the tenure's store owner, as [Info] lists it.
-	Owner string
-	// Acquired is when the Client sent the request that was granted.
-	Acquired time.Time
-	// TailSince is zero while the lock is held; once the holder left it to
-	// expire with Hold.UnlockAfter (leash run's --at-least), it is when it
-	// did so: the work under the lock has ended, and the lock is kept only
-	// until its lease runs out.
-	TailSince time.Time
-}
-
-// Lock returns the record of owner's lock, and false when the record does
-// not list it.
-func (r ClientRecord) Lock(owner string) (LockRecord, bool) {
-	for _, l := range r.Locks {
-		if l.Owner == owner {
-			return l, true
-		}
-	}
-	return LockRecord{}, false
-}
-
-// OwnerClient returns the id of the Client an owner string belongs to: the
-// part before the first ':' of "<client-id>:<n>[@owner]", the id under which
-// a ClientRecorder keeps its record. A Redisson owner "<uuid>:<thread>" gives
-// its uuid, for which no record exists.
-func OwnerClient(owner string) string {
-	id, _, _ := strings.Cut(owner, ":")
-	return id
-}
-
 // recorder publishes the Client's record in a store that implements
-// ClientRecorder. It owns the fields below its mutex; the scheduler decides
+// driver.ClientRecorder. It owns the fields below its mutex; the scheduler decides
 // when to publish (in tick, which sees the held tenures) and runs each
 // publication in its goroutine group.
 type recorder struct {
-	store ClientRecorder // nil: the store keeps no records
-	base  ClientRecord   // fixed at New; Locks is empty
+	store driver.ClientRecorder // nil: the store keeps no records
+	base  driver.ClientRecord   // fixed at New; Locks is empty
 
 	// until is when the last published record expires, estimated from
 	// its send time (monotonic ns); 0 before the first publication. add
@@ -130,14 +42,14 @@ type recorder struct {
 
 // A tail is a lock left to expire by UnlockAfter.
 type tail struct {
-	rec   LockRecord
+	rec   driver.LockRecord
 	until int64 // monotonic ns: when its lease ends
 }
 
 func (r *recorder) init(c *Client, opts *Options) {
-	r.store, _ = c.store.(ClientRecorder)
+	r.store, _ = c.store.(driver.ClientRecorder)
 	host, _ := os.Hostname()
-	r.base = ClientRecord{ID: c.id, Host: host, PID: os.Getpid(), Started: c.epoch}
+	r.base = driver.ClientRecord{ID: c.id, Host: host, PID: os.Getpid(), Started: c.epoch}
 	if opts != nil {
 		r.base.Label, r.base.Command = opts.Label, opts.Command
 	}
@@ -173,7 +85,7 @@ func (r *recorder) leftToExpire(c *Client, t *tenure, d time.Duration) {
 	}
 	now := c.now()
 	r.mu.Lock()
-	r.tails = append(r.tails, tail{LockRecord{Owner: t.owner, Acquired: c.wall(t.grantAt), TailSince: c.wall(now)}, now + int64(d)})
+	r.tails = append(r.tails, tail{driver.LockRecord{Owner: t.owner, Acquired: c.wall(t.grantAt), TailSince: c.wall(now)}, now + int64(d)})
 	r.dirty = true
 	r.mu.Unlock()
 	c.sched.mu.Lock()
@@ -186,7 +98,7 @@ func (r *recorder) leftToExpire(c *Client, t *tenure, d time.Duration) {
 // whether a tenure being renewed is not in the record yet. It returns the
 // time to live to publish with, and the tails to list, and marks a
 // publication in flight. next is when tick must look again.
-func (r *recorder) due(now int64, held bool, want time.Duration, fresh bool) (ttl time.Duration, tails []LockRecord, ok bool, next int64) {
+func (r *recorder) due(now int64, held bool, want time.Duration, fresh bool) (ttl time.Duration, tails []driver.LockRecord, ok bool, next int64) {
 	next = forever
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -265,7 +177,7 @@ func (r *recorder) close(ctx context.Context, c *Client) {
 // whether to publish it now (ok), and when to look again (next).
 type publication struct {
 	ok   bool
-	rec  ClientRecord
+	rec  driver.ClientRecord
 	ttl  time.Duration
 	send int64
 	next int64
@@ -273,7 +185,7 @@ type publication struct {
 
 // recordLocked decides, with s.mu held, whether to publish the record now
 // (see recorder.due); when it does, it lists the held tenures in the record,
-// at most MaxRecordLocks of them, and marks every one recorded.
+// at most driver.MaxRecordLocks of them, and marks every one recorded.
 func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publication {
 	r := &s.c.rec
 	if check := r.check.Load(); check != 0 && now >= check {
@@ -288,15 +200,15 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 		return p
 	}
 	p.rec, p.ttl, p.send = r.base, ttl, now
-	p.rec.Locks = make([]LockRecord, 0, min(len(s.items)+len(tails), MaxRecordLocks))
+	p.rec.Locks = make([]driver.LockRecord, 0, min(len(s.items)+len(tails), driver.MaxRecordLocks))
 	for _, t := range s.items {
-		if len(p.rec.Locks) < MaxRecordLocks {
-			p.rec.Locks = append(p.rec.Locks, LockRecord{Owner: t.owner, Acquired: s.c.wall(t.grantAt)})
+		if len(p.rec.Locks) < driver.MaxRecordLocks {
+			p.rec.Locks = append(p.rec.Locks, driver.LockRecord{Owner: t.owner, Acquired: s.c.wall(t.grantAt)})
 		}
 		t.recorded = true
 	}
 	for _, l := range tails {
-		if len(p.rec.Locks) < MaxRecordLocks {
+		if len(p.rec.Locks) < driver.MaxRecordLocks {
 			p.rec.Locks = append(p.rec.Locks, l)
 		}
 	}

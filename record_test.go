@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -19,12 +20,12 @@ type recordStore struct {
 	puts atomic.Int64
 }
 
-func (s *recordStore) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.Duration) error {
+func (s *recordStore) PutClient(ctx context.Context, rec driver.ClientRecord, ttl time.Duration) error {
 	s.puts.Add(1)
 	return s.Store.PutClient(ctx, rec, ttl)
 }
 
-func getRecord(t *testing.T, s leash.ClientRecorder, id string) (leash.ClientRecord, bool) {
+func getRecord(t *testing.T, s driver.ClientRecorder, id string) (driver.ClientRecord, bool) {
 	t.Helper()
 	rec, ok, err := s.GetClient(context.Background(), id)
 	if err != nil {
@@ -60,7 +61,7 @@ func TestRecordNamesTheHolder(t *testing.T) {
 		if !listed || l.Acquired.Before(before) || l.Acquired.After(time.Now()) || !l.TailSince.IsZero() {
 			t.Errorf("record's lock %q = %+v (listed %v), want acquired at %v, held", h.Owner(), l, listed, before)
 		}
-		if got := leash.OwnerClient(h.Owner()); got != c.ID() {
+		if got := driver.OwnerClient(h.Owner()); got != c.ID() {
 			t.Errorf("OwnerClient(%q) = %q, want %q", h.Owner(), got, c.ID())
 		}
 		mustUnlock(t, h)

@@ -9,12 +9,14 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // scheduler is the Client's watchdog: one goroutine, whatever the number of
 // held locks, with no timer per lock. It renews every held lock once per
 // renew interval, batching all the locks that are due together into one
-// Store.Renew call; it declares locks lost when their validity deadline,
+// driver.Store.Renew call; it declares locks lost when their validity deadline,
 // MaxHold or liveness deadline passes; and it retries background releases
 // (cleanups) of locks whose release or acquire outcome was unknown.
 //
@@ -40,17 +42,17 @@ type scheduler struct {
 	stopped  bool
 }
 
-// A round is one Store.Renew call in flight.
+// A round is one driver.Store.Renew call in flight.
 type round struct {
 	ts     []*tenure
 	send   int64
 	jitter float64 // fraction of the interval to renew early next time
-	res    []RenewResult
+	res    []driver.RenewResult
 }
 
 // A cleanup is a background release of a lock whose state is unknown.
 type cleanup struct {
-	req     Request
+	req     driver.Request
 	until   int64 // give up then: the lease has run out on the server
 	persist bool  // keep releasing until then, even after a definitive answer
 	next    int64 // next attempt
@@ -158,7 +160,7 @@ func (s *scheduler) renewed(t *tenure, send int64, jitter float64) {
 }
 
 // cleanup queues a background release of req, retried until until.
-func (s *scheduler) cleanup(req Request, until int64, persist bool) {
+func (s *scheduler) cleanup(req driver.Request, until int64, persist bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -322,7 +324,7 @@ func (s *scheduler) tick() int64 {
 // a round that hangs must not keep its locks from being retried.
 func (s *scheduler) renew(r *round) {
 	timeout := time.Duration(forever)
-	var reqs []Request
+	var reqs []driver.Request
 	for _, t := range r.ts {
 		reqs = append(reqs, t.requests()...)
 		timeout = min(timeout, t.cfg.interval, time.Duration(t.validUntil.Load()-r.send))
@@ -332,7 +334,7 @@ func (s *scheduler) renew(r *round) {
 	cancel()
 	if len(r.res) != len(reqs) {
 		err := errors.New("leash: store returned a wrong number of renewal results")
-		r.res = make([]RenewResult, len(reqs))
+		r.res = make([]driver.RenewResult, len(reqs))
 		for i := range r.res {
 			r.res[i].Err = err
 		}
@@ -346,16 +348,16 @@ func (s *scheduler) renew(r *round) {
 // outcome folds the results of a tenure's parts into one: a part gone or
 // taken loses the tenure; otherwise any error makes the outcome unknown. It
 // also returns the index of the part the result is about.
-func outcome(res []RenewResult) (RenewResult, int) {
-	out, at := RenewResult{Status: Renewed}, 0
+func outcome(res []driver.RenewResult) (driver.RenewResult, int) {
+	out, at := driver.RenewResult{Status: driver.Renewed}, 0
 	for i, r := range res {
 		switch {
-		case r.Err == nil && (r.Status == RenewGone || r.Status == RenewTaken):
+		case r.Err == nil && (r.Status == driver.RenewGone || r.Status == driver.RenewTaken):
 			return r, i
 		case r.Err != nil:
 			out, at = r, i
-		case r.Status != Renewed && out.Err == nil:
-			out, at = RenewResult{Err: fmt.Errorf("the store returned an unknown renewal status %d", r.Status)}, i
+		case r.Status != driver.Renewed && out.Err == nil:
+			out, at = driver.RenewResult{Err: fmt.Errorf("the store returned an unknown renewal status %d", r.Status)}, i
 		}
 	}
 	return out, at
@@ -384,13 +386,13 @@ func (s *scheduler) finish(r *round) {
 			t.dueAt = now + int64(retryDelay(t.cfg.interval))
 			failed++
 			lastErr = res.Err
-		case res.Status == Renewed:
+		case res.Status == driver.Renewed:
 			t.setValid(r.send)
 			t.lastErr = nil
 			t.schedule(r.send, r.jitter)
-		case res.Status == RenewGone:
+		case res.Status == driver.RenewGone:
 			lost = append(lost, loss{t, ReasonReleasedElsewhere, nil})
-		case res.Status == RenewTaken:
+		case res.Status == driver.RenewTaken:
 			lost = append(lost, loss{t, ReasonTakenOver, nil})
 		}
 	}
@@ -426,7 +428,7 @@ func (s *scheduler) clean(todo []*cleanup) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, min(time.Duration(cl.until-now), s.c.cfg.releaseTimeout))
-		_, err := s.c.store.Release(ctx, cl.req, ReleaseAll)
+		err := s.c.store.Release(ctx, cl.req)
 		cancel()
 		if s.ctx.Err() != nil {
 			keep = append(keep, cl) // stopping: Close releases what is left

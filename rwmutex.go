@@ -1,6 +1,10 @@
 package leash
 
-import "context"
+import (
+	"context"
+
+	"github.com/leash-go/leash/driver"
+)
 
 // RWMutex is a readers-writer lock on one name, obtained from
 // [Client.RWMutex]: any number of readers, or one writer.
@@ -24,7 +28,7 @@ type RWMutex struct{ r, w locker }
 // overrides the Client's lock options for both sides; q configures the
 // writers' waiting marks (nil for defaults).
 func (c *Client) RWMutex(name string, q *QueueOptions, opts ...*LockOptions) *RWMutex {
-	rw := &RWMutex{r: c.newLocker(KindRead, name, opts), w: c.newLocker(KindWrite, name, opts)}
+	rw := &RWMutex{r: c.newLocker(driver.KindRead, name, opts), w: c.newLocker(driver.KindWrite, name, opts)}
 	wait, err := queueLease(q) // readers never take a place; writers mark that they wait
 	if rw.w.err == nil {
 		rw.w.wait, rw.w.err = wait, err

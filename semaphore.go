@@ -3,17 +3,9 @@ package leash
 import (
 	"context"
 	"fmt"
-)
 
-// PermitSetter is implemented by a Store that can change a semaphore's
-// permit count while it is in use.
-type PermitSetter interface {
-	// SetPermits sets the permit count of semaphore name to n and wakes its
-	// waiters. Permits already held stay held, even above n. A name that
-	// holds something other than a semaphore (a lock, another application's
-	// data) is refused with ErrNotALock and left unchanged.
-	SetPermits(ctx context.Context, name string, n int) error
-}
+	"github.com/leash-go/leash/driver"
+)
 
 // MaxPermits is the largest permit count a Semaphore accepts.
 const MaxPermits = 1 << 20
@@ -36,7 +28,7 @@ type Semaphore struct{ l locker }
 // afterwards the server's count (see SetPermits) wins. opts, at most one,
 // overrides the Client's lock options for its permits.
 func (c *Client) Semaphore(name string, permits int, opts ...*LockOptions) *Semaphore {
-	l := c.newLocker(KindPermit, name, opts)
+	l := c.newLocker(driver.KindPermit, name, opts)
 	l.permits = permits
 	if l.err == nil && (permits < 1 || permits > MaxPermits) {
 		l.err = fmt.Errorf("%w: Semaphore(%q, %d): the permit count must be between 1 and %d", ErrInvalidArgument, truncate(name), permits, MaxPermits)
@@ -70,11 +62,10 @@ func (s *Semaphore) SetPermits(ctx context.Context, n int) error {
 	case n < 1 || n > MaxPermits:
 		return fmt.Errorf("%w: SetPermits(%d) on %q: the permit count must be between 1 and %d", ErrInvalidArgument, n, truncate(s.l.name), MaxPermits)
 	}
-	ps, ok := c.store.(PermitSetter)
-	if !ok {
-		return fmt.Errorf("leash: semaphore %q: set permits: %w", s.l.name, ErrUnsupported)
+	if c.caps.permits == nil {
+		return fmt.Errorf("leash: semaphore %q: %w", s.l.name, driver.Unsupported(c.store, "semaphore resizing (driver.PermitSetter)"))
 	}
-	if err := ps.SetPermits(ctx, s.l.name, n); err != nil {
+	if err := c.caps.permits.SetPermits(ctx, s.l.name, n); err != nil {
 		return fmt.Errorf("leash: semaphore %q: set permits: %w", s.l.name, err)
 	}
 	return nil

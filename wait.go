@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/leash-go/leash/driver"
 )
 
 // waiters groups the Client's waiting calls by the store watch they need,
@@ -21,13 +23,13 @@ type waiters struct {
 // watchKey names one store watch: readers and writers share one, as do the
 // holds that are one lock in the store but notify differently.
 type watchKey struct {
-	kind Kind
+	kind driver.Kind
 	name string
 }
 
-func watchKeyOf(kind Kind, name string) watchKey {
-	if kind == KindRead {
-		kind = KindWrite
+func watchKeyOf(kind driver.Kind, name string) watchKey {
+	if kind == driver.KindRead {
+		kind = driver.KindWrite
 	}
 	return watchKey{kind, name}
 }
@@ -46,7 +48,7 @@ type waitGroup struct {
 // MultiLock waiter sits in one group per name.
 type waiter struct {
 	groups []*waitGroup
-	kind   Kind
+	kind   driver.Kind
 	owner  string
 	ch     chan struct{}
 	poll   bool // no watch: the waiter polls
@@ -63,7 +65,12 @@ func (ws *waiters) polling() *waiter { return &waiter{ch: make(chan struct{}, 1)
 // watchFor joins the watches for kind on names. When the store cannot watch,
 // it logs and returns a polling waiter: waiting degrades, it does not fail.
 // The error is ctx's or ErrClosed.
-func (c *Client) watchFor(ctx context.Context, kind Kind, names []string, owner string) (*waiter, error) {
+func (c *Client) watchFor(ctx context.Context, kind driver.Kind, names []string, owner string) (*waiter, error) {
+	if c.caps.watch == nil {
+		// The store sends no notifications: waiters try again when the
+		// holder's lease runs out, or after a second.
+		return c.waiters.polling(), nil
+	}
 	w, err := c.waiters.join(ctx, kind, names, owner)
 	switch {
 	case err == nil:
@@ -107,7 +114,7 @@ func (c *Client) sleep(ctx context.Context, w *waiter, s *sleeper, d time.Durati
 
 // join adds a waiter for kind on names and returns once the store's watches
 // are established, so that any notification from then on reaches it.
-func (ws *waiters) join(ctx context.Context, kind Kind, names []string, owner string) (*waiter, error) {
+func (ws *waiters) join(ctx context.Context, kind driver.Kind, names []string, owner string) (*waiter, error) {
 	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
 	for _, name := range names {
 		if err := ws.joinOne(ctx, w, watchKeyOf(kind, name)); err != nil {
@@ -132,7 +139,7 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 		ws.mu.Unlock()
 
 		if creator {
-			stop, err := ws.c.store.Watch(ctx, key.kind, key.name, func(msg string) { ws.wake(g, msg) })
+			stop, err := ws.c.caps.watch.Watch(ctx, key.kind, key.name, func(msg driver.Wake) { ws.wake(g, msg) })
 			ws.mu.Lock()
 			g.stop, g.err = stop, err
 			close(g.ready)
@@ -173,7 +180,7 @@ func (ws *waiters) leave(w *waiter) {
 	select {
 	case <-w.ch:
 		for _, g := range w.groups {
-			ws.wakeLocked(g, WakeOne)
+			ws.wakeLocked(g, driver.Wake{To: driver.WakeOne})
 		}
 	default:
 	}
@@ -211,15 +218,15 @@ func (ws *waiters) leaveGroupLocked(w *waiter, g *waitGroup) (stop func()) {
 }
 
 // wake delivers a notification to g's waiters. It never blocks, as
-// Store.Watch requires.
-func (ws *waiters) wake(g *waitGroup, msg string) {
+// driver.Watcher requires.
+func (ws *waiters) wake(g *waitGroup, msg driver.Wake) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.wakeLocked(g, msg)
 }
 
 // wakeLocked is wake with ws.mu held.
-func (ws *waiters) wakeLocked(g *waitGroup, msg string) {
+func (ws *waiters) wakeLocked(g *waitGroup, msg driver.Wake) {
 	signal := func(w *waiter) bool {
 		select {
 		case w.ch <- struct{}{}:
@@ -228,32 +235,32 @@ func (ws *waiters) wakeLocked(g *waitGroup, msg string) {
 			return false
 		}
 	}
-	switch msg {
-	case WakeOne: // the longest-waiting waiter without a pending wake-up
+	switch msg.To {
+	case driver.WakeOne: // the longest-waiting waiter without a pending wake-up
 		for _, w := range g.list {
 			if signal(w) {
 				return
 			}
 		}
-	case WakeAll, "":
+	default: // WakeAll, and a message this version does not know
 		for _, w := range g.list {
 			signal(w)
 		}
-	case WakeReaders:
+	case driver.WakeReaders:
 		for _, w := range g.list {
-			if w.kind == KindRead {
+			if w.kind == driver.KindRead {
 				signal(w)
 			}
 		}
-	case WakeWriter:
+	case driver.WakeWriter:
 		for _, w := range g.list {
-			if w.kind == KindWrite && signal(w) {
+			if w.kind == driver.KindWrite && signal(w) {
 				return
 			}
 		}
-	default: // the owner at the head of a fair queue
+	case driver.WakeHead: // the owner at the head of a fair queue
 		for _, w := range g.list {
-			if w.owner == msg {
+			if w.owner == msg.Head {
 				signal(w)
 				return
 			}

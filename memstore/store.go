@@ -1,4 +1,4 @@
-// Package memstore is an in-process [leash.Store]: locks live in the memory
+// Package memstore is an in-process [driver.Store]: locks live in the memory
 // of one process. Use it in unit tests of code that takes leash locks, and to
 // coordinate goroutines of a single process with the full leash contract
 // (leases, re-entry, fencing, lost-lease signals, every lock kind). It
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // Store is an in-memory lock store. The zero value is not usable; call New.
@@ -31,7 +32,7 @@ type Store struct {
 
 // client is a holder record and when it expires.
 type client struct {
-	rec     leash.ClientRecord
+	rec     driver.ClientRecord
 	expires time.Time
 }
 
@@ -47,7 +48,6 @@ type name struct {
 
 type excl struct {
 	owner   string
-	holds   int
 	expires time.Time
 	write   bool
 }
@@ -63,11 +63,11 @@ type sem struct {
 }
 
 type watchKey struct {
-	kind leash.Kind
+	kind driver.Kind
 	name string
 }
 
-type watch struct{ wake func(string) }
+type watch struct{ wake func(driver.Wake) }
 
 // New returns an empty Store.
 func New() *Store {
@@ -75,11 +75,23 @@ func New() *Store {
 }
 
 var (
-	_ leash.Store          = (*Store)(nil)
-	_ leash.MultiStore     = (*Store)(nil)
-	_ leash.PermitSetter   = (*Store)(nil)
-	_ leash.ClientRecorder = (*Store)(nil)
+	_ driver.Store          = (*Store)(nil)
+	_ driver.Watcher        = (*Store)(nil)
+	_ driver.KindStore      = (*Store)(nil)
+	_ driver.Withdrawer     = (*Store)(nil)
+	_ driver.MultiStore     = (*Store)(nil)
+	_ driver.PermitSetter   = (*Store)(nil)
+	_ driver.Admin          = (*Store)(nil)
+	_ driver.ClientRecorder = (*Store)(nil)
 )
+
+// Kinds implements [driver.KindStore]: a Store grants every kind.
+func (s *Store) Kinds() []driver.Kind {
+	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
+}
+
+// String names the store in messages.
+func (s *Store) String() string { return "memstore" }
 
 // get returns the state of name with every expired lease, place and mark
 // dropped. The caller holds s.mu.
@@ -122,10 +134,10 @@ func earliest(m map[string]time.Time) time.Time {
 	return t
 }
 
-func (st *name) grant(now time.Time, owner string, lease time.Duration, write bool) leash.Grant {
+func (st *name) grant(now time.Time, owner string, lease time.Duration, write bool) driver.Grant {
 	st.fence++
-	st.excl = &excl{owner: owner, holds: 1, expires: now.Add(lease), write: write}
-	return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}
+	st.excl = &excl{owner: owner, expires: now.Add(lease), write: write}
+	return driver.Grant{Acquired: true, Fence: st.fence}
 }
 
 // blocked returns when the exclusive holder's or the readers' leases end, or
@@ -152,40 +164,40 @@ func notHeld(n string) error {
 	return fmt.Errorf("memstore: release %q: %w", n, leash.ErrNotHeld)
 }
 
-// Acquire implements [leash.Store].
-func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+// Acquire implements [driver.Store].
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := ctx.Err(); err != nil {
-		return leash.Grant{}, err
+		return driver.Grant{}, err
 	}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.get(req.Name, now)
-	if req.Kind == leash.KindPermit {
+	if req.Kind == driver.KindPermit {
 		return s.acquirePermit(st, req, now)
 	}
 	if st.sem != nil {
-		return leash.Grant{}, wrongType(req.Name)
+		return driver.Grant{}, wrongType(req.Name)
 	}
-	notGranted := func(until time.Time) (leash.Grant, error) {
+	notGranted := func(until time.Time) (driver.Grant, error) {
 		if until.IsZero() {
-			return leash.Grant{Remaining: -1}, nil
+			return driver.Grant{Remaining: -1}, nil
 		}
-		return leash.Grant{Remaining: until.Sub(now)}, nil
+		return driver.Grant{Remaining: until.Sub(now)}, nil
 	}
-	if e := st.excl; e != nil && e.owner == req.Owner && req.Kind != leash.KindRead {
-		e.holds++
+	if e := st.excl; e != nil && e.owner == req.Owner && req.Kind != driver.KindRead {
+		// A retry of a granted acquire: the same tenure, its lease refreshed.
 		e.expires = now.Add(req.Lease)
-		return leash.Grant{Acquired: true, Fence: st.fence, Holds: e.holds}, nil
+		return driver.Grant{Acquired: true, Fence: st.fence}, nil
 	}
 	switch req.Kind {
-	case leash.KindMutex:
+	case driver.KindMutex:
 		if until := st.blocked(); !until.IsZero() {
 			return notGranted(until)
 		}
 		return st.grant(now, req.Owner, req.Lease, false), nil
 
-	case leash.KindFair:
+	case driver.KindFair:
 		i := slices.IndexFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
 		until := st.blocked()
 		if until.IsZero() && (len(st.queue) == 0 || i == 0) {
@@ -206,10 +218,10 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		}
 		return notGranted(until)
 
-	case leash.KindRead:
+	case driver.KindRead:
 		if _, ok := st.readers[req.Owner]; ok { // a retry of a granted read
 			st.readers[req.Owner] = now.Add(req.Lease)
-			return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}, nil
+			return driver.Grant{Acquired: true, Fence: st.fence}, nil
 		}
 		downgrade := st.excl != nil && st.excl.write && req.Parent != "" && st.excl.owner == req.Parent
 		switch {
@@ -220,11 +232,11 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		}
 		st.fence++
 		st.readers[req.Owner] = now.Add(req.Lease)
-		return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}, nil
+		return driver.Grant{Acquired: true, Fence: st.fence}, nil
 
-	case leash.KindWrite:
+	case driver.KindWrite:
 		if _, ok := st.readers[req.Owner]; ok {
-			return leash.Grant{}, fmt.Errorf("memstore: acquire %q: %w", req.Name, leash.ErrUpgrade)
+			return driver.Grant{}, fmt.Errorf("memstore: acquire %q: %w", req.Name, leash.ErrUpgrade)
 		}
 		if until := st.blocked(); !until.IsZero() {
 			if req.Wait > 0 {
@@ -235,31 +247,31 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 		delete(st.writers, req.Owner)
 		return st.grant(now, req.Owner, req.Lease, true), nil
 	}
-	return leash.Grant{}, fmt.Errorf("memstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
+	return driver.Grant{}, fmt.Errorf("memstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
 }
 
-func (s *Store) acquirePermit(st *name, req leash.Request, now time.Time) (leash.Grant, error) {
+func (s *Store) acquirePermit(st *name, req driver.Request, now time.Time) (driver.Grant, error) {
 	if st.excl != nil || len(st.readers) > 0 {
-		return leash.Grant{}, notASemaphore(req.Name)
+		return driver.Grant{}, notASemaphore(req.Name)
 	}
 	if st.sem == nil {
 		st.sem = &sem{size: req.Permits, permits: map[string]time.Time{}}
 	}
 	if _, ok := st.sem.permits[req.Owner]; ok { // a retry of a granted permit
 		st.sem.permits[req.Owner] = now.Add(req.Lease)
-		return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}, nil
+		return driver.Grant{Acquired: true, Fence: st.fence}, nil
 	}
 	if len(st.sem.permits) >= st.sem.size {
-		return leash.Grant{Remaining: earliest(st.sem.permits).Sub(now)}, nil
+		return driver.Grant{Remaining: earliest(st.sem.permits).Sub(now)}, nil
 	}
 	st.fence++
 	st.sem.permits[req.Owner] = now.Add(req.Lease)
-	return leash.Grant{Acquired: true, Fence: st.fence, Holds: 1}, nil
+	return driver.Grant{Acquired: true, Fence: st.fence}, nil
 }
 
-// Renew implements [leash.Store].
-func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
-	res := make([]leash.RenewResult, len(reqs))
+// Renew implements [driver.Store].
+func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	res := make([]driver.RenewResult, len(reqs))
 	if err := ctx.Err(); err != nil {
 		for i := range res {
 			res[i].Err = err
@@ -273,91 +285,97 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 		st := s.get(r.Name, now)
 		var leases map[string]time.Time
 		switch r.Kind {
-		case leash.KindRead:
+		case driver.KindRead:
 			leases = st.readers
-		case leash.KindPermit:
+		case driver.KindPermit:
 			if st.sem != nil {
 				leases = st.sem.permits
 			}
 		default:
 			switch {
 			case st.excl == nil && len(st.readers) == 0:
-				res[i].Status = leash.RenewGone
+				res[i].Status = driver.RenewGone
 			case st.excl == nil || st.excl.owner != r.Owner:
-				res[i].Status = leash.RenewTaken
+				res[i].Status = driver.RenewTaken
 			default:
 				st.excl.expires = now.Add(r.Lease)
-				res[i].Status = leash.Renewed
+				res[i].Status = driver.Renewed
 			}
 			continue
 		}
 		if _, ok := leases[r.Owner]; ok {
 			leases[r.Owner] = now.Add(r.Lease)
-			res[i].Status = leash.Renewed
+			res[i].Status = driver.Renewed
 		} else {
-			res[i].Status = leash.RenewGone
+			res[i].Status = driver.RenewGone
 		}
 	}
 	return res
 }
 
-// Release implements [leash.Store].
-func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+// Withdraw implements [driver.Withdrawer].
+func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return err
 	}
-	now := time.Now()
 	s.mu.Lock()
-	st := s.get(req.Name, now)
+	st := s.get(req.Name, time.Now())
 	var notes []note
-	freed := false
+	wasHead := len(st.queue) > 0 && st.queue[0].owner == req.Owner
+	st.queue = slices.DeleteFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
+	if wasHead && st.blocked().IsZero() && len(st.queue) > 0 {
+		notes = append(notes, note{driver.KindFair, driver.Wake{To: driver.WakeHead, Head: st.queue[0].owner}})
+	}
+	if _, ok := st.writers[req.Owner]; ok {
+		delete(st.writers, req.Owner)
+		if len(st.writers) == 0 && st.excl == nil {
+			notes = append(notes, note{driver.KindWrite, driver.Wake{To: driver.WakeReaders}})
+		}
+	}
+	wakes := s.wakesLocked(req.Name, notes)
+	s.mu.Unlock()
+	for _, w := range wakes {
+		w()
+	}
+	return nil
+}
+
+// Release implements [driver.Store].
+func (s *Store) Release(ctx context.Context, req driver.Request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	st := s.get(req.Name, time.Now())
+	var notes []note
 	switch {
-	case mode == leash.Withdraw:
-		wasHead := len(st.queue) > 0 && st.queue[0].owner == req.Owner
-		st.queue = slices.DeleteFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
-		if wasHead && st.blocked().IsZero() && len(st.queue) > 0 {
-			notes = append(notes, note{leash.KindFair, st.queue[0].owner})
-		}
-		if _, ok := st.writers[req.Owner]; ok {
-			delete(st.writers, req.Owner)
-			if len(st.writers) == 0 && st.excl == nil {
-				notes = append(notes, note{leash.KindWrite, leash.WakeReaders})
-			}
-		}
-	case req.Kind == leash.KindRead:
+	case req.Kind == driver.KindRead:
 		if _, ok := st.readers[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld(req.Name)
+			return notHeld(req.Name)
 		}
 		delete(st.readers, req.Owner)
-		if freed = len(st.readers) == 0; freed && len(st.writers) > 0 {
-			notes = append(notes, note{leash.KindWrite, leash.WakeWriter})
+		if len(st.readers) == 0 && len(st.writers) > 0 {
+			notes = append(notes, note{driver.KindWrite, driver.Wake{To: driver.WakeWriter}})
 		}
-	case req.Kind == leash.KindPermit:
+	case req.Kind == driver.KindPermit:
 		if st.sem == nil {
 			s.mu.Unlock()
-			return false, notHeld(req.Name)
+			return notHeld(req.Name)
 		}
 		if _, ok := st.sem.permits[req.Owner]; !ok {
 			s.mu.Unlock()
-			return false, notHeld(req.Name)
+			return notHeld(req.Name)
 		}
 		delete(st.sem.permits, req.Owner)
-		freed = true
-		notes = append(notes, note{leash.KindPermit, leash.WakeOne})
+		notes = append(notes, note{driver.KindPermit, driver.Wake{To: driver.WakeOne}})
 	default:
 		e := st.excl
 		if e == nil || e.owner != req.Owner {
 			s.mu.Unlock()
-			return false, notHeld(req.Name)
+			return notHeld(req.Name)
 		}
-		if mode == leash.ReleaseOne && e.holds > 1 {
-			e.holds--
-			e.expires = now.Add(req.Lease)
-			s.mu.Unlock()
-			return false, nil
-		}
-		st.excl, freed = nil, true
+		st.excl = nil
 		notes = append(notes, st.freedNotes(e.write)...)
 	}
 	wakes := s.wakesLocked(req.Name, notes)
@@ -365,26 +383,26 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 	for _, w := range wakes {
 		w()
 	}
-	return freed, nil
+	return nil
 }
 
 // freedNotes are the notifications due when the exclusive lock is freed.
 func (st *name) freedNotes(write bool) []note {
 	switch {
 	case write && len(st.writers) > 0:
-		return []note{{leash.KindWrite, leash.WakeWriter}}
+		return []note{{driver.KindWrite, driver.Wake{To: driver.WakeWriter}}}
 	case write:
-		return []note{{leash.KindWrite, leash.WakeReaders}}
+		return []note{{driver.KindWrite, driver.Wake{To: driver.WakeReaders}}}
 	case len(st.queue) > 0:
-		return []note{{leash.KindFair, st.queue[0].owner}}
+		return []note{{driver.KindFair, driver.Wake{To: driver.WakeHead, Head: st.queue[0].owner}}}
 	}
-	return []note{{leash.KindMutex, leash.WakeOne}}
+	return []note{{driver.KindMutex, driver.Wake{To: driver.WakeOne}}}
 }
 
 // A note is a notification to deliver to the watchers of one kind.
 type note struct {
-	kind leash.Kind
-	msg  string
+	kind driver.Kind
+	msg  driver.Wake
 }
 
 // wakesLocked returns the calls that deliver notes about name.
@@ -398,15 +416,15 @@ func (s *Store) wakesLocked(n string, notes []note) []func() {
 	return out
 }
 
-func watchKeyOf(kind leash.Kind, n string) watchKey {
-	if kind == leash.KindRead {
-		kind = leash.KindWrite
+func watchKeyOf(kind driver.Kind, n string) watchKey {
+	if kind == driver.KindRead {
+		kind = driver.KindWrite
 	}
 	return watchKey{kind, n}
 }
 
-// Watch implements [leash.Store].
-func (s *Store) Watch(ctx context.Context, kind leash.Kind, n string, wake func(string)) (func(), error) {
+// Watch implements [driver.Watcher].
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, n string, wake func(driver.Wake)) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -430,22 +448,22 @@ func (s *Store) Watch(ctx context.Context, kind leash.Kind, n string, wake func(
 	}, nil
 }
 
-// Inspect implements [leash.Store].
-func (s *Store) Inspect(ctx context.Context, n string) (leash.Info, error) {
+// Inspect implements [driver.Admin].
+func (s *Store) Inspect(ctx context.Context, n string) (driver.Info, error) {
 	if err := ctx.Err(); err != nil {
-		return leash.Info{}, err
+		return driver.Info{}, err
 	}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.get(n, now)
-	info := leash.Info{Name: n, Remaining: -1, Fence: st.fence, Queued: len(st.queue) + len(st.writers)}
-	for _, kind := range []leash.Kind{leash.KindMutex, leash.KindFair, leash.KindWrite, leash.KindPermit} {
+	info := driver.Info{Name: n, Remaining: -1, Fence: st.fence, Queued: len(st.queue) + len(st.writers)}
+	for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindWrite, driver.KindPermit} {
 		info.Waiters += len(s.watchers[watchKey{kind, n}])
 	}
-	leases := func(kind leash.Kind, m map[string]time.Time) {
+	leases := func(kind driver.Kind, m map[string]time.Time) {
 		for _, o := range slices.Sorted(maps.Keys(m)) {
-			info.Owners = append(info.Owners, leash.OwnerHolds{Owner: o, Holds: 1, Kind: kind, Remaining: m[o].Sub(now)})
+			info.Owners = append(info.Owners, driver.OwnerHolds{Owner: o, Holds: 1, Kind: kind, Remaining: m[o].Sub(now)})
 		}
 		if len(m) > 0 {
 			info.Remaining = max(info.Remaining, latest(m).Sub(now))
@@ -453,26 +471,26 @@ func (s *Store) Inspect(ctx context.Context, n string) (leash.Info, error) {
 	}
 	switch {
 	case st.sem != nil:
-		info.Kind, info.Permits = leash.KindPermit, st.sem.size
-		leases(leash.KindPermit, st.sem.permits)
+		info.Kind, info.Permits = driver.KindPermit, st.sem.size
+		leases(driver.KindPermit, st.sem.permits)
 	default:
 		if e := st.excl; e != nil {
-			info.Kind = leash.KindMutex
+			info.Kind = driver.KindMutex
 			if e.write {
-				info.Kind = leash.KindWrite
+				info.Kind = driver.KindWrite
 			}
-			info.Owners = append(info.Owners, leash.OwnerHolds{Owner: e.owner, Holds: e.holds, Kind: info.Kind, Remaining: -1})
+			info.Owners = append(info.Owners, driver.OwnerHolds{Owner: e.owner, Holds: 1, Kind: info.Kind, Remaining: -1})
 			info.Remaining = e.expires.Sub(now)
 		} else if len(st.readers) > 0 {
-			info.Kind = leash.KindRead
+			info.Kind = driver.KindRead
 		}
-		leases(leash.KindRead, st.readers)
+		leases(driver.KindRead, st.readers)
 	}
 	info.Held = len(info.Owners) > 0
 	return info, nil
 }
 
-// ForceRelease implements [leash.Store].
+// ForceRelease implements [driver.Admin].
 func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -489,8 +507,8 @@ func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 	}
 	var wakes []func()
 	if any {
-		wakes = s.wakesLocked(n, []note{{leash.KindMutex, leash.WakeAll}, {leash.KindFair, leash.WakeAll},
-			{leash.KindWrite, leash.WakeAll}, {leash.KindPermit, leash.WakeAll}})
+		wakes = s.wakesLocked(n, []note{{driver.KindMutex, driver.Wake{To: driver.WakeAll}}, {driver.KindFair, driver.Wake{To: driver.WakeAll}},
+			{driver.KindWrite, driver.Wake{To: driver.WakeAll}}, {driver.KindPermit, driver.Wake{To: driver.WakeAll}}})
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
@@ -499,7 +517,7 @@ func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 	return any, nil
 }
 
-// SetPermits implements [leash.PermitSetter].
+// SetPermits implements [driver.PermitSetter].
 func (s *Store) SetPermits(ctx context.Context, n string, permits int) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -514,7 +532,7 @@ func (s *Store) SetPermits(ctx context.Context, n string, permits int) error {
 		st.sem = &sem{permits: map[string]time.Time{}}
 	}
 	st.sem.size = permits
-	wakes := s.wakesLocked(n, []note{{leash.KindPermit, leash.WakeAll}})
+	wakes := s.wakesLocked(n, []note{{driver.KindPermit, driver.Wake{To: driver.WakeAll}}})
 	s.mu.Unlock()
 	for _, w := range wakes {
 		w()
@@ -522,15 +540,15 @@ func (s *Store) SetPermits(ctx context.Context, n string, permits int) error {
 	return nil
 }
 
-// Partition implements [leash.MultiStore]: every name can be taken together.
+// Partition implements [driver.MultiStore]: every name can be taken together.
 func (s *Store) Partition(names []string) [][]string {
 	return [][]string{slices.Sorted(slices.Values(names))}
 }
 
-// AcquireMany implements [leash.MultiStore].
-func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.MultiGrant, error) {
+// AcquireMany implements [driver.MultiStore].
+func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.MultiGrant, error) {
 	if err := ctx.Err(); err != nil {
-		return leash.MultiGrant{}, err
+		return driver.MultiGrant{}, err
 	}
 	now := time.Now()
 	s.mu.Lock()
@@ -541,7 +559,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 		st := s.get(r.Name, now)
 		sts[i] = st
 		if st.sem != nil {
-			return leash.MultiGrant{}, wrongType(r.Name)
+			return driver.MultiGrant{}, wrongType(r.Name)
 		}
 		if st.excl != nil && st.excl.owner == r.Owner {
 			continue
@@ -551,13 +569,12 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 		}
 	}
 	if !until.IsZero() {
-		return leash.MultiGrant{Remaining: until.Sub(now)}, nil
+		return driver.MultiGrant{Remaining: until.Sub(now)}, nil
 	}
-	mg := leash.MultiGrant{Acquired: true, Fences: make([]int64, len(reqs))}
+	mg := driver.MultiGrant{Acquired: true, Fences: make([]int64, len(reqs))}
 	for i, r := range reqs {
-		st := sts[i] // already pruned at now by the first loop
-		if e := st.excl; e != nil {
-			e.holds++
+		st := sts[i]                // already pruned at now by the first loop
+		if e := st.excl; e != nil { // a retry of a granted acquire
 			e.expires = now.Add(r.Lease)
 			mg.Fences[i] = st.fence
 			continue
@@ -567,8 +584,8 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	return mg, nil
 }
 
-// PutClient implements [leash.ClientRecorder].
-func (s *Store) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.Duration) error {
+// PutClient implements [driver.ClientRecorder].
+func (s *Store) PutClient(ctx context.Context, rec driver.ClientRecord, ttl time.Duration) error {
 	rec.Locks = slices.Clone(rec.Locks)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -576,7 +593,7 @@ func (s *Store) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.
 	return nil
 }
 
-// DeleteClient implements [leash.ClientRecorder].
+// DeleteClient implements [driver.ClientRecorder].
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -584,8 +601,8 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	return nil
 }
 
-// GetClient implements [leash.ClientRecorder].
-func (s *Store) GetClient(ctx context.Context, id string) (leash.ClientRecord, bool, error) {
+// GetClient implements [driver.ClientRecorder].
+func (s *Store) GetClient(ctx context.Context, id string) (driver.ClientRecord, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.clients[id]
@@ -594,8 +611,37 @@ func (s *Store) GetClient(ctx context.Context, id string) (leash.ClientRecord, b
 		ok = false
 	}
 	if !ok {
-		return leash.ClientRecord{}, false, nil
+		return driver.ClientRecord{}, false, nil
 	}
 	c.rec.Locks = slices.Clone(c.rec.Locks)
 	return c.rec, true, nil
+}
+
+// List implements [driver.Admin]: the names holding a lock, a lease, a
+// permit or a waiting place that match pattern, sorted.
+func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if pattern == "" {
+		pattern = "*"
+	}
+	re, err := driver.Glob(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("memstore: list: %w", err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for n := range s.names {
+		st := s.get(n, now)
+		live := st.excl != nil || len(st.readers) > 0 || len(st.writers) > 0 || len(st.queue) > 0 ||
+			(st.sem != nil && len(st.sem.permits) > 0)
+		if live && re.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

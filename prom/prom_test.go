@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/prom"
 	"github.com/prometheus/client_golang/prometheus"
@@ -133,7 +134,7 @@ func Example() {
 // not counted as contention.
 func TestRestartGraceIsItsOwnResult(t *testing.T) {
 	m := prom.New(nil)
-	m.Observe(leash.Event{Op: leash.OpNotAcquired, Kind: leash.KindMutex, Name: "x",
+	m.Observe(leash.Event{Op: leash.OpNotAcquired, Kind: driver.KindMutex, Name: "x",
 		Err: &leash.NotAcquiredError{Name: "x", Remaining: time.Second, Grace: true}})
 	want := `
 	# HELP leash_acquires_total Attempts to take a lock that ended (re-entries excepted), by result: acquired, not_acquired (held by someone else until the call gave up), restart_grace (refused by the store's restart grace) or error (the store failed, or the Client closed).

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// Acquire implements [leash.Store].
-func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+// Acquire implements [driver.Store].
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if s.err != nil {
-		return leash.Grant{}, s.err
+		return driver.Grant{}, s.err
 	}
 	n := s.key(req.Name)
 	var (
@@ -25,42 +26,42 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	)
 	// Room for the restart marker and grace that runAcquire appends.
 	switch req.Kind {
-	case leash.KindMutex:
+	case driver.KindMutex:
 		script = acquireScript
 		keys = append(make([]string, 0, 3), n, tokenKey(n))
 		args = append(make([]any, 0, 3), ms(req.Lease), req.Owner)
-	case leash.KindFair:
+	case driver.KindFair:
 		script = acquireFairScript
 		keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
-	case leash.KindRead:
+	case driver.KindRead:
 		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, req.Parent)
-	case leash.KindWrite:
+	case driver.KindWrite:
 		script, keys = acquireWriteScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
 		args = []any{ms(req.Lease), req.Owner, waitMS(req.Wait)}
-	case leash.KindPermit:
+	case driver.KindPermit:
 		script, keys = acquirePermitScript, []string{n, tokenKey(n), semSizeKey(n)}
 		args = []any{ms(req.Lease), req.Owner, req.Permits}
 	default:
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
+		return driver.Grant{}, fmt.Errorf("redisstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
 	}
-	v, left, ok, err := s.runAcquire(ctx, script, []leash.Request{req}, keys, args, false)
+	v, left, ok, err := s.runAcquire(ctx, script, []driver.Request{req}, keys, args, false)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "LEASH_UPGRADE") {
-			return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, leash.ErrUpgrade)
+			return driver.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, leash.ErrUpgrade)
 		}
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
+		return driver.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	if !ok {
-		return leash.Grant{Remaining: left, Grace: true}, nil
+		return driver.Grant{Remaining: left, Grace: true}, nil
 	}
 	if e := notALock(req.Name, v); e != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire: %w", e)
+		return driver.Grant{}, fmt.Errorf("redisstore: acquire: %w", e)
 	}
 	g, err := parseGrant(v)
 	if err != nil {
-		return leash.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
+		return driver.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	return g, nil
 }
@@ -68,7 +69,7 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 // waitMS is a place lifetime in milliseconds; 0 means no place.
 func waitMS(d time.Duration) int64 { return max(d.Milliseconds(), 0) }
 
-// Partition implements [leash.MultiStore]: on one server every name can be
+// Partition implements [driver.MultiStore]: on one server every name can be
 // taken together; on Cluster, names are grouped by hash slot, groups in slot
 // order and names sorted within each, which is the global order MultiLock
 // follows.
@@ -89,14 +90,14 @@ func (s *Store) Partition(names []string) [][]string {
 	return out
 }
 
-// AcquireMany implements [leash.MultiStore]. The requests must be in one
+// AcquireMany implements [driver.MultiStore]. The requests must be in one
 // group of Partition.
-func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.MultiGrant, error) {
+func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.MultiGrant, error) {
 	if s.err != nil {
-		return leash.MultiGrant{}, s.err
+		return driver.MultiGrant{}, s.err
 	}
 	if len(reqs) == 0 {
-		return leash.MultiGrant{Acquired: true}, nil
+		return driver.MultiGrant{Acquired: true}, nil
 	}
 	keys := make([]string, 0, 2*len(reqs))
 	for _, r := range reqs {
@@ -105,28 +106,28 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []leash.Request) (leash.Mu
 	}
 	// acquire_many.lua grants every name to the first request's owner, as
 	// a Mutex; that is what an undo gives back.
-	undo := make([]leash.Request, len(reqs))
+	undo := make([]driver.Request, len(reqs))
 	for i, r := range reqs {
-		undo[i] = leash.Request{Kind: leash.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
+		undo[i] = driver.Request{Kind: driver.KindMutex, Name: r.Name, Owner: reqs[0].Owner, Lease: reqs[0].Lease}
 	}
 	v, left, ok, err := s.runAcquire(ctx, acquireManyScript, undo, keys, []any{ms(reqs[0].Lease), reqs[0].Owner}, true)
 	if err != nil {
-		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
+		return driver.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
 	}
 	if !ok {
-		return leash.MultiGrant{Remaining: left, Grace: true}, nil
+		return driver.MultiGrant{Remaining: left, Grace: true}, nil
 	}
 	if a, isArr := v.([]any); isArr && len(a) == 3 {
 		// {-1, what, i}: the i-th name (from 1) is not a lock.
 		if i, _ := a[2].(int64); i >= 1 && int(i) <= len(reqs) {
 			if e := notALock(reqs[i-1].Name, v); e != nil {
-				return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks: %w", len(reqs), e)
+				return driver.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks: %w", len(reqs), e)
 			}
 		}
 	}
 	mg, err := parseMultiGrant(v, len(reqs))
 	if err != nil {
-		return leash.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
+		return driver.MultiGrant{}, fmt.Errorf("redisstore: acquire %d locks from %q: %w", len(reqs), reqs[0].Name, err)
 	}
 	return mg, nil
 }

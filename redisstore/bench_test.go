@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -180,10 +181,10 @@ func BenchmarkRenew100k(b *testing.B) {
 	s := redisstore.New(rdb, nil)
 	b.Cleanup(func() { s.Close() })
 	ctx := context.Background()
-	reqs := make([]leash.Request, n)
+	reqs := make([]driver.Request, n)
 	pipe := rdb.Pipeline()
 	for i := range reqs {
-		reqs[i] = leash.Request{Name: fmt.Sprintf("bench/renew/%d", i), Owner: "00000000-0000-4000-8000-000000000007:1", Lease: 30 * time.Second}
+		reqs[i] = driver.Request{Name: fmt.Sprintf("bench/renew/%d", i), Owner: "00000000-0000-4000-8000-000000000007:1", Lease: 30 * time.Second}
 		pipe.HSet(ctx, reqs[i].Name, "00000000-0000-4000-8000-000000000007:1", 1)
 		pipe.PExpire(ctx, reqs[i].Name, 30*time.Second)
 		if i%5000 == 4999 {
@@ -200,7 +201,7 @@ func BenchmarkRenew100k(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for i, r := range s.Renew(ctx, reqs) {
-			if r.Err != nil || r.Status != leash.Renewed {
+			if r.Err != nil || r.Status != driver.Renewed {
 				b.Fatalf("lock %d: %+v", i, r)
 			}
 		}

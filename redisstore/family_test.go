@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -255,7 +256,7 @@ func TestLingerKeepsChannelBriefly(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
 	channel := "redisson_lock__channel:{" + name + "}"
-	stop, err := s.Watch(bg(t), leash.KindMutex, name, func(string) {})
+	stop, err := s.Watch(bg(t), driver.KindMutex, name, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestLingerKeepsChannelBriefly(t *testing.T) {
 		t.Fatalf("subscribers right after the last watcher left = %d, want 1 (lingering)", n)
 	}
 	before := subscribeCalls(t, rdb)
-	stop, err = s.Watch(bg(t), leash.KindMutex, name, func(string) {})
+	stop, err = s.Watch(bg(t), driver.KindMutex, name, func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,15 +293,15 @@ func subscribeCalls(t *testing.T, rdb *redis.Client) int64 {
 
 // downgraded returns a store and a lock on it that writer w took holds times
 // (with a minute's lease) and then downgraded to reader r, with r's lease.
-func downgraded(t *testing.T, holds int, readLease time.Duration) (s *redisstore.Store, rdb *redis.Client, w, r leash.Request) {
+func downgraded(t *testing.T, holds int, readLease time.Duration) (s *redisstore.Store, rdb *redis.Client, w, r driver.Request) {
 	t.Helper()
 	rdb = newRDB(t, sharedRedis(t).Addr)
 	s = redisstore.New(rdb, nil)
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
-	w = leash.Request{Kind: leash.KindWrite, Name: name, Owner: "00000000-0000-4000-8000-000000000002:1", Lease: time.Minute}
-	r = leash.Request{Kind: leash.KindRead, Name: name, Owner: "00000000-0000-4000-8000-000000000003:1", Parent: w.Owner, Lease: readLease}
-	for _, req := range append(slices.Repeat([]leash.Request{w}, holds), r) {
+	w = driver.Request{Kind: driver.KindWrite, Name: name, Owner: "00000000-0000-4000-8000-000000000002:1", Lease: time.Minute}
+	r = driver.Request{Kind: driver.KindRead, Name: name, Owner: "00000000-0000-4000-8000-000000000003:1", Parent: w.Owner, Lease: readLease}
+	for _, req := range append(slices.Repeat([]driver.Request{w}, holds), r) {
 		if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
 			t.Fatalf("Acquire(%s) = %+v, %v", req.Kind, g, err)
 		}
@@ -319,16 +320,16 @@ func TestDowngradedReaderKeepsTheHash(t *testing.T) {
 	s, rdb, w, r := downgraded(t, 1, 2*time.Second)
 	name := w.Name
 	w.Lease = 50 * time.Millisecond // the writer renews with a short lease, then dies
-	if res := s.Renew(bg(t), []leash.Request{w}); res[0].Err != nil || res[0].Status != leash.Renewed {
+	if res := s.Renew(bg(t), []driver.Request{w}); res[0].Err != nil || res[0].Status != driver.Renewed {
 		t.Fatalf("Renew(writer) = %+v", res[0])
 	}
 	time.Sleep(200 * time.Millisecond)
 	if ttl, _ := rdb.PTTL(bg(t), name).Result(); ttl < time.Second {
 		t.Fatalf("the lock's hash has %v left 200ms after the writer's 50ms renewal; want the reader's lease (about 1.8s)", ttl)
 	}
-	others := []leash.Request{
-		{Kind: leash.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute},
-		{Kind: leash.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000004:1", Lease: time.Minute},
+	others := []driver.Request{
+		{Kind: driver.KindWrite, Name: name, Owner: "writer:2", Lease: time.Minute},
+		{Kind: driver.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000004:1", Lease: time.Minute},
 	}
 	for _, o := range others {
 		g, err := s.Acquire(bg(t), o)
@@ -341,7 +342,7 @@ func TestDowngradedReaderKeepsTheHash(t *testing.T) {
 	}
 	// The reader goes on renewing: the hash goes on covering it.
 	time.Sleep(time.Second)
-	if res := s.Renew(bg(t), []leash.Request{r}); res[0].Err != nil || res[0].Status != leash.Renewed {
+	if res := s.Renew(bg(t), []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.Renewed {
 		t.Fatalf("Renew(reader) = %+v", res[0])
 	}
 	if g, err := s.Acquire(bg(t), others[1]); err != nil || g.Acquired {

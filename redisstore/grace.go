@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -187,7 +188,7 @@ func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration)
 // With the replication guard on, a grant too few replicas acknowledged, or
 // one whose outcome is unknown, is undone by releasing undo, the holds the
 // script grants, and the error says why.
-func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []leash.Request,
+func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []driver.Request,
 	keys []string, args []any, markerFirst bool) (v any, left time.Duration, ok bool, err error) {
 	marker := s.markerKey(undo[0].Name)
 	if markerFirst {
@@ -233,7 +234,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []lea
 // released, unused) and confirm reports false, so that the acquire runs
 // again under the new process's grace. Failing to give it back is an error:
 // the grant then ends with its lease, unused.
-func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v any, undo []leash.Request) (bool, error) {
+func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v any, undo []driver.Request) (bool, error) {
 	if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen {
 		return true, nil
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -76,14 +76,14 @@ func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	req := leash.Request{Kind: leash.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
+	req := driver.Request{Kind: driver.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
 	keys := []string{req.Name, tokenKey(req.Name), epochKey}
 	args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
 	v, err := acquireScript.Run(ctx, rdb, keys, args...).Result() // dials: the old connection is dead
 	if err != nil || !isGrant(v) {
 		t.Fatalf("acquire with the stale view = %v, %v; want granted (the blind spot confirm covers)", v, err)
 	}
-	keep, err := s.confirm(ctx, epochKey, stale, v, []leash.Request{req})
+	keep, err := s.confirm(ctx, epochKey, stale, v, []driver.Request{req})
 	if keep || err != nil {
 		t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
 	}

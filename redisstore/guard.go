@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -118,7 +119,7 @@ func isGrant(v any) bool {
 // re-entry. The release has a context of its own: the caller's may have
 // ended while WAIT waited. An acquire that never reached the server (it
 // could not connect) has nothing to give back.
-func (s *Store) undoGrant(ctx context.Context, reqs []leash.Request, cause error) error {
+func (s *Store) undoGrant(ctx context.Context, reqs []driver.Request, cause error) error {
 	replicated := errors.Is(cause, ErrNotReplicated)
 	if !replicated && neverSent(cause) {
 		return cause

@@ -4,26 +4,26 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
-// Inspect implements [leash.Store].
-func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
+// Inspect implements [driver.Store].
+func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	if s.err != nil {
-		return leash.Info{}, s.err
+		return driver.Info{}, s.err
 	}
 	k := s.key(name)
 	keys := []string{k, tokenKey(k), fairQueueKey(k), readersKey(k), writersKey(k), semSizeKey(k)}
 	v, err := inspectScript.Run(ctx, s.rdb, keys).Result()
 	if err != nil {
-		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+		return driver.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
 	}
 	if e := notALock(name, v); e != nil {
-		return leash.Info{}, fmt.Errorf("redisstore: inspect: %w", e)
+		return driver.Info{}, fmt.Errorf("redisstore: inspect: %w", e)
 	}
 	info, err := parseInfo(name, v)
 	if err != nil {
-		return leash.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
+		return driver.Info{}, fmt.Errorf("redisstore: inspect %q: %w", name, err)
 	}
 	info.Waiters = -1
 	chans := []string{channelName(k), fairChannel(k), rwChannel(k), semChannel(k)}

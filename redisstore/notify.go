@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,9 +50,9 @@ func (n *notifier) init(s *Store) {
 
 var errClosed = errors.New("redisstore: store closed")
 
-// Watch implements [leash.Store]. Each kind has its own channel (readers and
+// Watch implements [driver.Store]. Each kind has its own channel (readers and
 // writers share one); the payload is the wake message.
-func (s *Store) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -253,7 +253,7 @@ func (n *notifier) confirmed(ch string) {
 	n.dropIfIdleLocked(ch, c)
 	n.mu.Unlock()
 	if resub {
-		n.deliver(ch, leash.WakeAll)
+		n.deliver(ch, driver.WakeAll)
 	}
 }
 
@@ -300,7 +300,7 @@ func (n *notifier) replace(old *redis.PubSub) {
 	}
 	n.mu.Unlock()
 	for _, ch := range chans {
-		n.deliver(ch, leash.WakeAll)
+		n.deliver(ch, driver.WakeAll)
 	}
 }
 

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ leash.ClientRecorder = (*Store)(nil)
+var _ driver.ClientRecorder = (*Store)(nil)
 
 // Fields of a holder record, the hash s.clientKey(id). Each lock of the record
 // is a field lockField+owner whose value is the acquired time in Unix
@@ -32,10 +32,10 @@ const (
 // With Options.KeyPrefix it is prefixed like every other key of leash.
 func (s *Store) clientKey(id string) string { return s.opts.KeyPrefix + prefixName(clientPrefix, id) }
 
-// PutClient implements [leash.ClientRecorder]: it replaces the hash in one
+// PutClient implements [driver.ClientRecorder]: it replaces the hash in one
 // MULTI/EXEC transaction (DEL, HSET, PEXPIRE), so a reader never sees it
 // half written, with no script.
-func (s *Store) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.Duration) error {
+func (s *Store) PutClient(ctx context.Context, rec driver.ClientRecord, ttl time.Duration) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -68,7 +68,7 @@ func (s *Store) PutClient(ctx context.Context, rec leash.ClientRecord, ttl time.
 	return nil
 }
 
-// DeleteClient implements [leash.ClientRecorder].
+// DeleteClient implements [driver.ClientRecorder].
 func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	if s.err != nil {
 		return s.err
@@ -79,23 +79,23 @@ func (s *Store) DeleteClient(ctx context.Context, id string) error {
 	return nil
 }
 
-// GetClient implements [leash.ClientRecorder]. It reads the record with one
+// GetClient implements [driver.ClientRecorder]. It reads the record with one
 // HGETALL; a key of another type under the record's name is reported as no
 // record, and fields it does not know are ignored.
-func (s *Store) GetClient(ctx context.Context, id string) (leash.ClientRecord, bool, error) {
+func (s *Store) GetClient(ctx context.Context, id string) (driver.ClientRecord, bool, error) {
 	if s.err != nil {
-		return leash.ClientRecord{}, false, s.err
+		return driver.ClientRecord{}, false, s.err
 	}
 	m, err := s.rdb.HGetAll(ctx, s.clientKey(id)).Result()
 	switch {
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
-		return leash.ClientRecord{}, false, nil
+		return driver.ClientRecord{}, false, nil
 	case err != nil:
-		return leash.ClientRecord{}, false, fmt.Errorf("redisstore: get client record %q: %w", id, err)
+		return driver.ClientRecord{}, false, fmt.Errorf("redisstore: get client record %q: %w", id, err)
 	case len(m) == 0 || m[fieldHost] == "" && m[fieldPID] == "":
-		return leash.ClientRecord{}, false, nil
+		return driver.ClientRecord{}, false, nil
 	}
-	rec := leash.ClientRecord{ID: id, Host: m[fieldHost], Label: m[fieldLabel], Command: m[fieldCommand]}
+	rec := driver.ClientRecord{ID: id, Host: m[fieldHost], Label: m[fieldLabel], Command: m[fieldCommand]}
 	rec.PID, _ = strconv.Atoi(m[fieldPID])
 	rec.Started = unixMilli(m[fieldStarted])
 	for f, v := range m {
@@ -104,9 +104,9 @@ func (s *Store) GetClient(ctx context.Context, id string) (leash.ClientRecord, b
 			continue
 		}
 		acquired, since, _ := strings.Cut(v, " ")
-		rec.Locks = append(rec.Locks, leash.LockRecord{Owner: owner, Acquired: unixMilli(acquired), TailSince: unixMilli(since)})
+		rec.Locks = append(rec.Locks, driver.LockRecord{Owner: owner, Acquired: unixMilli(acquired), TailSince: unixMilli(since)})
 	}
-	slices.SortFunc(rec.Locks, func(a, b leash.LockRecord) int { return a.Acquired.Compare(b.Acquired) })
+	slices.SortFunc(rec.Locks, func(a, b driver.LockRecord) int { return a.Acquired.Compare(b.Acquired) })
 	return rec, true, nil
 }
 

@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// Release implements [leash.Store].
-func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+// Release implements [driver.Store].
+func (s *Store) Release(ctx context.Context, req driver.Request, mode leash.ReleaseMode) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
@@ -39,18 +40,18 @@ func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.Relea
 		args   []any
 	)
 	switch req.Kind {
-	case leash.KindMutex, leash.KindFair:
+	case driver.KindMutex, driver.KindFair:
 		script, keys = releaseScript, releaseKeys(n, latch)
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
-	case leash.KindWrite:
+	case driver.KindWrite:
 		script = releaseWriteScript
 		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
-	case leash.KindRead:
+	case driver.KindRead:
 		script = releaseReadScript
 		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
 		args = []any{req.Owner, ms(latchTTL)}
-	case leash.KindPermit:
+	case driver.KindPermit:
 		script = releasePermitScript
 		keys = []string{n, semChannel(n), latch, semSizeKey(n)}
 		args = []any{req.Owner, ms(latchTTL)}
@@ -80,7 +81,7 @@ func releaseKeys(name, latch string) []string {
 	return []string{name, channelName(name), latch, fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}
 }
 
-// ForceRelease implements [leash.Store].
+// ForceRelease implements [driver.Store].
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
@@ -102,7 +103,7 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	return r == 1, nil
 }
 
-// SetPermits implements [leash.PermitSetter].
+// SetPermits implements [driver.PermitSetter].
 func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 	if s.err != nil {
 		return s.err
@@ -119,5 +120,5 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 	return nil
 }
 
-var _ leash.PermitSetter = (*Store)(nil)
-var _ leash.MultiStore = (*Store)(nil)
+var _ driver.PermitSetter = (*Store)(nil)
+var _ driver.MultiStore = (*Store)(nil)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -22,7 +23,7 @@ func TestReleaseIsIdempotentAcrossRetries(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	const name, owner = "retry", "00000000-0000-4000-8000-000000000001:1"
-	req := leash.Request{Name: name, Owner: owner, Lease: time.Minute}
+	req := driver.Request{Name: name, Owner: owner, Lease: time.Minute}
 	release := func(id, mode string) (any, error) {
 		return releaseScript.Run(ctx, rdb, releaseKeys(name, latchKey(name, id)),
 			owner, 60000, mode, 10000).Result()
@@ -73,9 +74,9 @@ func TestRenewOfReplacedLockIsGoneAlone(t *testing.T) {
 	s := New(rdb, &Options{BatchSize: 5})
 	defer s.Close()
 	ctx := context.Background()
-	reqs := make([]leash.Request, 15)
+	reqs := make([]driver.Request, 15)
 	for i := range reqs {
-		reqs[i] = leash.Request{Name: "batch/" + string(rune('a'+i)), Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+		reqs[i] = driver.Request{Name: "batch/" + string(rune('a'+i)), Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
 		if g, err := s.Acquire(ctx, reqs[i]); err != nil || !g.Acquired {
 			t.Fatalf("Acquire %d = %+v, %v", i, g, err)
 		}
@@ -83,9 +84,9 @@ func TestRenewOfReplacedLockIsGoneAlone(t *testing.T) {
 	rdb.Set(ctx, reqs[7].Name, "not a lock", 0) // in batch 2 (locks 5-9)
 	res := s.Renew(ctx, reqs)
 	for i, r := range res {
-		want := leash.RenewResult{Status: leash.Renewed}
+		want := driver.RenewResult{Status: driver.Renewed}
 		if i == 7 {
-			want.Status = leash.RenewGone
+			want.Status = driver.RenewGone
 		}
 		if r != want {
 			t.Errorf("lock %d = %+v, want %+v", i, r, want)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// Renew implements [leash.Store]. It groups the requests by script (locks
+// Renew implements [driver.Store]. It groups the requests by script (locks
 // held in the name's hash: Mutex, FairMutex; writers, whose hash also covers
 // their readers; per-owner leases: readers, permits) and by Cluster hash slot
 // (a single server is one slot group), cuts each group into batches of
@@ -16,8 +16,8 @@ import (
 // per node, nodes in parallel. A batch that fails (a node down, a timeout)
 // reports its error in its own results only; with the replication guard
 // on, so does a batch whose renewals too few replicas acknowledged.
-func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
-	res := make([]leash.RenewResult, len(reqs))
+func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	res := make([]driver.RenewResult, len(reqs))
 	if s.err != nil {
 		for i := range res {
 			res[i].Err = s.err
@@ -30,7 +30,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 	})
 	for i, b := range batches {
 		v, err := cmds[i].Result()
-		var st []leash.RenewStatus
+		var st []driver.RenewStatus
 		if err == nil {
 			st, err = parseRenew(v, len(b.idx))
 		}
@@ -38,7 +38,7 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 			switch {
 			case err != nil:
 				res[k].Err = fmt.Errorf("redisstore: renew %d locks: %w", len(b.idx), err)
-			case st[j] == leash.Renewed && verdict != nil:
+			case st[j] == driver.Renewed && verdict != nil:
 				// Renewed on the primary only: a failover could lose it.
 				res[k].Err = fmt.Errorf("redisstore: renew %d locks: %w", len(b.idx), verdict)
 			default:
@@ -59,11 +59,11 @@ type batch struct {
 }
 
 // renewScriptFor returns the script that renews a kind's holds.
-func renewScriptFor(k leash.Kind) *redis.Script {
+func renewScriptFor(k driver.Kind) *redis.Script {
 	switch k {
-	case leash.KindRead, leash.KindPermit: // per-owner leases in a zset
+	case driver.KindRead, driver.KindPermit: // per-owner leases in a zset
 		return renewLeaseScript
-	case leash.KindWrite: // the hash, kept as long as its readers
+	case driver.KindWrite: // the hash, kept as long as its readers
 		return renewWriteScript
 	default: // the hash
 		return renewScript
@@ -71,7 +71,7 @@ func renewScriptFor(k leash.Kind) *redis.Script {
 }
 
 // batches groups reqs by script and hash slot, and cuts groups into batches.
-func (s *Store) batches(reqs []leash.Request) []batch {
+func (s *Store) batches(reqs []driver.Request) []batch {
 	type group struct {
 		script *redis.Script
 		slot   int
@@ -98,11 +98,11 @@ func (s *Store) batches(reqs []leash.Request) []batch {
 				r := reqs[k]
 				n := s.key(r.Name)
 				switch r.Kind {
-				case leash.KindRead: // the reader's lease, and the hash kept alive as long
+				case driver.KindRead: // the reader's lease, and the hash kept alive as long
 					b.keys = append(b.keys, readersKey(n), n)
-				case leash.KindWrite: // the hash, and the readers it must outlive
+				case driver.KindWrite: // the hash, and the readers it must outlive
 					b.keys = append(b.keys, n, readersKey(n))
-				case leash.KindPermit: // the permit's lease, in the semaphore's own zset
+				case driver.KindPermit: // the permit's lease, in the semaphore's own zset
 					b.keys = append(b.keys, n, n)
 				default:
 					b.keys = append(b.keys, n)

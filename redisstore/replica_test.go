@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/faultproxy"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
@@ -311,7 +312,7 @@ func TestReplicationGuardUndo(t *testing.T) {
 	s := redisstore.New(rdb, &redisstore.Options{Replicas: 1, ReplicaTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
-	req := leash.Request{Kind: leash.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000006:1", Lease: time.Minute}
+	req := driver.Request{Kind: driver.KindMutex, Name: name, Owner: "00000000-0000-4000-8000-000000000006:1", Lease: time.Minute}
 	if g, err := s.Acquire(bg(t), req); err != nil || !g.Acquired {
 		t.Fatalf("Acquire with the replica in sync = %+v, %v", g, err)
 	}
@@ -332,7 +333,7 @@ func TestReplicationGuardUndo(t *testing.T) {
 	t.Cleanup(func() { withCtx.Close() })
 	s2 := redisstore.New(withCtx, &redisstore.Options{Replicas: 1, ReplicaTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { s2.Close() })
-	lost := leash.Request{Kind: leash.KindMutex, Name: name + "/lost-reply", Owner: "owner:2", Lease: time.Minute}
+	lost := driver.Request{Kind: driver.KindMutex, Name: name + "/lost-reply", Owner: "owner:2", Lease: time.Minute}
 	ctx, cancel := context.WithTimeout(bg(t), 150*time.Millisecond) // sent, then ends during the WAIT
 	defer cancel()
 	if g, err := s2.Acquire(ctx, lost); err == nil || errors.Is(err, redisstore.ErrNotReplicated) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // notALock decodes a script's refusal of a name that is not a lock, {-1,
@@ -25,47 +26,47 @@ func notALock(name string, v any) *leash.NotALockError {
 }
 
 // parseGrant decodes acquire.lua's reply: {1, token, holds} or {0, pttl}.
-func parseGrant(v any) (leash.Grant, error) {
+func parseGrant(v any) (driver.Grant, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
-		return leash.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+		return driver.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 	}
 	ints := make([]int64, len(a))
 	for i, x := range a {
 		n, ok := x.(int64)
 		if !ok {
-			return leash.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+			return driver.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 		}
 		ints[i] = n
 	}
 	switch {
 	case ints[0] == 1 && len(ints) == 3 && ints[1] > 0 && ints[2] > 0:
-		return leash.Grant{Acquired: true, Fence: ints[1], Holds: int(ints[2])}, nil
+		return driver.Grant{Acquired: true, Fence: ints[1], Holds: int(ints[2])}, nil
 	case ints[0] == 0 && len(ints) == 2:
 		rem := time.Duration(-1)
 		if ints[1] >= 0 {
 			rem = time.Duration(ints[1]) * time.Millisecond
 		}
-		return leash.Grant{Remaining: rem}, nil
+		return driver.Grant{Remaining: rem}, nil
 	}
-	return leash.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+	return driver.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 }
 
 // parseRenew decodes renew.lua's reply for n keys.
-func parseRenew(v any, n int) ([]leash.RenewStatus, error) {
+func parseRenew(v any, n int) ([]driver.RenewStatus, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != n {
 		return nil, fmt.Errorf("unexpected renew reply for %d keys: %#v", n, v)
 	}
-	out := make([]leash.RenewStatus, n)
+	out := make([]driver.RenewStatus, n)
 	for i, x := range a {
 		switch x {
 		case int64(1):
-			out[i] = leash.Renewed
+			out[i] = driver.Renewed
 		case int64(0):
-			out[i] = leash.RenewGone
+			out[i] = driver.RenewGone
 		case int64(2):
-			out[i] = leash.RenewTaken
+			out[i] = driver.RenewTaken
 		default:
 			return nil, fmt.Errorf("unexpected renew status %#v for key %d", x, i)
 		}
@@ -75,34 +76,34 @@ func parseRenew(v any, n int) ([]leash.RenewStatus, error) {
 
 // parseMultiGrant decodes acquire_many.lua's reply for n locks:
 // {1, token, ...} or {0, pttl}.
-func parseMultiGrant(v any, n int) (leash.MultiGrant, error) {
+func parseMultiGrant(v any, n int) (driver.MultiGrant, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
-		return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+		return driver.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 	}
 	ints := make([]int64, len(a))
 	for i, x := range a {
 		if ints[i], ok = x.(int64); !ok {
-			return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
+			return driver.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 		}
 	}
 	switch {
 	case ints[0] == 1 && len(ints) == n+1 && !slices.ContainsFunc(ints[1:], func(f int64) bool { return f <= 0 }):
-		return leash.MultiGrant{Acquired: true, Fences: ints[1:]}, nil
+		return driver.MultiGrant{Acquired: true, Fences: ints[1:]}, nil
 	case ints[0] == 0 && len(ints) == 2:
 		rem := time.Duration(-1)
 		if ints[1] >= 0 {
 			rem = time.Duration(ints[1]) * time.Millisecond
 		}
-		return leash.MultiGrant{Remaining: rem}, nil
+		return driver.MultiGrant{Remaining: rem}, nil
 	}
-	return leash.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v for %d locks", v, n)
+	return driver.MultiGrant{}, fmt.Errorf("unexpected acquire reply %#v for %d locks", v, n)
 }
 
 // parseInfo decodes inspect.lua's reply: {type, contents, pttl, token, now,
 // readers, queued, permit count}.
-func parseInfo(name string, v any) (leash.Info, error) {
-	info := leash.Info{Name: name, Remaining: -1}
+func parseInfo(name string, v any) (driver.Info, error) {
+	info := driver.Info{Name: name, Remaining: -1}
 	a, ok := v.([]any)
 	if !ok || len(a) != 8 {
 		return info, fmt.Errorf("unexpected inspect reply %#v", v)
@@ -126,7 +127,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 		return info, fmt.Errorf("permit count of %q: %w", name, err)
 	}
 	// leases appends owners with per-owner deadlines (readers, permits).
-	leases := func(kind leash.Kind, flat []any) error {
+	leases := func(kind driver.Kind, flat []any) error {
 		for i := 0; i < len(flat); i += 2 {
 			owner, ok1 := flat[i].(string)
 			score, ok2 := flat[i+1].(string)
@@ -135,7 +136,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 				return fmt.Errorf("unexpected lease %#v = %#v", flat[i], flat[i+1])
 			}
 			if rem := time.Duration(int64(end)-now) * time.Millisecond; rem > 0 {
-				info.Owners = append(info.Owners, leash.OwnerHolds{Owner: owner, Holds: 1, Kind: kind, Remaining: rem})
+				info.Owners = append(info.Owners, driver.OwnerHolds{Owner: owner, Holds: 1, Kind: kind, Remaining: rem})
 				info.Remaining = max(info.Remaining, rem)
 			}
 		}
@@ -144,11 +145,11 @@ func parseInfo(name string, v any) (leash.Info, error) {
 	switch typ {
 	case "none":
 		if permits > 0 {
-			info.Kind, info.Permits = leash.KindPermit, int(permits)
+			info.Kind, info.Permits = driver.KindPermit, int(permits)
 		}
 	case "hash":
-		info.Kind = leash.KindMutex
-		var holders []leash.OwnerHolds
+		info.Kind = driver.KindMutex
+		var holders []driver.OwnerHolds
 		for i := 0; i < len(contents); i += 2 {
 			field, ok1 := contents[i].(string)
 			value, ok2 := contents[i+1].(string)
@@ -158,9 +159,9 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			if field == "mode" {
 				switch value {
 				case "write":
-					info.Kind = leash.KindWrite
+					info.Kind = driver.KindWrite
 				case "read":
-					info.Kind = leash.KindRead
+					info.Kind = driver.KindRead
 				default:
 					return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 				}
@@ -170,7 +171,7 @@ func parseInfo(name string, v any) (leash.Info, error) {
 			if err != nil {
 				return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 			}
-			holders = append(holders, leash.OwnerHolds{Owner: field, Holds: holds, Remaining: -1})
+			holders = append(holders, driver.OwnerHolds{Owner: field, Holds: holds, Remaining: -1})
 		}
 		for i := range holders {
 			holders[i].Kind = info.Kind
@@ -179,12 +180,12 @@ func parseInfo(name string, v any) (leash.Info, error) {
 		if len(holders) > 0 && pttl >= 0 {
 			info.Remaining = time.Duration(pttl) * time.Millisecond
 		}
-		if err := leases(leash.KindRead, readers); err != nil {
+		if err := leases(driver.KindRead, readers); err != nil {
 			return info, err
 		}
 	case "zset":
-		info.Kind, info.Permits = leash.KindPermit, int(permits)
-		if err := leases(leash.KindPermit, contents); err != nil {
+		info.Kind, info.Permits = driver.KindPermit, int(permits)
+		if err := leases(driver.KindPermit, contents); err != nil {
 			return info, err
 		}
 	default:

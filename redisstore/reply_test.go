@@ -6,25 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 func TestParseGrant(t *testing.T) {
 	for name, tc := range map[string]struct {
 		in      any
-		want    leash.Grant
+		want    driver.Grant
 		wantErr bool
 	}{
-		"fresh grant":        {[]any{int64(1), int64(1700000000000001), int64(1)}, leash.Grant{Acquired: true, Fence: 1700000000000001, Holds: 1}, false},
-		"re-entry":           {[]any{int64(1), int64(9), int64(3)}, leash.Grant{Acquired: true, Fence: 9, Holds: 3}, false},
-		"held with pttl":     {[]any{int64(0), int64(2500)}, leash.Grant{Remaining: 2500 * time.Millisecond}, false},
-		"held without ttl":   {[]any{int64(0), int64(-1)}, leash.Grant{Remaining: -1}, false},
-		"not an array":       {int64(1), leash.Grant{}, true},
-		"empty":              {[]any{}, leash.Grant{}, true},
-		"string element":     {[]any{int64(1), "9", int64(1)}, leash.Grant{}, true},
-		"zero token":         {[]any{int64(1), int64(0), int64(1)}, leash.Grant{}, true},
-		"acquired too short": {[]any{int64(1), int64(5)}, leash.Grant{}, true},
-		"unknown status":     {[]any{int64(7), int64(5)}, leash.Grant{}, true},
+		"fresh grant":        {[]any{int64(1), int64(1700000000000001), int64(1)}, driver.Grant{Acquired: true, Fence: 1700000000000001, Holds: 1}, false},
+		"re-entry":           {[]any{int64(1), int64(9), int64(3)}, driver.Grant{Acquired: true, Fence: 9, Holds: 3}, false},
+		"held with pttl":     {[]any{int64(0), int64(2500)}, driver.Grant{Remaining: 2500 * time.Millisecond}, false},
+		"held without ttl":   {[]any{int64(0), int64(-1)}, driver.Grant{Remaining: -1}, false},
+		"not an array":       {int64(1), driver.Grant{}, true},
+		"empty":              {[]any{}, driver.Grant{}, true},
+		"string element":     {[]any{int64(1), "9", int64(1)}, driver.Grant{}, true},
+		"zero token":         {[]any{int64(1), int64(0), int64(1)}, driver.Grant{}, true},
+		"acquired too short": {[]any{int64(1), int64(5)}, driver.Grant{}, true},
+		"unknown status":     {[]any{int64(7), int64(5)}, driver.Grant{}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := parseGrant(tc.in)
@@ -39,21 +39,21 @@ func TestParseInfo(t *testing.T) {
 	const now = 1_000_000
 	for name, tc := range map[string]struct {
 		in   []any
-		want leash.Info
+		want driver.Info
 	}{
 		"mutex": {[]any{"hash", []any{"uuid:1", "2"}, int64(1500), "1234", int64(now), []any{}, int64(0), nil},
-			leash.Info{Name: "x", Kind: leash.KindMutex, Held: true, Remaining: 1500 * time.Millisecond, Fence: 1234,
-				Owners: []leash.OwnerHolds{{Owner: "uuid:1", Holds: 2, Kind: leash.KindMutex, Remaining: -1}}}},
+			driver.Info{Name: "x", Kind: driver.KindMutex, Held: true, Remaining: 1500 * time.Millisecond, Fence: 1234,
+				Owners: []driver.OwnerHolds{{Owner: "uuid:1", Holds: 2, Kind: driver.KindMutex, Remaining: -1}}}},
 		"readers and a queued writer": {[]any{"hash", []any{"mode", "read"}, int64(900), "7", int64(now),
 			[]any{"r:1", "1000500", "r:2", "1000900", "r:3", "999999"}, int64(1), nil},
-			leash.Info{Name: "x", Kind: leash.KindRead, Held: true, Remaining: 900 * time.Millisecond, Fence: 7, Queued: 1,
-				Owners: []leash.OwnerHolds{{Owner: "r:1", Holds: 1, Kind: leash.KindRead, Remaining: 500 * time.Millisecond},
-					{Owner: "r:2", Holds: 1, Kind: leash.KindRead, Remaining: 900 * time.Millisecond}}}},
+			driver.Info{Name: "x", Kind: driver.KindRead, Held: true, Remaining: 900 * time.Millisecond, Fence: 7, Queued: 1,
+				Owners: []driver.OwnerHolds{{Owner: "r:1", Holds: 1, Kind: driver.KindRead, Remaining: 500 * time.Millisecond},
+					{Owner: "r:2", Holds: 1, Kind: driver.KindRead, Remaining: 900 * time.Millisecond}}}},
 		"semaphore": {[]any{"zset", []any{"p:1", "1002000"}, int64(2000), "9", int64(now), []any{}, int64(0), "3"},
-			leash.Info{Name: "x", Kind: leash.KindPermit, Held: true, Remaining: 2 * time.Second, Fence: 9, Permits: 3,
-				Owners: []leash.OwnerHolds{{Owner: "p:1", Holds: 1, Kind: leash.KindPermit, Remaining: 2 * time.Second}}}},
+			driver.Info{Name: "x", Kind: driver.KindPermit, Held: true, Remaining: 2 * time.Second, Fence: 9, Permits: 3,
+				Owners: []driver.OwnerHolds{{Owner: "p:1", Holds: 1, Kind: driver.KindPermit, Remaining: 2 * time.Second}}}},
 		"absent": {[]any{"none", []any{}, int64(-2), nil, int64(now), []any{}, int64(0), nil},
-			leash.Info{Name: "x", Remaining: -1}},
+			driver.Info{Name: "x", Remaining: -1}},
 	} {
 		got, err := parseInfo("x", tc.in)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
@@ -140,7 +140,7 @@ func FuzzParseRenew(f *testing.F) {
 			return
 		}
 		for _, s := range st {
-			if s != leash.Renewed && s != leash.RenewGone && s != leash.RenewTaken {
+			if s != driver.Renewed && s != driver.RenewGone && s != driver.RenewTaken {
 				t.Errorf("accepted status %d", s)
 			}
 		}

@@ -1,4 +1,4 @@
-// Package redisstore is the Redis [leash.Store]. It works with go-redis v9
+// Package redisstore is the Redis [driver.Store]. It works with go-redis v9
 // (redis.UniversalClient: a single server, Sentinel or Cluster) and keeps
 // Redisson's RLock layout, so Go services using leash and Java services using
 // Redisson's RLock or RFencedLock exclude each other on the same name:
@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -330,7 +331,7 @@ func called(text string) map[string]bool {
 	return names
 }
 
-var _ leash.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // New returns a Store on rdb. A nil rdb, a *redis.Ring or bad options are
 // reported by Validate, which leash.New calls, so they surface before any
@@ -502,13 +503,13 @@ func semChannel(name string) string    { return prefixName(semChanPrefix, name) 
 func latchKey(name, id string) string  { return prefixName(latchPrefix, name) + ":" + id }
 
 // watchChannel is the channel a watch of kind on name listens to.
-func watchChannel(kind leash.Kind, name string) string {
+func watchChannel(kind driver.Kind, name string) string {
 	switch kind {
-	case leash.KindFair:
+	case driver.KindFair:
 		return fairChannel(name)
-	case leash.KindRead, leash.KindWrite:
+	case driver.KindRead, driver.KindWrite:
 		return rwChannel(name)
-	case leash.KindPermit:
+	case driver.KindPermit:
 		return semChannel(name)
 	}
 	return channelName(name)

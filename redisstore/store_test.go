@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/storetest"
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,7 @@ func TestConformance(t *testing.T) {
 	srv := sharedRedis(t)
 	s := redisstore.New(newRDB(t, srv.Addr), nil)
 	t.Cleanup(func() { s.Close() })
-	storetest.Run(t, func(*testing.T) leash.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // TestConformanceSmallBatches runs the suite with batches of 7 locks, so that
@@ -28,7 +29,7 @@ func TestConformanceSmallBatches(t *testing.T) {
 	srv := sharedRedis(t)
 	s := redisstore.New(newRDB(t, srv.Addr), &redisstore.Options{BatchSize: 7})
 	t.Cleanup(func() { s.Close() })
-	storetest.Run(t, func(*testing.T) leash.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // TestConformanceKeyPrefix runs the suite with a key prefix: every key and
@@ -40,7 +41,7 @@ func TestConformanceKeyPrefix(t *testing.T) {
 	if err := s.MarkFresh(bg(t)); err != nil { // the test server marked only leash:epoch
 		t.Fatal(err)
 	}
-	storetest.Run(t, func(*testing.T) leash.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 func TestNewRejectsNilClientAndBadOptions(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
 )
@@ -211,10 +212,10 @@ func TestReleaseOnUserDataIsNotHeld(t *testing.T) {
 	key := lockName(t)
 	rdb.Set(ctx, key, "hello", 0)
 	before := stateOf(t, rdb, key)
-	for _, kind := range []leash.Kind{leash.KindMutex, leash.KindFair, leash.KindRead, leash.KindWrite, leash.KindPermit} {
+	for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit} {
 		for _, mode := range []leash.ReleaseMode{leash.ReleaseOne, leash.ReleaseAll} {
-			_, err := s.Release(ctx, leash.Request{Kind: kind, Name: key, Owner: "someone:1", Lease: time.Minute}, mode)
-			if kind == leash.KindRead {
+			_, err := s.Release(ctx, driver.Request{Kind: kind, Name: key, Owner: "someone:1", Lease: time.Minute}, mode)
+			if kind == driver.KindRead {
 				// A reader that holds no lease there has nothing to say about the name.
 				if !errors.Is(err, leash.ErrNotHeld) {
 					t.Errorf("Release(%v, mode %d) = %v, want ErrNotHeld", kind, mode, err)
@@ -226,7 +227,7 @@ func TestReleaseOnUserDataIsNotHeld(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.Release(ctx, leash.Request{Kind: leash.KindFair, Name: key, Owner: "someone:1"}, leash.Withdraw); err != nil {
+	if _, err := s.Release(ctx, driver.Request{Kind: driver.KindFair, Name: key, Owner: "someone:1"}, leash.Withdraw); err != nil {
 		t.Errorf("Withdraw = %v, want nil", err)
 	}
 	checkUnchanged(t, rdb, key, before)
@@ -512,7 +513,7 @@ func TestWithdrawLeavesForeignCompanions(t *testing.T) {
 		key := fmt.Sprintf(format, n)
 		rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "alice"}, redis.Z{Score: 2, Member: "someone:1"})
 		before := stateOf(t, rdb, key)
-		if _, err := s.Release(ctx, leash.Request{Kind: leash.KindFair, Name: n, Owner: "someone:1"}, leash.Withdraw); err != nil {
+		if _, err := s.Release(ctx, driver.Request{Kind: driver.KindFair, Name: n, Owner: "someone:1"}, leash.Withdraw); err != nil {
 			t.Errorf("Withdraw with a user's zset at %s = %v, want nil", key, err)
 		}
 		checkUnchanged(t, rdb, key, before)

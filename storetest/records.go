@@ -4,15 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // runRecords runs the tests of holder records, for a store that implements
-// leash.ClientRecorder; they are skipped for one that does not.
+// driver.ClientRecorder; they are skipped for one that does not.
 func runRecords(t *testing.T, newStore NewStore) {
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s leash.ClientRecorder, n *namer)
+		fn   func(t *testing.T, s driver.ClientRecorder, n *namer)
 	}{
 		{"records: a record reads back as written", testRecordRoundTrip},
 		{"records: a put replaces the whole record", testRecordReplace},
@@ -20,9 +20,9 @@ func runRecords(t *testing.T, newStore NewStore) {
 		{"records: a deleted record is gone", testRecordDelete},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ok := newStore(t).(leash.ClientRecorder)
+			s, ok := newStore(t).(driver.ClientRecorder)
 			if !ok {
-				t.Skip("the store does not implement leash.ClientRecorder")
+				t.Skip("the store does not implement driver.ClientRecorder")
 			}
 			tc.fn(t, s, newNamer(t))
 		})
@@ -31,20 +31,20 @@ func runRecords(t *testing.T, newStore NewStore) {
 
 // record is a ClientRecord with every field set, its times at whole
 // milliseconds (the precision a store must keep).
-func record(n *namer) leash.ClientRecord {
+func record(n *namer) driver.ClientRecord {
 	id := n.owner()
 	at := time.UnixMilli(time.Now().UnixMilli())
-	return leash.ClientRecord{
+	return driver.ClientRecord{
 		ID: id, Host: "host-1.example", PID: 4242, Label: "billing worker", Command: `./report.sh --day "2026-11-24"`,
 		Started: at.Add(-time.Minute),
-		Locks: []leash.LockRecord{
+		Locks: []driver.LockRecord{
 			{Owner: id + ":1", Acquired: at.Add(-30 * time.Second)},
 			{Owner: id + ":2@job-7", Acquired: at.Add(-20 * time.Second), TailSince: at.Add(-10 * time.Second)},
 		},
 	}
 }
 
-func mustGet(t *testing.T, s leash.ClientRecorder, id string) (leash.ClientRecord, bool) {
+func mustGet(t *testing.T, s driver.ClientRecorder, id string) (driver.ClientRecord, bool) {
 	t.Helper()
 	rec, ok, err := s.GetClient(ctx(t), id)
 	if err != nil {
@@ -53,7 +53,7 @@ func mustGet(t *testing.T, s leash.ClientRecorder, id string) (leash.ClientRecor
 	return rec, ok
 }
 
-func mustPut(t *testing.T, s leash.ClientRecorder, rec leash.ClientRecord, ttl time.Duration) {
+func mustPut(t *testing.T, s driver.ClientRecorder, rec driver.ClientRecord, ttl time.Duration) {
 	t.Helper()
 	if err := s.PutClient(ctx(t), rec, ttl); err != nil {
 		t.Fatalf("PutClient error: %v", err)
@@ -61,7 +61,7 @@ func mustPut(t *testing.T, s leash.ClientRecorder, rec leash.ClientRecord, ttl t
 }
 
 // mustGetSame checks that the record of want.ID reads back as want.
-func mustGetSame(t *testing.T, s leash.ClientRecorder, want leash.ClientRecord) {
+func mustGetSame(t *testing.T, s driver.ClientRecorder, want driver.ClientRecord) {
 	t.Helper()
 	got, ok := mustGet(t, s, want.ID)
 	if !ok {
@@ -70,7 +70,7 @@ func mustGetSame(t *testing.T, s leash.ClientRecorder, want leash.ClientRecord) 
 	sameRecord(t, got, want)
 }
 
-func sameRecord(t *testing.T, got, want leash.ClientRecord) {
+func sameRecord(t *testing.T, got, want driver.ClientRecord) {
 	t.Helper()
 	if got.ID != want.ID || got.Host != want.Host || got.PID != want.PID || got.Label != want.Label ||
 		got.Command != want.Command || !got.Started.Equal(want.Started) || len(got.Locks) != len(want.Locks) {
@@ -84,7 +84,7 @@ func sameRecord(t *testing.T, got, want leash.ClientRecord) {
 	}
 }
 
-func testRecordRoundTrip(t *testing.T, s leash.ClientRecorder, n *namer) {
+func testRecordRoundTrip(t *testing.T, s driver.ClientRecorder, n *namer) {
 	want := record(n)
 	if _, ok := mustGet(t, s, want.ID); ok {
 		t.Fatalf("GetClient(%q) before any put = found, want none", want.ID)
@@ -93,7 +93,7 @@ func testRecordRoundTrip(t *testing.T, s leash.ClientRecorder, n *namer) {
 	mustGetSame(t, s, want)
 }
 
-func testRecordReplace(t *testing.T, s leash.ClientRecorder, n *namer) {
+func testRecordReplace(t *testing.T, s driver.ClientRecorder, n *namer) {
 	first := record(n)
 	mustPut(t, s, first, long)
 	second := first
@@ -103,7 +103,7 @@ func testRecordReplace(t *testing.T, s leash.ClientRecorder, n *namer) {
 	mustGetSame(t, s, second)
 }
 
-func testRecordExpiry(t *testing.T, s leash.ClientRecorder, n *namer) {
+func testRecordExpiry(t *testing.T, s driver.ClientRecorder, n *namer) {
 	rec := record(n)
 	mustPut(t, s, rec, short)
 	deadline := time.Now().Add(short + wakeWait)
@@ -118,7 +118,7 @@ func testRecordExpiry(t *testing.T, s leash.ClientRecorder, n *namer) {
 	}
 }
 
-func testRecordDelete(t *testing.T, s leash.ClientRecorder, n *namer) {
+func testRecordDelete(t *testing.T, s driver.ClientRecorder, n *namer) {
 	rec := record(n)
 	mustPut(t, s, rec, long)
 	if err := s.DeleteClient(ctx(t), rec.ID); err != nil {

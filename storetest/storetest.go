@@ -1,9 +1,9 @@
-// Package storetest is the conformance suite of the [leash.Store] contract.
+// Package storetest is the conformance suite of the [driver.Store] contract.
 // Every store, leash's own and any user's, proves it implements the contract
 // by passing Run:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) leash.Store { return mystore.New(...) })
+//		storetest.Run(t, func(t *testing.T) driver.Store { return mystore.New(...) })
 //	}
 //
 // The suite uses real time (leases of a few hundred milliseconds), because a
@@ -28,12 +28,13 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // NewStore returns the store under test. It is called once per subtest; it
 // may return the same store each time, since every subtest uses its own lock
 // names.
-type NewStore func(t *testing.T) leash.Store
+type NewStore func(t *testing.T) driver.Store
 
 const (
 	long  = 30 * time.Second
@@ -46,7 +47,7 @@ const (
 func Run(t *testing.T, newStore NewStore) {
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s leash.Store, n *namer)
+		fn   func(t *testing.T, s driver.Store, n *namer)
 	}{
 		{"acquire a free lock", testAcquireFree},
 		{"acquire a held lock reports the holder's lease", testAcquireHeld},
@@ -91,7 +92,7 @@ func newNamer(t *testing.T) *namer {
 
 func (n *namer) name() string { return fmt.Sprintf("%s/%d", n.prefix, n.seq.Add(1)) }
 
-// owner returns a fresh owner in the shape the core gives (see leash.Request):
+// owner returns a fresh owner in the shape the core gives (see driver.Request):
 // a client id in UUID form, a colon and a number.
 func (n *namer) owner() string {
 	seq := n.seq.Add(1)
@@ -104,11 +105,11 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func req(name, owner string, lease time.Duration) leash.Request {
-	return leash.Request{Name: name, Owner: owner, Lease: lease}
+func req(name, owner string, lease time.Duration) driver.Request {
+	return driver.Request{Name: name, Owner: owner, Lease: lease}
 }
 
-func mustAcquire(t *testing.T, s leash.Store, r leash.Request) leash.Grant {
+func mustAcquire(t *testing.T, s driver.Store, r driver.Request) driver.Grant {
 	t.Helper()
 	g, err := s.Acquire(ctx(t), r)
 	if err != nil {
@@ -120,7 +121,7 @@ func mustAcquire(t *testing.T, s leash.Store, r leash.Request) leash.Grant {
 	return g
 }
 
-func mustNotAcquire(t *testing.T, s leash.Store, r leash.Request) leash.Grant {
+func mustNotAcquire(t *testing.T, s driver.Store, r driver.Request) driver.Grant {
 	t.Helper()
 	g, err := s.Acquire(ctx(t), r)
 	if err != nil {
@@ -132,7 +133,7 @@ func mustNotAcquire(t *testing.T, s leash.Store, r leash.Request) leash.Grant {
 	return g
 }
 
-func inspect(t *testing.T, s leash.Store, name string) leash.Info {
+func inspect(t *testing.T, s driver.Store, name string) driver.Info {
 	t.Helper()
 	info, err := s.Inspect(ctx(t), name)
 	if err != nil {
@@ -142,7 +143,7 @@ func inspect(t *testing.T, s leash.Store, name string) leash.Info {
 }
 
 // wantHeldBy checks that name is held by owner with holds holds.
-func wantHeldBy(t *testing.T, s leash.Store, name, owner string, holds int) leash.Info {
+func wantHeldBy(t *testing.T, s driver.Store, name, owner string, holds int) driver.Info {
 	t.Helper()
 	info := inspect(t, s, name)
 	if !info.Held || len(info.Owners) != 1 || info.Owners[0].Owner != owner || info.Owners[0].Holds != holds {
@@ -151,16 +152,16 @@ func wantHeldBy(t *testing.T, s leash.Store, name, owner string, holds int) leas
 	return info
 }
 
-func wantFree(t *testing.T, s leash.Store, name string) {
+func wantFree(t *testing.T, s driver.Store, name string) {
 	t.Helper()
 	if info := inspect(t, s, name); info.Held {
 		t.Fatalf("Inspect(%q) = held by %+v, want free", name, info.Owners)
 	}
 }
 
-func renewOne(t *testing.T, s leash.Store, r leash.Request) leash.RenewStatus {
+func renewOne(t *testing.T, s driver.Store, r driver.Request) driver.RenewStatus {
 	t.Helper()
-	res := s.Renew(ctx(t), []leash.Request{r})
+	res := s.Renew(ctx(t), []driver.Request{r})
 	if len(res) != 1 {
 		t.Fatalf("Renew(1 request) returned %d results", len(res))
 	}
@@ -170,7 +171,7 @@ func renewOne(t *testing.T, s leash.Store, r leash.Request) leash.RenewStatus {
 	return res[0].Status
 }
 
-func testAcquireFree(t *testing.T, s leash.Store, n *namer) {
+func testAcquireFree(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	g := mustAcquire(t, s, req(name, o, long))
 	if g.Holds != 1 || g.Fence <= 0 {
@@ -179,7 +180,7 @@ func testAcquireFree(t *testing.T, s leash.Store, n *namer) {
 	wantHeldBy(t, s, name, o, 1)
 }
 
-func testAcquireHeld(t *testing.T, s leash.Store, n *namer) {
+func testAcquireHeld(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
 	mustAcquire(t, s, req(name, n.owner(), long))
 	g := mustNotAcquire(t, s, req(name, n.owner(), long))
@@ -188,7 +189,7 @@ func testAcquireHeld(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testReentry(t *testing.T, s leash.Store, n *namer) {
+func testReentry(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	g1 := mustAcquire(t, s, req(name, o, long))
 	g2 := mustAcquire(t, s, req(name, o, long))
@@ -213,7 +214,7 @@ func testReentry(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testReleaseAll(t *testing.T, s leash.Store, n *namer) {
+func testReleaseAll(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	for range 3 {
 		mustAcquire(t, s, req(name, o, long))
@@ -225,7 +226,7 @@ func testReleaseAll(t *testing.T, s leash.Store, n *namer) {
 	wantFree(t, s, name)
 }
 
-func testNonOwnerRelease(t *testing.T, s leash.Store, n *namer) {
+func testNonOwnerRelease(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	mustAcquire(t, s, req(name, o, long))
 	for _, mode := range []leash.ReleaseMode{leash.ReleaseOne, leash.ReleaseAll} {
@@ -237,11 +238,11 @@ func testNonOwnerRelease(t *testing.T, s leash.Store, n *namer) {
 	wantHeldBy(t, s, name, o, 1)
 }
 
-func testNonOwnerRenew(t *testing.T, s leash.Store, n *namer) {
+func testNonOwnerRenew(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	mustAcquire(t, s, req(name, o, 2*time.Second))
-	if st := renewOne(t, s, req(name, n.owner(), long)); st != leash.RenewTaken {
-		t.Errorf("Renew by a non-owner = status %d, want RenewTaken (%d)", st, leash.RenewTaken)
+	if st := renewOne(t, s, req(name, n.owner(), long)); st != driver.RenewTaken {
+		t.Errorf("Renew by a non-owner = status %d, want RenewTaken (%d)", st, driver.RenewTaken)
 	}
 	info := wantHeldBy(t, s, name, o, 1)
 	if info.Remaining > 2*time.Second {
@@ -249,7 +250,7 @@ func testNonOwnerRenew(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testNonOwnerOverwrite(t *testing.T, s leash.Store, n *namer) {
+func testNonOwnerOverwrite(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	g := mustAcquire(t, s, req(name, o, 2*time.Second))
 	mustNotAcquire(t, s, req(name, n.owner(), long))
@@ -262,12 +263,12 @@ func testNonOwnerOverwrite(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testRenewBatch(t *testing.T, s leash.Store, n *namer) {
+func testRenewBatch(t *testing.T, s driver.Store, n *namer) {
 	held, gone, taken, o := n.name(), n.name(), n.name(), n.owner()
 	mustAcquire(t, s, req(held, o, 2*time.Second))
 	mustAcquire(t, s, req(taken, n.owner(), long))
-	res := s.Renew(ctx(t), []leash.Request{req(held, o, long), req(gone, o, long), req(taken, o, long)})
-	want := []leash.RenewStatus{leash.Renewed, leash.RenewGone, leash.RenewTaken}
+	res := s.Renew(ctx(t), []driver.Request{req(held, o, long), req(gone, o, long), req(taken, o, long)})
+	want := []driver.RenewStatus{driver.Renewed, driver.RenewGone, driver.RenewTaken}
 	if len(res) != len(want) {
 		t.Fatalf("Renew(3 requests) returned %d results", len(res))
 	}
@@ -281,20 +282,20 @@ func testRenewBatch(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testRenewNeverCreates(t *testing.T, s leash.Store, n *namer) {
+func testRenewNeverCreates(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
-	if st := renewOne(t, s, req(name, n.owner(), long)); st != leash.RenewGone {
-		t.Errorf("Renew of an absent lock = status %d, want RenewGone (%d)", st, leash.RenewGone)
+	if st := renewOne(t, s, req(name, n.owner(), long)); st != driver.RenewGone {
+		t.Errorf("Renew of an absent lock = status %d, want RenewGone (%d)", st, driver.RenewGone)
 	}
 	wantFree(t, s, name)
 }
 
 // testRenewLarge renews many locks in one call (more than one batch for any
 // sensible batch size) and checks every result.
-func testRenewLarge(t *testing.T, s leash.Store, n *namer) {
+func testRenewLarge(t *testing.T, s driver.Store, n *namer) {
 	const count = 1200
 	o := n.owner()
-	reqs := make([]leash.Request, count)
+	reqs := make([]driver.Request, count)
 	for i := range reqs {
 		reqs[i] = req(n.name(), o, long)
 		if i%3 != 2 { // every third lock is never acquired
@@ -306,9 +307,9 @@ func testRenewLarge(t *testing.T, s leash.Store, n *namer) {
 		t.Fatalf("Renew(%d requests) returned %d results", count, len(res))
 	}
 	for i, r := range res {
-		want := leash.Renewed
+		want := driver.Renewed
 		if i%3 == 2 {
-			want = leash.RenewGone
+			want = driver.RenewGone
 		}
 		if r.Err != nil || r.Status != want {
 			t.Fatalf("Renew result %d = status %d err %v, want %d", i, r.Status, r.Err, want)
@@ -316,11 +317,11 @@ func testRenewLarge(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testExpiry(t *testing.T, s leash.Store, n *namer) {
+func testExpiry(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	g1 := mustAcquire(t, s, req(name, o, short))
 	deadline := time.Now().Add(short + 2*time.Second)
-	var g2 leash.Grant
+	var g2 driver.Grant
 	for {
 		g, err := s.Acquire(ctx(t), req(name, n.owner(), long))
 		if err != nil {
@@ -338,15 +339,15 @@ func testExpiry(t *testing.T, s leash.Store, n *namer) {
 	if g2.Fence <= g1.Fence {
 		t.Errorf("fence after expiry = %d, want > %d", g2.Fence, g1.Fence)
 	}
-	if st := renewOne(t, s, req(name, o, long)); st != leash.RenewTaken {
-		t.Errorf("Renew by the expired owner = status %d, want RenewTaken (%d)", st, leash.RenewTaken)
+	if st := renewOne(t, s, req(name, o, long)); st != driver.RenewTaken {
+		t.Errorf("Renew by the expired owner = status %d, want RenewTaken (%d)", st, driver.RenewTaken)
 	}
 	if _, err := s.Release(ctx(t), req(name, o, long), leash.ReleaseAll); !errors.Is(err, leash.ErrNotHeld) {
 		t.Errorf("Release by the expired owner = %v, want ErrNotHeld", err)
 	}
 }
 
-func testFenceMonotonic(t *testing.T, s leash.Store, n *namer) {
+func testFenceMonotonic(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
 	var last int64
 	for i := range 50 {
@@ -370,7 +371,7 @@ func testFenceMonotonic(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testReleaseAbsent(t *testing.T, s leash.Store, n *namer) {
+func testReleaseAbsent(t *testing.T, s driver.Store, n *namer) {
 	for _, mode := range []leash.ReleaseMode{leash.ReleaseOne, leash.ReleaseAll} {
 		if _, err := s.Release(ctx(t), req(n.name(), n.owner(), long), mode); !errors.Is(err, leash.ErrNotHeld) {
 			t.Errorf("Release(mode %d) of an absent lock = %v, want ErrNotHeld", mode, err)
@@ -394,12 +395,12 @@ func (w *wakeCounter) wake(msg string) {
 	}
 }
 
-func watch(t *testing.T, s leash.Store, name string, w *wakeCounter) func() {
+func watch(t *testing.T, s driver.Store, name string, w *wakeCounter) func() {
 	t.Helper()
-	return watchKind(t, s, leash.KindMutex, name, w)
+	return watchKind(t, s, driver.KindMutex, name, w)
 }
 
-func watchKind(t *testing.T, s leash.Store, kind leash.Kind, name string, w *wakeCounter) func() {
+func watchKind(t *testing.T, s driver.Store, kind driver.Kind, name string, w *wakeCounter) func() {
 	t.Helper()
 	stop, err := s.Watch(ctx(t), kind, name, w.wake)
 	if err != nil {
@@ -430,7 +431,7 @@ func wantMessage(t *testing.T, w *wakeCounter, what, want string) {
 		if msg == want {
 			return
 		}
-		if msg != leash.WakeAll {
+		if msg != driver.WakeAll {
 			t.Fatalf("%s: watcher woken with %q, want %q", what, msg, want)
 		}
 	}
@@ -445,7 +446,7 @@ func wantQuiet(t *testing.T, w *wakeCounter, what string) {
 	}
 }
 
-func testReleaseNotifies(t *testing.T, s leash.Store, n *namer) {
+func testReleaseNotifies(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	a, b := newWakeCounter(), newWakeCounter()
 	watch(t, s, name, a)
@@ -454,11 +455,11 @@ func testReleaseNotifies(t *testing.T, s leash.Store, n *namer) {
 	if _, err := s.Release(ctx(t), req(name, o, long), leash.ReleaseAll); err != nil {
 		t.Fatalf("Release error: %v", err)
 	}
-	wantMessage(t, a, "release", leash.WakeOne)
-	wantMessage(t, b, "release", leash.WakeOne)
+	wantMessage(t, a, "release", driver.WakeOne)
+	wantMessage(t, b, "release", driver.WakeOne)
 }
 
-func testPartialReleaseQuiet(t *testing.T, s leash.Store, n *namer) {
+func testPartialReleaseQuiet(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	w := newWakeCounter()
 	watch(t, s, name, w)
@@ -474,7 +475,7 @@ func testPartialReleaseQuiet(t *testing.T, s leash.Store, n *namer) {
 	wantWoken(t, w, "release of the last hold")
 }
 
-func testWatchStop(t *testing.T, s leash.Store, n *namer) {
+func testWatchStop(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	stopped, live := newWakeCounter(), newWakeCounter()
 	stop := watch(t, s, name, stopped)
@@ -490,7 +491,7 @@ func testWatchStop(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testInspect(t *testing.T, s leash.Store, n *namer) {
+func testInspect(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	if info := inspect(t, s, name); info.Held || info.Remaining >= 0 || info.Name != name {
 		t.Errorf("Inspect of an absent lock = %+v, want name %q, not held, negative remaining", info, name)
@@ -502,7 +503,7 @@ func testInspect(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testForceRelease(t *testing.T, s leash.Store, n *namer) {
+func testForceRelease(t *testing.T, s driver.Store, n *namer) {
 	name, o := n.name(), n.owner()
 	w := newWakeCounter()
 	watch(t, s, name, w)
@@ -514,7 +515,7 @@ func testForceRelease(t *testing.T, s leash.Store, n *namer) {
 	}
 	wantWoken(t, w, "force release")
 	wantFree(t, s, name)
-	if st := renewOne(t, s, req(name, o, long)); st != leash.RenewGone {
+	if st := renewOne(t, s, req(name, o, long)); st != driver.RenewGone {
 		t.Errorf("Renew after force release = status %d, want RenewGone", st)
 	}
 	if ok, err := s.ForceRelease(ctx(t), name); err != nil || ok {
@@ -522,7 +523,7 @@ func testForceRelease(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testConcurrentAcquire(t *testing.T, s leash.Store, n *namer) {
+func testConcurrentAcquire(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
 	const workers = 16
 	owners := make([]string, workers)
@@ -559,7 +560,7 @@ func testConcurrentAcquire(t *testing.T, s leash.Store, n *namer) {
 	}
 }
 
-func testNames(t *testing.T, s leash.Store, n *namer) {
+func testNames(t *testing.T, s driver.Store, n *namer) {
 	base := n.name()
 	longName := base + "/"
 	for len(longName) < leash.MaxNameLen {
@@ -575,7 +576,7 @@ func testNames(t *testing.T, s leash.Store, n *namer) {
 		if err := leash.ValidateName(name); err != nil {
 			t.Fatalf("ValidateName(%q) = %v", name, err)
 		}
-		if nc, ok := s.(leash.NameChecker); ok && nc.CheckName(name) != nil {
+		if nc, ok := s.(driver.NameChecker); ok && nc.CheckName(name) != nil {
 			continue // the store does not take this name, and says so before any round trip
 		}
 		o := n.owner()

@@ -7,23 +7,24 @@ import (
 	"strings"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
-// Store is a leash.Store that records every call to the store it wraps:
+// Store is a driver.Store that records every call to the store it wraps:
 // one operation per acquire and release, and one per lock of a batched
 // renewal. It passes Validate, CheckName and Close through.
 type Store struct {
-	inner leash.Store
+	inner driver.Store
 	rec   *Recorder
 }
 
 // Wrap returns a Store that records inner's operations in rec.
-func Wrap(inner leash.Store, rec *Recorder) *Store { return &Store{inner: inner, rec: rec} }
+func Wrap(inner driver.Store, rec *Recorder) *Store { return &Store{inner: inner, rec: rec} }
 
-var _ leash.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
-// Acquire implements leash.Store.
-func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, error) {
+// Acquire implements driver.Store.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	id := s.rec.Begin(Op{Kind: StoreAcquire, Lock: req.Name, Owner: req.Owner, Lease: int64(req.Lease)})
 	g, err := s.inner.Acquire(ctx, req)
 	s.rec.End(id, func(o *Op) {
@@ -36,8 +37,8 @@ func (s *Store) Acquire(ctx context.Context, req leash.Request) (leash.Grant, er
 	return g, err
 }
 
-// Renew implements leash.Store.
-func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewResult {
+// Renew implements driver.Store.
+func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	ids := make([]int64, len(reqs))
 	call := Now()
 	for i, r := range reqs {
@@ -55,11 +56,11 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 				return
 			}
 			switch res[i].Status {
-			case leash.Renewed:
+			case driver.Renewed:
 				o.OK, o.Status = true, Renewed
-			case leash.RenewGone:
+			case driver.RenewGone:
 				o.Status = Gone
-			case leash.RenewTaken:
+			case driver.RenewTaken:
 				o.Status = Taken
 			default:
 				o.Ambiguous = true
@@ -69,8 +70,8 @@ func (s *Store) Renew(ctx context.Context, reqs []leash.Request) []leash.RenewRe
 	return res
 }
 
-// Release implements leash.Store.
-func (s *Store) Release(ctx context.Context, req leash.Request, mode leash.ReleaseMode) (bool, error) {
+// Release implements driver.Store.
+func (s *Store) Release(ctx context.Context, req driver.Request, mode leash.ReleaseMode) (bool, error) {
 	if mode == leash.Withdraw { // a waiter leaving a queue: no hold changes
 		return s.inner.Release(ctx, req, mode)
 	}
@@ -107,24 +108,24 @@ func failed(o *Op, err error) {
 	o.Ambiguous = true
 }
 
-// Watch implements leash.Store.
-func (s *Store) Watch(ctx context.Context, kind leash.Kind, name string, wake func(string)) (func(), error) {
+// Watch implements driver.Store.
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
 	return s.inner.Watch(ctx, kind, name, wake)
 }
 
-// Inspect implements leash.Store.
-func (s *Store) Inspect(ctx context.Context, name string) (leash.Info, error) {
+// Inspect implements driver.Store.
+func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	return s.inner.Inspect(ctx, name)
 }
 
-// ForceRelease implements leash.Store.
+// ForceRelease implements driver.Store.
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	return s.inner.ForceRelease(ctx, name)
 }
 
 // Validate passes the wrapped store's construction error through.
 func (s *Store) Validate() error {
-	if v, ok := s.inner.(leash.Validator); ok {
+	if v, ok := s.inner.(driver.Validator); ok {
 		return v.Validate()
 	}
 	return nil
@@ -132,7 +133,7 @@ func (s *Store) Validate() error {
 
 // CheckName passes the wrapped store's name check through.
 func (s *Store) CheckName(name string) error {
-	if nc, ok := s.inner.(leash.NameChecker); ok {
+	if nc, ok := s.inner.(driver.NameChecker); ok {
 		return nc.CheckName(name)
 	}
 	return nil

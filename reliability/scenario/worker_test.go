@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/reliability/history"
 	"github.com/redis/go-redis/v9"
@@ -80,24 +81,24 @@ type skewStore struct {
 	f float64
 }
 
-func (s skewStore) scale(r leash.Request) leash.Request {
+func (s skewStore) scale(r driver.Request) driver.Request {
 	r.Lease = time.Duration(float64(r.Lease) / s.f)
 	return r
 }
 
-func (s skewStore) Acquire(ctx context.Context, r leash.Request) (leash.Grant, error) {
+func (s skewStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	return s.Store.Acquire(ctx, s.scale(r))
 }
 
-func (s skewStore) Renew(ctx context.Context, rs []leash.Request) []leash.RenewResult {
-	out := make([]leash.Request, len(rs))
+func (s skewStore) Renew(ctx context.Context, rs []driver.Request) []driver.RenewResult {
+	out := make([]driver.Request, len(rs))
 	for i, r := range rs {
 		out[i] = s.scale(r)
 	}
 	return s.Store.Renew(ctx, out)
 }
 
-func (s skewStore) Release(ctx context.Context, r leash.Request, m leash.ReleaseMode) (bool, error) {
+func (s skewStore) Release(ctx context.Context, r driver.Request, m leash.ReleaseMode) (bool, error) {
 	return s.Store.Release(ctx, s.scale(r), m)
 }
 
@@ -141,7 +142,7 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	defer rdb.Close()
 	hs := history.Wrap(redisstore.New(rdb, &redisstore.Options{RestartGrace: cfg.Grace, AllowEviction: cfg.NoInfo,
 		HealthCheck: 200 * time.Millisecond}), rec)
-	var st leash.Store = hs // records what the server is asked
+	var st driver.Store = hs // records what the server is asked
 	if cfg.Skew > 1 {
 		st = skewStore{hs, cfg.Skew}
 	}

@@ -11,15 +11,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // A holder is who holds a lock, from the record its Client keeps in the
-// store (see leash.ClientRecorder): the host, process, label and command,
+// store (see driver.ClientRecorder): the host, process, label and command,
 // and, when the record lists the lock, when it was taken and whether it is
 // left to expire (leash run's --at-least tail).
 type holder struct {
-	rec    leash.ClientRecord
-	lock   leash.LockRecord
+	rec    driver.ClientRecord
+	lock   driver.LockRecord
 	listed bool // the record lists this lock
 }
 
@@ -29,13 +30,13 @@ type holders map[string]*holder
 // readHolders reads the records of the Clients that hold infos' locks, one
 // read per Client. A record that cannot be read is reported once on warn and
 // left out: the locks are still listed, their holders unknown.
-func readHolders(ctx context.Context, s leash.ClientRecorder, warn func(error), infos ...leash.Info) holders {
+func readHolders(ctx context.Context, s driver.ClientRecorder, warn func(error), infos ...driver.Info) holders {
 	hs := holders{}
-	recs := map[string]*leash.ClientRecord{}
+	recs := map[string]*driver.ClientRecord{}
 	warned := false
 	for _, info := range infos {
 		for _, o := range info.Owners {
-			id := leash.OwnerClient(o.Owner)
+			id := driver.OwnerClient(o.Owner)
 			rec, seen := recs[id]
 			if !seen {
 				r, ok, err := s.GetClient(ctx, id)

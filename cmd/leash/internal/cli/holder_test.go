@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/redisstore"
 )
 
@@ -37,9 +38,9 @@ func matchAll(t *testing.T, what, out string, res ...string) {
 }
 
 // recordOf reads the holder record of owner's client.
-func recordOf(t *testing.T, addr, owner string) (leash.ClientRecord, bool) {
+func recordOf(t *testing.T, addr, owner string) (driver.ClientRecord, bool) {
 	t.Helper()
-	rec, ok, err := redisstore.New(newRDB(t, addr), nil).GetClient(ctxFor(t), leash.OwnerClient(owner))
+	rec, ok, err := redisstore.New(newRDB(t, addr), nil).GetClient(ctxFor(t), driver.OwnerClient(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestHolderOfTail(t *testing.T) {
 	matchAll(t, "show", out, `(?m)^state +tail since \d{4}-`)
 	_, out, _ = run(t, "ls", name)
 	matchAll(t, "ls", out, `(?m)^`+regexp.QuoteMeta(name)+` +mutex +\S+:\d+ \(.+\) tail +1 `)
-	ttl, err := newRDB(t, srv.Addr).PTTL(ctxFor(t), "leash_client:{"+leash.OwnerClient(o.Owner)+"}").Result()
+	ttl, err := newRDB(t, srv.Addr).PTTL(ctxFor(t), "leash_client:{"+driver.OwnerClient(o.Owner)+"}").Result()
 	if err != nil || ttl <= 0 || ttl > atLeast+time.Second {
 		t.Errorf("the record's PTTL = %v (%v), want the tail's rest, at most %v", ttl, err, atLeast+time.Second)
 	}
@@ -182,7 +183,7 @@ func TestCommandLine(t *testing.T) {
 // TestHelpLsColumns: the example in leash help ls has the columns ls prints.
 func TestHelpLsColumns(t *testing.T) {
 	var b strings.Builder
-	printLocks(&b, []leash.Info{{Name: "x", Held: true, Owners: []leash.OwnerHolds{{Owner: "o:1", Holds: 1}}}}, nil)
+	printLocks(&b, []driver.Info{{Name: "x", Held: true, Owners: []driver.OwnerHolds{{Owner: "o:1", Holds: 1}}}}, nil)
 	printed := strings.Fields(strings.SplitN(b.String(), "\n", 2)[0])
 	_, help, _ := run(t, "help", "ls")
 	_, example, ok := strings.Cut(help, "$ leash ls 'billing/*'\n")

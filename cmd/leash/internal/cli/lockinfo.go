@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // lockJSON is the --json form of a lock's state, as ls and show print it.
@@ -60,7 +60,7 @@ type ownerJSON struct {
 	TailSince *time.Time `json:"tail_since,omitempty"`
 }
 
-func toJSON(info leash.Info, hs holders) lockJSON {
+func toJSON(info driver.Info, hs holders) lockJSON {
 	j := lockJSON{Name: info.Name, Held: info.Held, Owners: []ownerJSON{}, Fence: info.Fence,
 		Permits: info.Permits, Queued: info.Queued}
 	if info.Held || info.Permits > 0 {
@@ -94,7 +94,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // remaining formats a lease left for people.
-func remaining(info leash.Info) string {
+func remaining(info driver.Info) string {
 	switch {
 	case !info.Held:
 		return "-"
@@ -104,14 +104,14 @@ func remaining(info leash.Info) string {
 	return info.Remaining.Round(time.Millisecond).String()
 }
 
-func fence(info leash.Info) string {
+func fence(info driver.Info) string {
 	if info.Fence == 0 {
 		return "none"
 	}
 	return strconv.FormatInt(info.Fence, 10)
 }
 
-func waiters(info leash.Info) string {
+func waiters(info driver.Info) string {
 	if info.Waiters < 0 {
 		return "unknown"
 	}
@@ -119,7 +119,7 @@ func waiters(info leash.Info) string {
 }
 
 // printLock writes one lock's state as aligned "field  value" lines.
-func printLock(w io.Writer, info leash.Info, hs holders) {
+func printLock(w io.Writer, info driver.Info, hs holders) {
 	now := time.Now()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "lock\t%s\n", info.Name)
@@ -152,20 +152,20 @@ func printLock(w io.Writer, info leash.Info, hs holders) {
 }
 
 // kindText says what kind of lock is held, for people.
-func kindText(k leash.Kind) string {
+func kindText(k driver.Kind) string {
 	switch k {
-	case leash.KindRead:
+	case driver.KindRead:
 		return "read (an RWMutex held by readers)"
-	case leash.KindWrite:
+	case driver.KindWrite:
 		return "write (an RWMutex held by a writer)"
-	case leash.KindPermit:
+	case driver.KindPermit:
 		return "permit (a Semaphore)"
 	}
 	return "mutex (a Mutex, FairMutex or Redisson lock)"
 }
 
 // printLocks writes locks as an aligned table with a header.
-func printLocks(w io.Writer, infos []leash.Info, hs holders) {
+func printLocks(w io.Writer, infos []driver.Info, hs holders) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER\tHOLDS\tREMAINING\tFENCE\tWAITERS")
 	for _, info := range infos {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 func cmdLs() *command {
@@ -84,7 +85,7 @@ func runLs(e *env, argv []string) int {
 		return e.fail("ls", conn.fail(err))
 	}
 	infos := []lockJSON{}
-	var held []leash.Info
+	var held []driver.Info
 	for _, name := range names {
 		// From the store, not a Client: the walk also finds locks that
 		// other clients took under names leash refuses (Redisson allows more).

@@ -1,0 +1,58 @@
+package leash
+
+import (
+	"fmt"
+
+	"github.com/leash-go/leash/driver"
+)
+
+// caps are the optional capabilities of the Client's store, discovered once
+// by New. A nil field is a capability the store lacks.
+type caps struct {
+	store    driver.Store
+	watch    driver.Watcher
+	withdraw driver.Withdrawer
+	multi    driver.MultiStore
+	admin    driver.Admin
+	permits  driver.PermitSetter
+	session  driver.SessionStore
+	names    driver.NameChecker
+}
+
+// discover finds store's capabilities, and refuses a store whose claims do
+// not hold together.
+func discover(store driver.Store) (caps, error) {
+	c := caps{store: store}
+	c.watch, _ = store.(driver.Watcher)
+	c.withdraw, _ = store.(driver.Withdrawer)
+	c.multi, _ = store.(driver.MultiStore)
+	c.admin, _ = store.(driver.Admin)
+	c.permits, _ = store.(driver.PermitSetter)
+	c.session, _ = store.(driver.SessionStore)
+	c.names, _ = store.(driver.NameChecker)
+	for _, k := range []driver.Kind{driver.KindFair, driver.KindWrite} {
+		if driver.Supports(store, k) && c.withdraw == nil {
+			return caps{}, fmt.Errorf("%w: leash.New: %s grants %s locks but is not a driver.Withdrawer: its waiters' places could not be removed",
+				ErrInvalidArgument, driver.Describe(store), k)
+		}
+	}
+	return c, nil
+}
+
+// kind returns an error matching ErrUnsupported when the store does not
+// grant locks of kind k.
+func (c caps) kind(k driver.Kind) error {
+	if driver.Supports(c.store, k) {
+		return nil
+	}
+	return driver.Unsupported(c.store, k.String()+" locks")
+}
+
+// adminOp returns the store's administration, or an error matching
+// ErrUnsupported when it has none.
+func (c caps) adminOp() (driver.Admin, error) {
+	if c.admin == nil {
+		return nil, driver.Unsupported(c.store, "administration (inspect, list, force release)")
+	}
+	return c.admin, nil
+}
