@@ -242,7 +242,7 @@ func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v an
 		return true, nil
 	}
 	for _, r := range undo {
-		if _, err := s.Release(ctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
+		if _, err := s.release(ctx, r, "one"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
 			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
 		}
 	}

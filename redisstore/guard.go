@@ -128,7 +128,7 @@ func (s *Store) undoGrant(ctx context.Context, reqs []driver.Request, cause erro
 	defer cancel()
 	var undoErr error
 	for _, r := range reqs {
-		if _, err := s.Release(rctx, r, leash.ReleaseOne); err != nil && !errors.Is(err, leash.ErrNotHeld) {
+		if _, err := s.release(rctx, r, "one"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
 			undoErr = err
 			break
 		}

@@ -40,7 +40,7 @@ type channel struct {
 	idleSince   time.Time // when the last watcher left; zero while watched
 }
 
-type watcher struct{ wake func(string) }
+type watcher struct{ wake func(driver.Wake) }
 
 func (n *notifier) init(s *Store) {
 	n.s = s
@@ -50,16 +50,17 @@ func (n *notifier) init(s *Store) {
 
 var errClosed = errors.New("redisstore: store closed")
 
-// Watch implements [driver.Store]. Each kind has its own channel (readers and
-// writers share one); the payload is the wake message.
-func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
+// Watch implements [driver.Watcher]. Each kind has its own channel (readers
+// and writers share one); the payload is Redisson's wake message (see
+// wakeOf).
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
 	}
 	return s.notify.watch(ctx, watchChannel(kind, s.key(name)), wake)
 }
 
-func (n *notifier) watch(ctx context.Context, ch string, wake func(string)) (func(), error) {
+func (n *notifier) watch(ctx context.Context, ch string, wake func(driver.Wake)) (func(), error) {
 	w := &watcher{wake: wake}
 	n.mu.Lock()
 	if n.closed {
@@ -228,7 +229,7 @@ func (n *notifier) read() {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.deliver(m.Channel, m.Payload)
+			n.deliver(m.Channel, wakeOf(m.Payload))
 		}
 	}
 }
@@ -253,16 +254,41 @@ func (n *notifier) confirmed(ch string) {
 	n.dropIfIdleLocked(ch, c)
 	n.mu.Unlock()
 	if resub {
-		n.deliver(ch, driver.WakeAll)
+		n.deliver(ch, driver.Wake{To: driver.WakeAll})
 	}
+}
+
+// Wake messages on the wire, as Redisson's lock, fair lock and read-write
+// lock publish them; any other payload is the owner at the head of a fair
+// queue.
+const (
+	msgOne     = "0" // one waiter: a lock or a permit was released
+	msgAll     = "1" // every waiter
+	msgReaders = "r" // every waiting reader
+	msgWriter  = "w" // one waiting writer
+)
+
+// wakeOf decodes a release message.
+func wakeOf(payload string) driver.Wake {
+	switch payload {
+	case msgOne:
+		return driver.Wake{To: driver.WakeOne}
+	case msgAll, "":
+		return driver.Wake{To: driver.WakeAll}
+	case msgReaders:
+		return driver.Wake{To: driver.WakeReaders}
+	case msgWriter:
+		return driver.Wake{To: driver.WakeWriter}
+	}
+	return driver.Wake{To: driver.WakeHead, Head: payload}
 }
 
 // deliver passes msg to the watchers of ch. The leash core turns it into the
 // local waiters it is for: one, all, the readers, one writer, a queue head.
-func (n *notifier) deliver(ch, msg string) {
+func (n *notifier) deliver(ch string, msg driver.Wake) {
 	n.mu.Lock()
 	c := n.chans[ch]
-	var wakes []func(string)
+	var wakes []func(driver.Wake)
 	if c != nil {
 		for _, w := range c.watchers {
 			wakes = append(wakes, w.wake)
@@ -300,7 +326,7 @@ func (n *notifier) replace(old *redis.PubSub) {
 	}
 	n.mu.Unlock()
 	for _, ch := range chans {
-		n.deliver(ch, driver.WakeAll)
+		n.deliver(ch, driver.Wake{To: driver.WakeAll})
 	}
 }
 

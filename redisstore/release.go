@@ -11,23 +11,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Release implements [driver.Store].
-func (s *Store) Release(ctx context.Context, req driver.Request, mode leash.ReleaseMode) (bool, error) {
+// Release implements [driver.Store]: it drops every hold of req.Owner.
+func (s *Store) Release(ctx context.Context, req driver.Request) error {
+	_, err := s.release(ctx, req, "all")
+	return err
+}
+
+// Withdraw implements [driver.Withdrawer].
+func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
+	if s.err != nil {
+		return s.err
+	}
+	n := s.key(req.Name)
+	keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
+	if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
+		return fmt.Errorf("redisstore: withdraw from %q: %w", req.Name, err)
+	}
+	return nil
+}
+
+// release drops one hold of req.Owner (m "one", as a Redisson unlock does:
+// what the store's own undo of a grant needs, since a Redisson-layout lock
+// counts re-entries) or every hold (m "all"), and reports whether the lock
+// was freed.
+func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
 	}
 	n := s.key(req.Name)
-	if mode == leash.Withdraw {
-		keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
-		if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
-			return false, fmt.Errorf("redisstore: withdraw from %q: %w", req.Name, err)
-		}
-		return false, nil
-	}
-	m := "all"
-	if mode == leash.ReleaseOne {
-		m = "one"
-	}
 	// The latch lives as long as a transport retry of this call may arrive.
 	latchTTL := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {

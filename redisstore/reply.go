@@ -41,7 +41,7 @@ func parseGrant(v any) (driver.Grant, error) {
 	}
 	switch {
 	case ints[0] == 1 && len(ints) == 3 && ints[1] > 0 && ints[2] > 0:
-		return driver.Grant{Acquired: true, Fence: ints[1], Holds: int(ints[2])}, nil
+		return driver.Grant{Acquired: true, Fence: ints[1]}, nil
 	case ints[0] == 0 && len(ints) == 2:
 		rem := time.Duration(-1)
 		if ints[1] >= 0 {

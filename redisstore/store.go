@@ -331,7 +331,36 @@ func called(text string) map[string]bool {
 	return names
 }
 
-var _ driver.Store = (*Store)(nil)
+var (
+	_ driver.Store      = (*Store)(nil)
+	_ driver.Watcher    = (*Store)(nil)
+	_ driver.KindStore  = (*Store)(nil)
+	_ driver.Withdrawer = (*Store)(nil)
+	_ driver.Admin      = (*Store)(nil)
+)
+
+// Kinds implements [driver.KindStore]: the Store grants every kind, in
+// Redisson's layouts (RLock, RFairLock, RReadWriteLock, and leash's own
+// semaphore).
+func (s *Store) Kinds() []driver.Kind {
+	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
+}
+
+// String names the store in messages: "redis" and the address of the
+// server (the first one, for Sentinel and Cluster clients).
+func (s *Store) String() string {
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		if c != nil {
+			return "redis " + c.Options().Addr
+		}
+	case *redis.ClusterClient:
+		if c != nil && len(c.Options().Addrs) > 0 {
+			return "redis cluster " + c.Options().Addrs[0]
+		}
+	}
+	return "redis"
+}
 
 // New returns a Store on rdb. A nil rdb, a *redis.Ring or bad options are
 // reported by Validate, which leash.New calls, so they surface before any
