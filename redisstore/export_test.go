@@ -1,8 +1,21 @@
 package redisstore
 
+import (
+	"context"
+
+	"github.com/leash-go/leash/driver"
+)
+
 // MarkerOnly makes s judge restarts by the marker alone, as earlier versions
 // did (no server identity): the negative control of the snapshot tests.
 func MarkerOnly(s *Store) *Store {
 	s.markerOnly = true
 	return s
+}
+
+// ReleaseOne drops one of req.Owner's holds, as a Redisson unlock does, and
+// reports whether the lock was freed: the Redisson interop the contract no
+// longer has, which the store keeps for its own undo of a grant.
+func (s *Store) ReleaseOne(ctx context.Context, req driver.Request) (bool, error) {
+	return s.release(ctx, req, "one")
 }

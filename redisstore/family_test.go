@@ -256,7 +256,7 @@ func TestLingerKeepsChannelBriefly(t *testing.T) {
 	t.Cleanup(func() { s.Close() })
 	name := lockName(t)
 	channel := "redisson_lock__channel:{" + name + "}"
-	stop, err := s.Watch(bg(t), driver.KindMutex, name, func(string) {})
+	stop, err := s.Watch(bg(t), driver.KindMutex, name, func(driver.Wake) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestLingerKeepsChannelBriefly(t *testing.T) {
 		t.Fatalf("subscribers right after the last watcher left = %d, want 1 (lingering)", n)
 	}
 	before := subscribeCalls(t, rdb)
-	stop, err = s.Watch(bg(t), driver.KindMutex, name, func(string) {})
+	stop, err = s.Watch(bg(t), driver.KindMutex, name, func(driver.Wake) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestDowngradedReaderKeepsTheHash(t *testing.T) {
 	if g, err := s.Acquire(bg(t), others[1]); err != nil || g.Acquired {
 		t.Fatalf("Mutex Acquire after the reader renewed = %+v, %v; want refused", g, err)
 	}
-	if _, err := s.Release(bg(t), r, leash.ReleaseAll); err != nil {
+	if err := s.Release(bg(t), r); err != nil {
 		t.Fatalf("Release(reader): %v", err)
 	}
 	// The dead writer's field stays until the reader's last lease would have
@@ -368,7 +368,7 @@ func TestDowngradedReaderKeepsTheHash(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if _, err := s.Release(bg(t), o, leash.ReleaseAll); err != nil {
+		if err := s.Release(bg(t), o); err != nil {
 			t.Fatalf("Release(%s): %v", o.Kind, err)
 		}
 	}
@@ -380,7 +380,7 @@ func TestWriterReleaseOneKeepsReaders(t *testing.T) {
 	s, rdb, w, _ := downgraded(t, 2, time.Minute)
 	name := w.Name
 	w.Lease = 50 * time.Millisecond
-	if freed, err := s.Release(bg(t), w, leash.ReleaseOne); err != nil || freed {
+	if freed, err := s.ReleaseOne(bg(t), w); err != nil || freed {
 		t.Fatalf("ReleaseOne(writer) = %v, %v; want still held", freed, err)
 	}
 	if ttl, _ := rdb.PTTL(bg(t), name).Result(); ttl < 50*time.Second {

@@ -213,21 +213,25 @@ func TestReleaseOnUserDataIsNotHeld(t *testing.T) {
 	rdb.Set(ctx, key, "hello", 0)
 	before := stateOf(t, rdb, key)
 	for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit} {
-		for _, mode := range []leash.ReleaseMode{leash.ReleaseOne, leash.ReleaseAll} {
-			_, err := s.Release(ctx, driver.Request{Kind: kind, Name: key, Owner: "someone:1", Lease: time.Minute}, mode)
+		release := map[string]func(driver.Request) error{
+			"all": func(r driver.Request) error { return s.Release(ctx, r) },
+			"one": func(r driver.Request) error { _, err := s.ReleaseOne(ctx, r); return err },
+		}
+		for mode, rel := range release {
+			err := rel(driver.Request{Kind: kind, Name: key, Owner: "someone:1", Lease: time.Minute})
 			if kind == driver.KindRead {
 				// A reader that holds no lease there has nothing to say about the name.
 				if !errors.Is(err, leash.ErrNotHeld) {
-					t.Errorf("Release(%v, mode %d) = %v, want ErrNotHeld", kind, mode, err)
+					t.Errorf("Release(%v, %s) = %v, want ErrNotHeld", kind, mode, err)
 				}
 				continue
 			}
 			if !errors.Is(err, leash.ErrNotHeld) || !errors.Is(err, leash.ErrNotALock) {
-				t.Errorf("Release(%v, mode %d) = %v, want ErrNotHeld and ErrNotALock", kind, mode, err)
+				t.Errorf("Release(%v, %s) = %v, want ErrNotHeld and ErrNotALock", kind, mode, err)
 			}
 		}
 	}
-	if _, err := s.Release(ctx, driver.Request{Kind: driver.KindFair, Name: key, Owner: "someone:1"}, leash.Withdraw); err != nil {
+	if err := s.Withdraw(ctx, driver.Request{Kind: driver.KindFair, Name: key, Owner: "someone:1"}); err != nil {
 		t.Errorf("Withdraw = %v, want nil", err)
 	}
 	checkUnchanged(t, rdb, key, before)
@@ -513,7 +517,7 @@ func TestWithdrawLeavesForeignCompanions(t *testing.T) {
 		key := fmt.Sprintf(format, n)
 		rdb.ZAdd(ctx, key, redis.Z{Score: 1, Member: "alice"}, redis.Z{Score: 2, Member: "someone:1"})
 		before := stateOf(t, rdb, key)
-		if _, err := s.Release(ctx, driver.Request{Kind: driver.KindFair, Name: n, Owner: "someone:1"}, leash.Withdraw); err != nil {
+		if err := s.Withdraw(ctx, driver.Request{Kind: driver.KindFair, Name: n, Owner: "someone:1"}); err != nil {
 			t.Errorf("Withdraw with a user's zset at %s = %v, want nil", key, err)
 		}
 		checkUnchanged(t, rdb, key, before)

@@ -13,7 +13,7 @@ const ms = int64(time.Millisecond)
 // h builds store operations: times in milliseconds, lease 100ms.
 func acq(owner string, call, ret int64, fence int64) history.Op {
 	return history.Op{Kind: history.StoreAcquire, Lock: "L", Owner: owner, Lease: 100 * ms,
-		Call: call * ms, Return: ret * ms, OK: true, Fence: fence, Holds: 1}
+		Call: call * ms, Return: ret * ms, OK: true, Fence: fence}
 }
 
 func renew(owner string, call, ret int64, status string) history.Op {
@@ -27,7 +27,7 @@ func release(owner string, call, ret int64, status string) history.Op {
 }
 
 func ambiguous(op history.Op) history.Op {
-	op.OK, op.Ambiguous, op.Status, op.Fence, op.Holds = false, true, "", 0, 0
+	op.OK, op.Ambiguous, op.Status, op.Fence = false, true, "", 0
 	return op
 }
 

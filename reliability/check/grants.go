@@ -71,7 +71,6 @@ type output struct {
 	ok, ambiguous bool
 	status        string
 	fence         int64
-	holds         int
 }
 
 // step is the fenced-lease model. It returns every state the lock may be in
@@ -96,12 +95,10 @@ func step(s leaseState, in input, out output) []leaseState {
 			return []leaseState{s, {holder: in.owner, start: start, lease: in.lease, maxFence: s.maxFence}}
 		case !out.ok:
 			return []leaseState{s} // busy: not checked (a lease may end at any time after its earliest expiry)
-		case out.holds > 1:
-			// A re-entry at the store (a transport retry): same tenure, same token.
-			if s.holder != in.owner || (s.fence != 0 && s.fence != out.fence) {
-				return nil
-			}
-			s.fence, s.start = out.fence, max(s.start, in.call)
+		case s.holder == in.owner && s.fence != 0 && out.fence == s.fence:
+			// The owner's own grant again (a transport retry reaching the
+			// server twice): the same tenure and token, its lease refreshed.
+			s.start = max(s.start, in.call)
 			return []leaseState{s}
 		default:
 			if !(s.holder == in.owner || s.mayHaveExpired(in.ret)) || out.fence <= s.maxFence {
@@ -251,7 +248,7 @@ func Grants(ops []history.Op, timeout time.Duration) GrantResult {
 				continue // a no-op in the model (see step), and costly to search
 			}
 		}
-		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous && op.Holds == 1 {
+		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous {
 			res.Grants++
 		}
 		ret := op.Return
@@ -270,7 +267,7 @@ func Grants(ops []history.Op, timeout time.Duration) GrantResult {
 			ClientId: id,
 			Input:    input{kind: op.Kind, owner: op.Owner, lease: op.Lease, call: op.Call, ret: op.Return},
 			Call:     op.Call,
-			Output:   output{ok: op.OK, ambiguous: op.Ambiguous, status: op.Status, fence: op.Fence, holds: op.Holds},
+			Output:   output{ok: op.OK, ambiguous: op.Ambiguous, status: op.Status, fence: op.Fence},
 			Return:   ret,
 			Metadata: op.Lock,
 		})
@@ -311,7 +308,7 @@ func definiteDoubleGrants(ops []history.Op) []DoubleGrant {
 	ts := map[string]*tenure{}
 	var order []*tenure
 	for _, op := range ops {
-		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous && op.Holds == 1 {
+		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous {
 			if _, ok := ts[op.Owner]; !ok {
 				t := &tenure{lock: op.Lock, grant: op, expiry: earliestExpiry(op.Call, op.Lease), end: history.Pending}
 				ts[op.Owner] = t

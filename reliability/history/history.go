@@ -88,7 +88,6 @@ type Op struct {
 	Ambiguous  bool   `json:"ambiguous,omitempty"` // the outcome is unknown
 	Status     string `json:"status,omitempty"`    // renewal and release status
 	Fence      int64  `json:"fence,omitempty"`
-	Holds      int    `json:"holds,omitempty"`       // store.acquire: hold count after it
 	Depth      int    `json:"depth,omitempty"`       // lock: 1 for a new tenure, more for a re-entry
 	ValidUntil int64  `json:"valid_until,omitempty"` // lock: the hold's validity deadline
 	Reason     string `json:"reason,omitempty"`      // told: why

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -18,7 +17,8 @@ type Store struct {
 	rec   *Recorder
 }
 
-// Wrap returns a Store that records inner's operations in rec.
+// Wrap returns a Store that records inner's operations in rec. inner must
+// have every capability Store passes through (redisstore does).
 func Wrap(inner driver.Store, rec *Recorder) *Store { return &Store{inner: inner, rec: rec} }
 
 var _ driver.Store = (*Store)(nil)
@@ -32,7 +32,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			failed(o, err)
 			return
 		}
-		o.OK, o.Fence, o.Holds = g.Acquired, g.Fence, g.Holds
+		o.OK, o.Fence = g.Acquired, g.Fence
 	})
 	return g, err
 }
@@ -71,25 +71,20 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 }
 
 // Release implements driver.Store.
-func (s *Store) Release(ctx context.Context, req driver.Request, mode leash.ReleaseMode) (bool, error) {
-	if mode == leash.Withdraw { // a waiter leaving a queue: no hold changes
-		return s.inner.Release(ctx, req, mode)
-	}
+func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	id := s.rec.Begin(Op{Kind: StoreRelease, Lock: req.Name, Owner: req.Owner, Lease: int64(req.Lease)})
-	freed, err := s.inner.Release(ctx, req, mode)
+	err := s.inner.Release(ctx, req)
 	s.rec.End(id, func(o *Op) {
 		switch {
-		case errors.Is(err, leash.ErrNotHeld):
+		case errors.Is(err, driver.ErrNotHeld):
 			o.Status = NotHeld
 		case err != nil:
 			failed(o, err)
-		case freed:
-			o.OK, o.Status = true, Freed
 		default:
-			o.OK = true // one hold dropped, the lock still held
+			o.OK, o.Status = true, Freed
 		}
 	})
-	return freed, err
+	return err
 }
 
 // refused are the Redis error prefixes that mean the command was not run.
@@ -108,19 +103,36 @@ func failed(o *Op, err error) {
 	o.Ambiguous = true
 }
 
-// Watch implements driver.Store.
-func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
-	return s.inner.Watch(ctx, kind, name, wake)
+// The capabilities below pass through to the wrapped store, which must have
+// them: the suite wraps redisstore.
+
+// Kinds implements driver.KindStore.
+func (s *Store) Kinds() []driver.Kind { return s.inner.(driver.KindStore).Kinds() }
+
+// Withdraw implements driver.Withdrawer: a waiter leaving a queue, no hold
+// changes, so nothing is recorded.
+func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
+	return s.inner.(driver.Withdrawer).Withdraw(ctx, req)
 }
 
-// Inspect implements driver.Store.
+// Watch implements driver.Watcher.
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	return s.inner.(driver.Watcher).Watch(ctx, kind, name, wake)
+}
+
+// Inspect implements driver.Admin.
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	return s.inner.Inspect(ctx, name)
+	return s.inner.(driver.Admin).Inspect(ctx, name)
 }
 
-// ForceRelease implements driver.Store.
+// List implements driver.Admin.
+func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
+	return s.inner.(driver.Admin).List(ctx, pattern)
+}
+
+// ForceRelease implements driver.Admin.
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
-	return s.inner.ForceRelease(ctx, name)
+	return s.inner.(driver.Admin).ForceRelease(ctx, name)
 }
 
 // Validate passes the wrapped store's construction error through.

@@ -98,8 +98,8 @@ func (s skewStore) Renew(ctx context.Context, rs []driver.Request) []driver.Rene
 	return s.Store.Renew(ctx, out)
 }
 
-func (s skewStore) Release(ctx context.Context, r driver.Request, m leash.ReleaseMode) (bool, error) {
-	return s.Store.Release(ctx, s.scale(r), m)
+func (s skewStore) Release(ctx context.Context, r driver.Request) error {
+	return s.Store.Release(ctx, s.scale(r))
 }
 
 // newRDB returns a go-redis client whose round trips give up after d, so
