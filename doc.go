@@ -4,7 +4,7 @@
 //
 // # Lifecycle
 //
-// Create one [Client] per process on a [driver.Store] (redisstore for Redis,
+// Create one [Client] per process on a store (redisstore for Redis,
 // memstore in process), take locks by name, release them, and close the
 // Client on shutdown:
 //
@@ -68,9 +68,25 @@
 //
 // # Waiting
 //
-// Waiters do not poll. A release wakes one waiter per client through the
-// store's notifications (pub/sub on Redis); a fallback timer set to the
-// holder's remaining lease covers a lost notification or an expiry.
+// Waiters do not poll on a store that notifies (a driver.Watcher: Redis,
+// memstore). A release wakes one waiter per client through the store's
+// notifications (pub/sub on Redis); a fallback timer set to the holder's
+// remaining lease covers a lost notification or an expiry. On a store
+// without notifications, waiters try again when the holder's lease runs
+// out, and at least every second.
+//
+// # Stores
+//
+// A store is anything that implements package driver's contract: an
+// exclusive, leased, fenced lock in three methods, plus optional
+// capabilities the Client discovers — the other lock kinds, notifications,
+// several names in one step, administration, session renewal, holder
+// records. Every Mutex and MultiLock works on every store; a FairMutex,
+// RWMutex or Semaphore on a store without that kind, or Inspect and
+// ForceUnlock on one without administration, fail before any round trip
+// with an error matching ErrUnsupported that names the store and what it
+// lacks. driver.Open opens a store from a URL ("redis://…", "mem://") by
+// the scheme its module registered.
 //
 // # Cost
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/leash-go/leash/driver"
 )
 
-// Inspect implements [driver.Store].
+// Inspect implements [driver.Admin].
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	if s.err != nil {
 		return driver.Info{}, s.err

@@ -15,7 +15,7 @@ const (
 	listScanCount = 500
 )
 
-// List returns, sorted, the names of the locks held in the store whose names
+// List implements [driver.Admin]: it returns, sorted, the names of the locks held in the store whose names
 // match pattern, a Redis glob as in SCAN MATCH ("" means "*"), matched
 // against the names, not the keys: Options.KeyPrefix is added to the
 // pattern and taken off the names. It walks the

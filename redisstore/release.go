@@ -92,7 +92,7 @@ func releaseKeys(name, latch string) []string {
 	return []string{name, channelName(name), latch, fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}
 }
 
-// ForceRelease implements [driver.Store].
+// ForceRelease implements [driver.Admin].
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
