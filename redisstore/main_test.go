@@ -58,11 +58,7 @@ func newRDB(t *testing.T, addr string) *redis.Client {
 func newClient(t *testing.T, addr string, opts *leash.Options) *leash.Client {
 	t.Helper()
 	c, err := leash.New(redisstore.New(newRDB(t, addr), nil), opts)
-	if err != nil {
-		t.Fatalf("leash.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.Closing(t, c, err)
 }
 
 func lockName(t *testing.T) string { return "test/" + t.Name() }

@@ -117,3 +117,23 @@ func TestParseFence(t *testing.T) {
 		})
 	}
 }
+
+// closer counts its Close calls.
+type closer struct{ closed int }
+
+func (c *closer) Close() error { c.closed++; return nil }
+
+func TestClosing(t *testing.T) {
+	c := &closer{}
+	t.Run("closed at cleanup", func(t *testing.T) {
+		if got := testkit.Closing(t, c, nil); got != c {
+			t.Errorf("Closing returned %p, want %p", got, c)
+		}
+		if c.closed != 0 {
+			t.Errorf("closed %d times before cleanup, want 0", c.closed)
+		}
+	})
+	if c.closed != 1 {
+		t.Errorf("closed %d times after cleanup, want 1", c.closed)
+	}
+}
