@@ -100,7 +100,7 @@ func TestFairMutexDeadWaiterLeavesQueue(t *testing.T) {
 		info, err := holder.Inspect(bg(t), name)
 		return err == nil && info.Queued == 2
 	})
-	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := dead.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()

@@ -119,7 +119,7 @@ func TestCrashedHolderFreesWithinOneLease(t *testing.T) {
 			child := startKindHolder(t, srv.Addr, name, lease, k.holder)
 			c := newClient(t, srv.Addr, nil)
 			killed := time.Now()
-			if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if err := child.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			h, err := lockKind(bg(t), c, k.contender, name)
@@ -156,7 +156,7 @@ func TestPausedHolderIsToldBeforeItWrites(t *testing.T) {
 			if l := child.next(t, 5*time.Second); l != fmt.Sprintf("wrote %d accepted", child.fence) {
 				t.Fatalf("holder said %q, want its first accepted write", l)
 			}
-			if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			if err := child.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
 			paused := time.Now()
@@ -173,8 +173,8 @@ func TestPausedHolderIsToldBeforeItWrites(t *testing.T) {
 				t.Fatalf("new holder's write = %v, %v; want accepted", ok, err)
 			}
 			time.Sleep(time.Until(paused.Add(3 * lease / 2)))
-			child.drain()
-			if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			child.Drain()
+			if err := child.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
 			if l := child.next(t, 5*time.Second); l != "lost expired" {

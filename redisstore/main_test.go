@@ -1,21 +1,17 @@
 package redisstore_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -62,11 +58,7 @@ func newRDB(t *testing.T, addr string) *redis.Client {
 func newClient(t *testing.T, addr string, opts *leash.Options) *leash.Client {
 	t.Helper()
 	c, err := leash.New(redisstore.New(newRDB(t, addr), nil), opts)
-	if err != nil {
-		t.Fatalf("leash.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.Closing(t, c, err)
 }
 
 func lockName(t *testing.T) string { return "test/" + t.Name() }
@@ -77,17 +69,11 @@ func bg(t *testing.T) context.Context {
 	return ctx
 }
 
-// fenceLua is the fenced resource of the tests: it accepts a write only if
-// its token is not below the highest token it has accepted.
-const fenceLua = `
-local seen = tonumber(redis.call('get', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < seen then return 0 end
-redis.call('set', KEYS[1], ARGV[1])
-return 1`
-
+// fencedWrite writes token to the tests' fenced resource (testkit.FenceLua)
+// and reports whether it was accepted.
 func fencedWrite(ctx context.Context, rdb redis.UniversalClient, resource string, token int64) (bool, error) {
-	n, err := rdb.Eval(ctx, fenceLua, []string{resource}, token).Int()
-	return n == 1, err
+	f, err := testkit.ParseFence(rdb.Eval(ctx, testkit.FenceLua, []string{resource}, token).Result())
+	return f.Accepted, err
 }
 
 // runHolder is the body of a holder child process. It takes the lock named
@@ -175,8 +161,7 @@ func grantedAt(t *testing.T, lock func() (*leash.Hold, error)) <-chan time.Time 
 
 // holder is a running holder child process.
 type holder struct {
-	cmd   *exec.Cmd
-	lines chan string
+	*testkit.Child
 	fence int64
 }
 
@@ -200,69 +185,27 @@ func startChild(t *testing.T, addr, name string, lease time.Duration, kind strin
 	if waiter {
 		w = "1"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1", "LEASH_TEST_ADDR="+addr, "LEASH_TEST_WAITER="+w,
-		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String(), "LEASH_TEST_KIND="+kind)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start holder: %v", err)
-	}
-	h := &holder{cmd: cmd, lines: make(chan string, 1024)}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	// Owner: this holder. Stops when the child's stdout closes.
-	go func() {
-		defer close(h.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			h.lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
+	h := &holder{Child: testkit.StartSelf(t, "holder", helperEnv+"=1", "LEASH_TEST_ADDR="+addr, "LEASH_TEST_WAITER="+w,
+		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String(), "LEASH_TEST_KIND="+kind)}
 	if waiter {
 		if l := h.next(t, 30*time.Second); l != "waiting" {
 			t.Fatalf("waiter said %q, want waiting", l)
 		}
 		return h
 	}
-	line := h.next(t, 30*time.Second)
-	f, ok := strings.CutPrefix(line, "acquired ")
-	if !ok {
-		t.Fatalf("holder said %q, want acquired", line)
+	var err error
+	if h.fence, err = h.Acquired(30 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	h.fence, _ = strconv.ParseInt(f, 10, 64)
 	return h
 }
 
 // next returns the holder's next line.
 func (h *holder) next(t *testing.T, within time.Duration) string {
 	t.Helper()
-	select {
-	case l, ok := <-h.lines:
-		if !ok {
-			t.Fatalf("holder exited")
-		}
-		return l
-	case <-time.After(within):
-		t.Fatalf("holder silent for %v", within)
+	l, err := h.Next(within)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ""
-}
-
-// drain discards the lines the holder has printed so far.
-func (h *holder) drain() {
-	for {
-		select {
-		case <-h.lines:
-		default:
-			return
-		}
-	}
+	return l
 }

@@ -1,24 +1,22 @@
 package scenario_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/leash-go/leash/internal/faultproxy"
 	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/reliability/check"
 	"github.com/leash-go/leash/reliability/history"
@@ -173,11 +171,9 @@ func (e *env) goWorker(cfg workerConfig) (wait func()) {
 // child is a worker running in its own process, so that pauses and kills
 // are real.
 type child struct {
+	*testkit.Child
 	e     *env
 	cfg   workerConfig
-	cmd   *exec.Cmd
-	lines chan string
-	done  chan struct{}
 	pause int64 // ID of the open Paused operation, 0 when running
 }
 
@@ -189,35 +185,10 @@ func (e *env) startChild(cfg workerConfig) *child {
 	cfg.Out = filepath.Join(e.t.TempDir(), cfg.Proc+".jsonl")
 	cfg.Announce = true
 	b, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.t.Fatalf("start worker %s: %v", cfg.Proc, err)
-	}
-	c := &child{e: e, cfg: cfg, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}
+	c := &child{Child: testkit.StartSelf(e.t, "worker "+cfg.Proc, childEnv+"="+string(b)), e: e, cfg: cfg}
 	e.mu.Lock()
 	e.files = append(e.files, cfg.Out)
 	e.mu.Unlock()
-	e.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-c.done
-	})
-	// Owner: this child. Stops when its stdout closes.
-	go func() {
-		defer close(c.done)
-		defer close(c.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-		_ = cmd.Wait()
-	}()
 	c.await("ready", startWithin)
 	return c
 }
@@ -230,36 +201,24 @@ const startWithin = 2 * time.Minute
 // await returns the child's next line that starts with prefix.
 func (c *child) await(prefix string, within time.Duration) string {
 	c.e.t.Helper()
-	timeout := time.After(within)
-	for {
-		select {
-		case l, ok := <-c.lines:
-			if !ok {
-				c.e.t.Fatalf("worker %s exited while awaiting %q", c.cfg.Proc, prefix)
-			}
-			if strings.HasPrefix(l, "error") {
-				c.e.t.Fatalf("worker %s: %s", c.cfg.Proc, l)
-			}
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-timeout:
-			c.e.t.Fatalf("worker %s silent for %v awaiting %q", c.cfg.Proc, within, prefix)
-		}
+	l, err := c.Await(prefix, within)
+	if err != nil {
+		c.e.t.Fatal(err)
 	}
+	return l
 }
 
 // stop pauses the child with SIGSTOP and records the pause.
 func (c *child) stop() {
 	c.pause = c.e.nem.Begin(history.Op{Kind: history.Paused})
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := c.Pause(); err != nil {
 		c.e.t.Fatal(err)
 	}
 }
 
 // cont resumes a paused child with SIGCONT.
 func (c *child) cont() {
-	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := c.Resume(); err != nil {
 		c.e.t.Fatal(err)
 	}
 	c.e.nem.End(c.pause, func(o *history.Op) { o.Proc = c.cfg.Proc })
@@ -269,18 +228,14 @@ func (c *child) cont() {
 // kill ends the child with SIGKILL and records its death.
 func (c *child) kill() {
 	c.e.nem.Instant(history.Op{Kind: history.Died, Reason: c.cfg.Proc})
-	_ = c.cmd.Process.Signal(syscall.SIGCONT)
-	_ = c.cmd.Process.Kill()
-	<-c.done
+	c.Kill()
 }
 
 // wait waits for the child to finish on its own.
 func (c *child) wait(within time.Duration) {
 	c.e.t.Helper()
-	select {
-	case <-c.done:
-	case <-time.After(within):
-		c.e.t.Fatalf("worker %s still running after %v", c.cfg.Proc, within)
+	if err := c.Wait(within); err != nil {
+		c.e.t.Fatal(err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/reliability/history"
 	"github.com/redis/go-redis/v9"
@@ -60,19 +61,10 @@ type workerConfig struct {
 	Out      string // child processes: the history file
 }
 
-// fenceLua is the fenced resource: a row that accepts a write whose token
-// is not below the highest it has accepted (a holder writes more than once),
-// and numbers accepted writes in the order it took them.
-// KEYS[1] row, KEYS[2] write counter; ARGV[1] token; ARGV[2] "1" to fence.
-// Returns the write's sequence number, or 0 when rejected.
-const fenceLua = `
-local seen = tonumber(redis.call('get', KEYS[1]) or '0')
-local token = tonumber(ARGV[1])
-if ARGV[2] == '1' and token < seen then return 0 end
-if token > seen then redis.call('set', KEYS[1], ARGV[1]) end
-return redis.call('incr', KEYS[2])`
-
-var fenceScript = redis.NewScript(fenceLua)
+// fenceScript is the fenced resource (testkit.FenceLua), counted: each
+// worker writes KEYS "row:<lock>" and "seq:<lock>", and ARGV its token and
+// "1" to fence ("0" for an unfenced resource).
+var fenceScript = redis.NewScript(testkit.FenceLua)
 
 // skewStore shortens every lease it passes on: the server's clock seems to
 // run fast, so the lock frees itself before the client's deadline.
@@ -286,13 +278,13 @@ func (w *worker) write(h *leash.Hold) {
 	id := w.rec.Begin(history.Op{Kind: history.Write, Lock: h.Name(), Owner: h.Owner(), Fence: h.Fence()})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	seq, err := fenceScript.Run(ctx, w.res, []string{"row:" + h.Name(), "seq:" + h.Name()}, h.Fence(), w.fence).Int64()
+	f, err := testkit.ParseFence(fenceScript.Run(ctx, w.res, []string{"row:" + h.Name(), "seq:" + h.Name()}, h.Fence(), w.fence).Result())
 	w.rec.End(id, func(o *history.Op) {
 		if err != nil {
 			o.Ambiguous, o.Err = true, err.Error()
 			return
 		}
-		o.OK, o.Seq = seq > 0, seq
+		o.OK, o.Seq = f.Accepted, f.Seq
 	})
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -272,7 +271,7 @@ func (d *demo) crash(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer child.stop()
+	defer child.Kill()
 	c, err := d.client(nil)
 	if err != nil {
 		return err
@@ -290,9 +289,9 @@ func (d *demo) crash(ctx context.Context) error {
 	}()
 	d.tl.say("instance-2", "waiting for %s", name)
 	time.Sleep(300 * time.Millisecond)
-	d.tl.say("demo", "SIGKILL the crasher (pid %d): no unlock, no goodbye", child.cmd.Process.Pid)
+	d.tl.say("demo", "SIGKILL the crasher (pid %d): no unlock, no goodbye", child.Pid())
 	killed = time.Now()
-	if err := child.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := child.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
 	if err := <-got; err != nil {
@@ -314,11 +313,11 @@ func (d *demo) fencing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer child.stop()
-	if line, err := child.next(5 * time.Second); err != nil || !strings.HasPrefix(line, "wrote ") {
+	defer child.Kill()
+	if line, err := child.Next(5 * time.Second); err != nil || !strings.HasPrefix(line, "wrote ") {
 		return fmt.Errorf("sleeper: want its first write, got %q (%v)", line, err)
 	}
-	if err := child.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := child.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
 	d.tl.say("demo", "SIGSTOP the sleeper for 2s, like a long GC pause, right after a write")
@@ -341,14 +340,14 @@ func (d *demo) fencing(ctx context.Context) error {
 	d.tl.say("instance-3", "wrote the ledger with fence %d: accepted", h.Fence())
 	time.Sleep(time.Until(paused.Add(2 * time.Second)))
 	d.tl.say("demo", "SIGCONT the sleeper")
-	if err := child.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := child.Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
 	var told, rejected bool
 	for !rejected {
-		line, err := child.next(5 * time.Second)
+		line, err := child.Next(5 * time.Second)
 		if err != nil {
-			return fmt.Errorf("sleeper: %v", err)
+			return err
 		}
 		switch {
 		case strings.HasPrefix(line, "lost "):
@@ -365,29 +364,22 @@ func (d *demo) fencing(ctx context.Context) error {
 	return nil
 }
 
-// fencedWrite is the demo's fenced resource: a ledger that accepts a write
-// only if its fencing token is not below the highest it has accepted.
+// fencedWrite is the demo's fenced resource, a ledger (testkit.FenceLua):
+// it accepts a write only if its fencing token is not below the highest it
+// has accepted, which it returns.
 func fencedWrite(ctx context.Context, rdb redis.UniversalClient, name string, token int64) (bool, int64, error) {
-	const script = `
-local seen = tonumber(redis.call('get', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < seen then return {0, seen} end
-redis.call('set', KEYS[1], ARGV[1])
-return {1, tonumber(ARGV[1])}`
-	v, err := rdb.Eval(ctx, script, []string{name + ":last-fence"}, token).Slice()
-	if err != nil || len(v) != 2 {
-		return false, 0, fmt.Errorf("ledger write: %v", err)
+	f, err := testkit.ParseFence(rdb.Eval(ctx, testkit.FenceLua, []string{name + ":last-fence"}, token).Result())
+	if err != nil {
+		return false, 0, fmt.Errorf("ledger write: %w", err)
 	}
-	ok, _ := v[0].(int64)
-	seen, _ := v[1].(int64)
-	return ok == 1, seen, nil
+	return f.Accepted, f.Seen, nil
 }
 
 // demoHolder is a holder child process.
 type demoHolder struct {
+	*testkit.Child
 	d     *demo
 	who   string
-	cmd   *exec.Cmd
-	lines chan string
 	fence int64
 }
 
@@ -400,40 +392,21 @@ func (d *demo) startHolder(ctx context.Context, who, name, mode string) (*demoHo
 	}
 	cmd := exec.CommandContext(ctx, exe, "demo-holder", "-store", d.url, "-name", name, "-mode", mode)
 	cmd.Stderr = d.e.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	h := &demoHolder{d: d, who: who}
+	// print runs from the Child's reader, which starts after cmd.Process is set.
+	if h.Child, err = testkit.Start(who, cmd, func(line string) { h.print(cmd.Process.Pid, line) }); err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", who, err)
+	if h.fence, err = h.Acquired(30 * time.Second); err != nil {
+		h.Kill()
+		return nil, err
 	}
-	h := &demoHolder{d: d, who: who, cmd: cmd, lines: make(chan string, 64)}
-	// Owner: this holder. Stops when the child's stdout closes.
-	go func() {
-		defer close(h.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			h.print(sc.Text())
-			h.lines <- sc.Text()
-		}
-	}()
-	line, err := h.next(30 * time.Second)
-	if err != nil {
-		h.stop()
-		return nil, fmt.Errorf("%s: %w", who, err)
-	}
-	f, ok := strings.CutPrefix(line, "acquired ")
-	if !ok {
-		h.stop()
-		return nil, fmt.Errorf("%s said %q, want acquired", who, line)
-	}
-	h.fence, _ = strconv.ParseInt(f, 10, 64)
 	return h, nil
 }
 
 // print turns a child's event line into a timeline entry.
-func (h *demoHolder) print(line string) {
-	who := fmt.Sprintf("%s(%d)", h.who, h.cmd.Process.Pid)
+func (h *demoHolder) print(pid int, line string) {
+	who := fmt.Sprintf("%s(%d)", h.who, pid)
 	f := strings.Fields(line)
 	switch {
 	case len(f) == 2 && f[0] == "acquired":
@@ -447,24 +420,6 @@ func (h *demoHolder) print(line string) {
 	default:
 		h.d.tl.say(who, "%s", line)
 	}
-}
-
-func (h *demoHolder) next(within time.Duration) (string, error) {
-	select {
-	case l, ok := <-h.lines:
-		if !ok {
-			return "", errors.New("exited")
-		}
-		return l, nil
-	case <-time.After(within):
-		return "", fmt.Errorf("silent for %v", within)
-	}
-}
-
-func (h *demoHolder) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGCONT)
-	_ = h.cmd.Process.Kill()
-	_ = h.cmd.Wait()
 }
 
 // cmdDemoHolder is the hidden child side of scenes 3 and 4.

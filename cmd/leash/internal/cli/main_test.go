@@ -19,6 +19,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -305,11 +306,7 @@ func newRDB(t *testing.T, addr string) *redis.Client {
 func newClient(t *testing.T, addr string, opts *leash.Options) *leash.Client {
 	t.Helper()
 	c, err := leash.New(redisstore.New(newRDB(t, addr), nil), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return testkit.Closing(t, c, err)
 }
 
 // ctxFor returns a context for calls from the test's goroutine.
