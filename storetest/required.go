@@ -134,7 +134,7 @@ func testRenewShorter(t *testing.T, s driver.Store, n *namer) {
 	r.Lease = 100 * time.Millisecond
 	wantRenew(t, s, r, driver.Renewed, "by the owner with a shorter lease")
 	if rem := busy(t, s, n, r, long); rem > r.Lease {
-		t.Errorf("remaining lease after renewal to %v = %v, want <= %v", r.Lease, rem, r.Lease)
+		t.Fatalf("remaining lease after renewal to %v = %v, want <= %v", r.Lease, rem, r.Lease)
 	}
 	if g2 := acquireWithin(t, s, req(r.Name, n.owner(), long), r.Lease+wakeWait); g2.Fence <= g.Fence {
 		t.Errorf("fence after the shortened lease ran out = %d, want > %d", g2.Fence, g.Fence)
