@@ -211,14 +211,10 @@ func mustUnlock(t *testing.T, h *leash.Hold) {
 	}
 }
 
-// heldBy reports the owner of name in s, or "". s must be a driver.Admin.
+// heldBy reports the owner of name in s, or "".
 func heldBy(t *testing.T, s driver.Store, name string) string {
 	t.Helper()
-	a, ok := s.(driver.Admin)
-	if !ok {
-		t.Fatalf("heldBy: %s is not a driver.Admin", driver.Describe(s))
-	}
-	info, err := a.Inspect(context.Background(), name)
+	info, err := s.(driver.Admin).Inspect(context.Background(), name)
 	if err != nil {
 		t.Fatalf("Inspect(%q): %v", name, err)
 	}
