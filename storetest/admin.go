@@ -18,10 +18,12 @@ var adminTests = []test{
 	{name: "inspect reports the last token granted, held or not", fn: testInspectFence},
 	{name: "force release deletes every hold, and tokens keep growing", fn: testForceRelease},
 	{name: "list matches glob patterns, names with ':', '/' and '*' included", fn: testList},
+	{name: "inspect and list see unusual names as they are", fn: testAdminNames},
 	{name: "list leaves out names no lock holds: released, expired, forced, never held", fn: testListOnlyLocks},
 	{name: "force release wakes every waiter", needs: []capability{capWatch}, fn: testForceReleaseWakes},
 	{name: "inspect counts a fair queue's places", needs: []capability{capFair}, fn: testInspectFair},
 	{name: "inspect lists readers and the waiting writer", needs: []capability{capRW}, fn: testRWInspect},
+	{name: "inspect sees a downgraded writer's read lease beside other readers", needs: []capability{capRW}, fn: testInspectDowngrade},
 	{name: "force release clears readers and writers' marks", needs: []capability{capRW}, fn: testForceReleaseRW},
 	{name: "force release of a read-write lock wakes its waiters", needs: []capability{capRW, capWatch}, fn: testForceReleaseRWWakes},
 	{name: "inspect reports a semaphore's count and holders", needs: []capability{capPermit}, fn: testInspectPermits},
@@ -200,6 +202,25 @@ func testList(t *testing.T, s driver.Store, n *namer) {
 	}
 }
 
+func testAdminNames(t *testing.T, s driver.Store, n *namer) {
+	base := n.name()
+	names := unusualNames(t, s, base)
+	for _, name := range names {
+		r := req(name, n.owner(), long)
+		mustAcquire(t, s, r)
+		wantInspectHeldBy(t, s, name, r.Owner)
+	}
+	slices.Sort(names)
+	if got := list(t, s, quoteGlob(base)+"/*"); !slices.Equal(got, names) {
+		t.Errorf("List(%q) = %q, want %q", quoteGlob(base)+"/*", got, names)
+	}
+	for _, name := range names {
+		if got := list(t, s, quoteGlob(name)); !slices.Equal(got, []string{name}) {
+			t.Errorf("List(%q) = %q, want only %q", quoteGlob(name), got, name)
+		}
+	}
+}
+
 // testListOnlyLocks runs every operation that may touch a name without
 // leaving a lock on it, and checks that List lists none of those names.
 func testListOnlyLocks(t *testing.T, s driver.Store, n *namer) {
@@ -282,6 +303,20 @@ func testRWInspect(t *testing.T, s driver.Store, n *namer) {
 	mustAcquire(t, s, w)
 	if info := wantInspectHeldBy(t, s, name, wr); info.Kind != driver.KindWrite {
 		t.Errorf("Inspect of a write lock = kind %v, want write", info.Kind)
+	}
+}
+
+func testInspectDowngrade(t *testing.T, s driver.Store, n *namer) {
+	name := n.name()
+	w := write(name, n.owner())
+	mustAcquire(t, s, w)
+	down := read(name, n.owner())
+	down.Parent = w.Owner
+	mustAcquire(t, s, down)
+	mustRelease(t, s, w)
+	mustAcquire(t, s, read(name, n.owner()))
+	if info := inspect(t, s, name); info.Kind != driver.KindRead || len(info.Owners) != 2 {
+		t.Errorf("after the downgrade: kind %v owners %+v, want two readers", info.Kind, info.Owners)
 	}
 }
 
