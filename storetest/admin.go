@@ -307,12 +307,8 @@ func testRWInspect(t *testing.T, s driver.Store, n *namer) {
 }
 
 func testInspectDowngrade(t *testing.T, s driver.Store, n *namer) {
-	name := n.name()
-	w := write(name, n.owner())
-	mustAcquire(t, s, w)
-	down := read(name, n.owner())
-	down.Parent = w.Owner
-	mustAcquire(t, s, down)
+	w, _ := downgraded(t, s, n)
+	name := w.Name
 	mustRelease(t, s, w)
 	mustAcquire(t, s, read(name, n.owner()))
 	if info := inspect(t, s, name); info.Kind != driver.KindRead || len(info.Owners) != 2 {

@@ -92,16 +92,25 @@ func testRWDowngrade(t *testing.T, s driver.Store, n *namer) {
 	mustAcquire(t, s, write(name, n.owner())) // free once both left
 }
 
+// downgraded takes a write lock on a new name and the writer's own read lease
+// (the downgrade), and returns their requests.
+func downgraded(t *testing.T, s driver.Store, n *namer) (w, down driver.Request) {
+	t.Helper()
+	name := n.name()
+	w = write(name, n.owner())
+	mustAcquire(t, s, w)
+	down = read(name, n.owner())
+	down.Parent = w.Owner
+	mustAcquire(t, s, down)
+	return w, down
+}
+
 // testRWDowngradeOutlivesWriter renews a writer with a lease far shorter than
 // the read lease it downgraded to (as UnlockAfter does), and lets it lapse: the
 // reader still holds the lock, so neither a writer nor a Mutex may be granted.
 func testRWDowngradeOutlivesWriter(t *testing.T, s driver.Store, n *namer) {
-	name := n.name()
-	w := write(name, n.owner())
-	mustAcquire(t, s, w)
-	down := read(name, n.owner())
-	down.Parent = w.Owner
-	mustAcquire(t, s, down)
+	w, down := downgraded(t, s, n)
+	name := w.Name
 	w.Lease = 50 * time.Millisecond
 	wantRenew(t, s, w, driver.Renewed, "of the writer with 50ms")
 	time.Sleep(200 * time.Millisecond) // the writer's lease runs out
