@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -73,7 +74,7 @@ func (k Kind) String() string {
 	if int(k) < len(kindText) {
 		return kindText[k]
 	}
-	return "kind(" + string(rune('0'+k)) + ")"
+	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Request names one lock operation for the store.

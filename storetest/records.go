@@ -7,26 +7,12 @@ import (
 	"github.com/leash-go/leash/driver"
 )
 
-// runRecords runs the tests of holder records, for a store that implements
-// driver.ClientRecorder; they are skipped for one that does not.
-func runRecords(t *testing.T, newStore NewStore) {
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, s driver.ClientRecorder, n *namer)
-	}{
-		{"records: a record reads back as written", testRecordRoundTrip},
-		{"records: a put replaces the whole record", testRecordReplace},
-		{"records: a record expires after its time to live", testRecordExpiry},
-		{"records: a deleted record is gone", testRecordDelete},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s, ok := newStore(t).(driver.ClientRecorder)
-			if !ok {
-				t.Skip("the store does not implement driver.ClientRecorder")
-			}
-			tc.fn(t, s, newNamer(t))
-		})
-	}
+// recordTests are holder records (driver.ClientRecorder).
+var recordTests = []test{
+	{name: "a record reads back as written", fn: testRecordRoundTrip},
+	{name: "a put replaces the whole record", fn: testRecordReplace},
+	{name: "a record expires after its time to live", fn: testRecordExpiry},
+	{name: "a deleted record is gone", fn: testRecordDelete},
 }
 
 // record is a ClientRecord with every field set, its times at whole
@@ -84,7 +70,8 @@ func sameRecord(t *testing.T, got, want driver.ClientRecord) {
 	}
 }
 
-func testRecordRoundTrip(t *testing.T, s driver.ClientRecorder, n *namer) {
+func testRecordRoundTrip(t *testing.T, st driver.Store, n *namer) {
+	s := st.(driver.ClientRecorder)
 	want := record(n)
 	if _, ok := mustGet(t, s, want.ID); ok {
 		t.Fatalf("GetClient(%q) before any put = found, want none", want.ID)
@@ -93,7 +80,8 @@ func testRecordRoundTrip(t *testing.T, s driver.ClientRecorder, n *namer) {
 	mustGetSame(t, s, want)
 }
 
-func testRecordReplace(t *testing.T, s driver.ClientRecorder, n *namer) {
+func testRecordReplace(t *testing.T, st driver.Store, n *namer) {
+	s := st.(driver.ClientRecorder)
 	first := record(n)
 	mustPut(t, s, first, long)
 	second := first
@@ -103,7 +91,8 @@ func testRecordReplace(t *testing.T, s driver.ClientRecorder, n *namer) {
 	mustGetSame(t, s, second)
 }
 
-func testRecordExpiry(t *testing.T, s driver.ClientRecorder, n *namer) {
+func testRecordExpiry(t *testing.T, st driver.Store, n *namer) {
+	s := st.(driver.ClientRecorder)
 	rec := record(n)
 	mustPut(t, s, rec, short)
 	deadline := time.Now().Add(short + wakeWait)
@@ -118,7 +107,8 @@ func testRecordExpiry(t *testing.T, s driver.ClientRecorder, n *namer) {
 	}
 }
 
-func testRecordDelete(t *testing.T, s driver.ClientRecorder, n *namer) {
+func testRecordDelete(t *testing.T, st driver.Store, n *namer) {
+	s := st.(driver.ClientRecorder)
 	rec := record(n)
 	mustPut(t, s, rec, long)
 	if err := s.DeleteClient(ctx(t), rec.ID); err != nil {
