@@ -7,6 +7,12 @@
 // A Store passes the same conformance suite (package storetest) as the
 // server-backed stores. Its lease clock is the process's monotonic clock, so
 // it works inside testing/synctest bubbles.
+//
+// [NewSessions] returns a store that keeps locks alive by session instead (a
+// [driver.SessionStore]: one keep-alive per client renews all its locks, and
+// Renew only checks), for testing code against a session store such as
+// etcd's or ZooKeeper's. A store from New renews each lock and is not a
+// SessionStore.
 package memstore
 
 import (
@@ -28,6 +34,10 @@ type Store struct {
 	names    map[string]*name
 	watchers map[watchKey][]*watch
 	clients  map[string]client // holder records: client id -> record
+	// sessions is nil in a Store from New, which renews each lock in
+	// Renew; in one from NewSessions, it is every client's session, which
+	// KeepAlive renews, and Renew only checks (see session.go).
+	sessions map[string]*session
 }
 
 // client is a holder record and when it expires.
@@ -172,6 +182,15 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	g, err := s.acquireLocked(req, now)
+	if err == nil && g.Acquired {
+		s.keepLocked(req, now)
+	}
+	return g, err
+}
+
+// acquireLocked is Acquire with s.mu held.
+func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, error) {
 	st := s.get(req.Name, now)
 	if req.Kind == driver.KindPermit {
 		return s.acquirePermit(st, req, now)
@@ -283,34 +302,51 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 	defer s.mu.Unlock()
 	for i, r := range reqs {
 		st := s.get(r.Name, now)
-		var leases map[string]time.Time
-		switch r.Kind {
-		case driver.KindRead:
-			leases = st.readers
-		case driver.KindPermit:
-			if st.sem != nil {
-				leases = st.sem.permits
-			}
-		default:
-			switch {
-			case st.excl == nil && len(st.readers) == 0:
-				res[i].Status = driver.RenewGone
-			case st.excl == nil || st.excl.owner != r.Owner:
-				res[i].Status = driver.RenewTaken
-			default:
-				st.excl.expires = now.Add(r.Lease)
-				res[i].Status = driver.Renewed
-			}
-			continue
+		until := now.Add(r.Lease)
+		if s.sessions != nil {
+			until = time.Time{} // a session store's Renew checks; KeepAlive extends
 		}
-		if _, ok := leases[r.Owner]; ok {
-			leases[r.Owner] = now.Add(r.Lease)
+		switch {
+		case st.hold(r.Kind, r.Owner, until):
 			res[i].Status = driver.Renewed
-		} else {
+		case r.Kind != driver.KindRead && r.Kind != driver.KindPermit && (st.excl != nil || len(st.readers) > 0):
+			res[i].Status = driver.RenewTaken
+		default:
 			res[i].Status = driver.RenewGone
 		}
 	}
 	return res
+}
+
+// hold reports whether owner holds a lock of kind on the name (the exclusive
+// lock for KindMutex, KindFair and KindWrite) and, when until is not zero,
+// sets that lock's lease to end then.
+func (st *name) hold(kind driver.Kind, owner string, until time.Time) bool {
+	var leases map[string]time.Time
+	switch kind {
+	case driver.KindRead:
+		leases = st.readers
+	case driver.KindPermit:
+		if st.sem == nil {
+			return false
+		}
+		leases = st.sem.permits
+	default:
+		if st.excl == nil || st.excl.owner != owner {
+			return false
+		}
+		if !until.IsZero() {
+			st.excl.expires = until
+		}
+		return true
+	}
+	if _, ok := leases[owner]; !ok {
+		return false
+	}
+	if !until.IsZero() {
+		leases[owner] = until
+	}
+	return true
 }
 
 // Withdraw implements [driver.Withdrawer].
@@ -580,6 +616,9 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 			continue
 		}
 		mg.Fences[i] = st.grant(now, r.Owner, r.Lease, false).Fence
+	}
+	for _, r := range reqs {
+		s.keepLocked(r, now)
 	}
 	return mg, nil
 }
