@@ -36,6 +36,10 @@ func discover(store driver.Store) (caps, error) {
 				ErrInvalidArgument, driver.Describe(store), k)
 		}
 	}
+	if driver.Supports(store, driver.KindRead) != driver.Supports(store, driver.KindWrite) {
+		return caps{}, fmt.Errorf("%w: leash.New: %s lists only one of the read and write kinds; an RWMutex needs both",
+			ErrInvalidArgument, driver.Describe(store))
+	}
 	return c, nil
 }
 

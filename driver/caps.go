@@ -26,7 +26,10 @@ import (
 //     holding a semaphore is not a mutex and the reverse (ErrNotALock).
 //     req.Permits sets the permit count if the semaphore does not exist.
 //
-// A store that lists KindFair or KindWrite must be a [Withdrawer].
+// KindRead and KindWrite are listed together or not at all. A retry of a
+// granted KindRead or KindPermit acquire (the same owner again) refreshes
+// that lease and grants nothing more. A store that lists KindFair or
+// KindWrite must be a [Withdrawer].
 type KindStore interface {
 	Kinds() []Kind
 }
@@ -42,8 +45,8 @@ type Withdrawer interface {
 // PermitSetter is implemented by a store that can change a semaphore's
 // permit count while it is in use.
 type PermitSetter interface {
-	// SetPermits sets the permit count of semaphore name to n and wakes its
-	// waiters. Permits already held stay held, even above n. A name that
+	// SetPermits sets the permit count of semaphore name to n, creating the
+	// semaphore if there is none, and wakes its waiters. Permits already held stay held, even above n. A name that
 	// holds something other than a semaphore (a lock, another application's
 	// data) is refused with ErrNotALock and left unchanged.
 	SetPermits(ctx context.Context, name string, n int) error
@@ -89,7 +92,9 @@ type Admin interface {
 	// pattern, a glob in which '*' matches any run of characters, '?' any
 	// one character, and '\' quotes the next (see [Glob]; a store may
 	// accept more, such as Redis's character classes); "" matches every
-	// name. Names that hold something other than a lock are left out.
+	// name. A name is listed while someone holds it (a lock, a read lease,
+	// a permit); one with only waiting places may or may not be. Names that
+	// hold something other than a lock are left out.
 	List(ctx context.Context, pattern string) ([]string, error)
 	// ForceRelease deletes every lock, lease, permit and queue place on name
 	// whoever holds them, and wakes every waiter. It reports whether there

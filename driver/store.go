@@ -112,9 +112,10 @@ type Grant struct {
 	// Fence is the tenure's fencing token when Acquired.
 	Fence int64
 	// Remaining is, when not Acquired, how long until the blocking holder's
-	// lease (or the fair queue head's place) runs out; negative when the
-	// store cannot tell. It is also when the core tries again if no
-	// notification wakes it first.
+	// lease (or the fair queue head's place) runs out: positive whenever a
+	// holder with a lease blocks, negative only when the store cannot tell
+	// (the core then waits up to a lease). It is also when the core tries
+	// again if no notification wakes it first.
 	Remaining time.Duration
 	// Grace reports, when not Acquired, that no one holds the lock but the
 	// store grants nothing yet: its server restarted and may have forgotten
