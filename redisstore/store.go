@@ -505,6 +505,9 @@ func (s *Store) CheckName(name string) error {
 	return nil
 }
 
+// Redis returns the go-redis client the Store runs its commands on.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
 // Close ends the Store's pub/sub connection. It does not close the redis
 // client passed to New.
 func (s *Store) Close() error {
