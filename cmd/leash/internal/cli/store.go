@@ -51,7 +51,9 @@ Its scheme picks the store:
 The user and password are those of a Redis ACL user (or just a password for
 requirepass). rediss+sentinel:// and rediss+cluster:// use TLS throughout.
 Sentinels that need a password of their own take it as the query parameters
-sentinel_username and sentinel_password. go-redis's URL options (such as
+sentinel_username and sentinel_password. A host list that holds an IPv6
+address is not a valid URL: give the hosts after the first as
+?addr=[::1]:26379 parameters. go-redis's URL options (such as
 ?dial_timeout=1s) are accepted too. Passwords are never printed.
 
   --store URL        the store; default $LEASH_STORE
