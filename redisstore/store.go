@@ -38,6 +38,40 @@
 // a policy other than noeviction) is refused with ErrEvictable unless
 // Options.AllowEviction. Options.Replicas makes every grant and renewal wait
 // for replicas' acknowledgements (WAIT) before it counts.
+//
+// # Opening by URL
+//
+// Importing the package registers its URL schemes with driver.Register, so
+// that driver.Open (and the leash CLI's --store) opens a Store, with a
+// go-redis client of its own, from a URL:
+//
+//	redis://[user[:password]@]host[:port][/db]      one server
+//	rediss://…                                      the same over TLS
+//	redis+sentinel://[user[:password]@]host[:port][,host[:port]…]/master[/db]
+//	redis+cluster://[user[:password]@]host[:port][,host[:port]…]
+//
+// rediss+sentinel:// and rediss+cluster:// use TLS throughout. The user and
+// password are those of a Redis ACL user (or a password alone, for
+// requirepass); Sentinels that need credentials of their own take them as
+// the query parameters sentinel_username and sentinel_password. A host list
+// that holds an IPv6 literal is refused by url.Parse: give the hosts after
+// the first as addr=host:port query parameters instead. go-redis's URL
+// options (dial_timeout=1s, read_timeout, pool_size, …) are accepted, and
+// these parameters of the Store's own:
+//
+//	ca_file=FILE     PEM file of the CAs that sign the server's certificate
+//	                 (TLS only; default: the system's)
+//	cert_file=FILE   PEM client certificate, for servers that verify clients
+//	key_file=FILE    its PEM private key (cert_file and key_file go together)
+//	key_prefix=P     Options.KeyPrefix: the lock NAME is the key P+NAME
+//	replicas=N       Options.Replicas: the replication guard (not on Cluster)
+//
+// Unless the URL says otherwise, the client dials with a 3s timeout
+// (dial_timeout) and once per try (dialer_retries), so that a server that
+// is down is reported at once, and a command's context bounds each command.
+// Opening makes no network call. The opened store's Close closes the Store
+// and its go-redis client; its String is the URL without passwords; its
+// Ping(ctx) method checks that the server answers.
 package redisstore
 
 import (
@@ -470,6 +504,9 @@ func (s *Store) CheckName(name string) error {
 	}
 	return nil
 }
+
+// Redis returns the go-redis client the Store runs its commands on.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
 // Close ends the Store's pub/sub connection. It does not close the redis
 // client passed to New.

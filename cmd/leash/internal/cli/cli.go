@@ -59,7 +59,7 @@ type topic struct {
 
 func topics() []topic {
 	return []topic{
-		{"store", "store URLs, TLS, ACL users, Sentinel and Cluster", func(w io.Writer) {
+		{"store", "store URLs, mem://, TLS, ACL users, Sentinel and Cluster", func(w io.Writer) {
 			fmt.Fprintln(w, strings.TrimSpace(storeHelp))
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, strings.TrimSpace(aclHelp))
@@ -98,7 +98,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `leash runs work under distributed locks held in Redis: a distributed flock.
+	fmt.Fprint(w, `leash runs work under distributed locks held in Redis (or another store): a
+distributed flock.
 
 Usage:
 

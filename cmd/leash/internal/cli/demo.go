@@ -43,7 +43,9 @@ Demo runs four short scenes and prints what happens on one timeline:
 
 The demo starts a throwaway redis-server on a free loopback port (and stops
 it at the end), unless LEASH_STORE names a store to use instead, such as
-redis://127.0.0.1:6379/0; it then uses lock names under leash-demo/<run>/.
+redis://127.0.0.1:6379/0 (a Redis store: the demo's holder processes and
+fenced resource need one; another store exits 64); it then uses lock names
+under leash-demo/<run>/.
 It exits non-zero if any scene does not show what it should.
 
 Example:
@@ -97,22 +99,28 @@ func runDemo(e *env, args []string) int {
 		var b [3]byte
 		_, _ = rand.Read(b[:])
 		d.prefix = "leash-demo/" + hex.EncodeToString(b[:]) + "/"
-		fmt.Fprintf(e.stdout, "leash demo: on %s (%s), lock names under %s\n", redact(url), storeEnv, d.prefix)
 	}
-	conn, err := openStore(ctx, storeFlags{url: url})
+	var rs redisStore
+	conn, err := openStore(ctx, storeFlags{url: url}, func(c *conn) (err error) {
+		rs, err = c.redisOnly("demo")
+		return err
+	})
 	if err != nil {
 		return e.fail("demo", err)
 	}
 	defer conn.Close()
+	if d.prefix != "" {
+		fmt.Fprintf(e.stdout, "leash demo: on %s (%s), lock names under %s\n", conn.desc, storeEnv, d.prefix)
+	}
 	if fresh {
 		// The demo started this server: no lease predates it, so the
 		// restart grace, which waits out leases a restarted server may have
 		// forgotten, has nothing to wait for.
-		if err := conn.store.MarkFresh(ctx); err != nil {
+		if err := rs.MarkFresh(ctx); err != nil {
 			return e.fail("demo", conn.fail(err))
 		}
 	}
-	d.url, d.rdb = url, conn.rdb
+	d.url, d.rdb = url, rs.Redis()
 	fmt.Fprintln(e.stdout, "A fencing token is a number that grows with every grant of a lock: a resource that remembers the highest it has seen refuses a write from an older holder.")
 	if _, note := conn.graceNote(ctx, d.prefix); note != "" { // never wait silently
 		fmt.Fprintf(e.stdout, "leash demo: %s; the scenes begin when it ends\n", note)
@@ -446,7 +454,11 @@ func cmdDemoHolder() *command {
 
 func demoHolderMain(e *env, url, name, mode string) int {
 	ctx := context.Background()
-	conn, err := openStore(ctx, storeFlags{url: url})
+	var rs redisStore
+	conn, err := openStore(ctx, storeFlags{url: url}, func(c *conn) (err error) {
+		rs, err = c.redisOnly("demo-holder")
+		return err
+	})
 	if err != nil {
 		return e.fail("demo-holder", err)
 	}
@@ -473,7 +485,7 @@ func demoHolderMain(e *env, url, name, mode string) int {
 			errors.As(err, &lost)
 			fmt.Fprintln(e.stdout, "lost", lost.Reason)
 			// Show what fencing does for a write that was already on its way.
-			ok, seen, werr := fencedWrite(ctx, conn.rdb, name, h.Fence())
+			ok, seen, werr := fencedWrite(ctx, rs.Redis(), name, h.Fence())
 			if werr != nil {
 				e.errorf("demo-holder: %v", werr)
 				return exitFailure
@@ -481,7 +493,7 @@ func demoHolderMain(e *env, url, name, mode string) int {
 			fmt.Fprintln(e.stdout, "inflight", h.Fence(), verdict(ok), seen)
 			return exitOK
 		}
-		ok, _, err := fencedWrite(ctx, conn.rdb, name, h.Fence())
+		ok, _, err := fencedWrite(ctx, rs.Redis(), name, h.Fence())
 		if err != nil {
 			e.errorf("demo-holder: %v", err)
 			return exitFailure

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // Exit statuses of the leash command.
@@ -21,8 +22,11 @@ import (
 const (
 	exitOK = 0
 	// exitUsage: bad command line: flags, durations, lock name, a missing
-	// "--", a malformed store URL or an unreadable certificate file. Always
-	// reported before any network call.
+	// "--", a malformed store URL, an unknown store scheme, a store flag the
+	// store does not take, an unreadable certificate file, or a store that
+	// lacks what the command needs (ls, show and unlock need administration;
+	// mark-fresh and demo a Redis store). Always reported before any network
+	// call: retrying cannot help.
 	exitUsage = 64 // EX_USAGE
 	// exitNotALock: the name holds something that is not a lock of the kind
 	// asked for: another application's data (a string, a list, a plain
@@ -62,7 +66,7 @@ var exitStatuses = []struct {
 	means  string
 }{
 	{"any other", "run: the command's own status; it ran and the lock held to the end"},
-	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL (before any network call)"},
+	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL, or a store that lacks what the command needs (before any network call)"},
 	{fmt.Sprint(exitNotALock), "the name holds something that is not a lock (another application's data); leash changed nothing"},
 	{fmt.Sprint(exitStore), "the store cannot be reached, or failed, or is not safe for locks (it may evict keys)"},
 	{fmt.Sprint(exitFailure), "leash failed unexpectedly"},
@@ -115,7 +119,7 @@ func statusOf(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.status
-	case errors.Is(err, leash.ErrInvalidArgument):
+	case errors.Is(err, leash.ErrInvalidArgument), errors.Is(err, driver.ErrUnsupported):
 		return exitUsage
 	case errors.Is(err, leash.ErrNotALock):
 		return exitNotALock

@@ -37,7 +37,11 @@ CONFIG SET maxmemory-policy noeviction, or give locks a Redis of their own.`
 // (the grace, an evicting or unsafe server), or "". The note is advice:
 // other errors are left to the command's own calls.
 func (c *conn) graceNote(ctx context.Context, name string) (time.Duration, string) {
-	left, err := c.store.GraceLeft(ctx, name, leash.DefaultLease)
+	rs, ok := c.store.(redisStore)
+	if !ok {
+		return 0, "" // no restart grace: a Redis store's
+	}
+	left, err := rs.GraceLeft(ctx, name, leash.DefaultLease)
 	switch {
 	case errors.Is(err, redisstore.ErrEvictable), errors.Is(err, redisstore.ErrNotDurable), errors.Is(err, redisstore.ErrNoServerInfo):
 		return 0, "warning: no lock can be taken: " + oneLine(strings.TrimPrefix(err.Error(), "redisstore: "))
@@ -69,8 +73,11 @@ grant the grace exists to prevent. It is undone by the server's next restart.
 ` + graceHelp + `
 ` + storeHelp + `
 
-Exit status: 0 when marked; 64 without --force or for a bad URL, 69 when the
-store cannot be reached, 77 when it refuses the credentials.
+Mark-fresh is for Redis stores only: other stores have no restart grace.
+
+Exit status: 0 when marked; 64 without --force, for a bad URL or a store
+that is not Redis, 69 when the store cannot be reached, 77 when it refuses
+the credentials.
 
 Example (a provisioning script, right after creating the server):
 
@@ -95,12 +102,16 @@ func runMarkFresh(e *env, argv []string) int {
 		return e.fail("mark-fresh", usageErrorf("mark-fresh needs --force: on a server that lost data it brings back double grants; see 'leash help mark-fresh'"))
 	}
 	ctx := context.Background()
-	conn, err := openStore(ctx, sf)
+	var rs redisStore
+	conn, err := openStore(ctx, sf, func(c *conn) (err error) {
+		rs, err = c.redisOnly("mark-fresh")
+		return err
+	})
 	if err != nil {
 		return e.fail("mark-fresh", err)
 	}
 	defer conn.Close()
-	if err := conn.store.MarkFresh(ctx); err != nil {
+	if err := rs.MarkFresh(ctx); err != nil {
 		return e.fail("mark-fresh", conn.fail(err))
 	}
 	fmt.Fprintf(e.stdout, "marked %s fresh: locks are granted at once, with no restart grace\n", conn.desc)

@@ -29,9 +29,15 @@ type holders map[string]*holder
 
 // readHolders reads the records of the Clients that hold infos' locks, one
 // read per Client. A record that cannot be read is reported once on warn and
-// left out: the locks are still listed, their holders unknown.
-func readHolders(ctx context.Context, s driver.ClientRecorder, warn func(error), infos ...driver.Info) holders {
+// left out: the locks are still listed, their holders unknown. A store that
+// keeps no records (no driver.ClientRecorder) gives no holders: ls and show
+// then name each holder by its owner id.
+func readHolders(ctx context.Context, store driver.Store, warn func(error), infos ...driver.Info) holders {
 	hs := holders{}
+	s, ok := store.(driver.ClientRecorder)
+	if !ok {
+		return hs
+	}
 	recs := map[string]*driver.ClientRecord{}
 	warned := false
 	for _, info := range infos {

@@ -16,11 +16,13 @@ func cmdLs() *command {
 		usage: "ls [--json] [store flags] [PATTERN]",
 		short: "list held locks whose names match a pattern",
 		long: `
-Ls lists the locks held in the store whose names match PATTERN, a Redis glob
-("*" matches anything, "?" one character, "[ab]" a set; default "*"), sorted
-by name, with the kind, holder, hold count, lease left, last fencing token and
-waiters of each. It walks the keyspace with SCAN, never KEYS, so it does not
-block the server; on a Cluster it walks every master. A key counts as a lock
+Ls lists the locks held in the store whose names match PATTERN, a glob ("*"
+matches anything, "?" one character, "\" quotes the next; Redis also takes
+"[ab]", a set; default "*"), sorted by name, with the kind, holder, hold
+count, lease left, last fencing token and waiters of each. Ls needs a store
+with administration (redis://, mem://); on one without, it exits 64 before
+any round trip. On Redis, it walks the keyspace with SCAN, never KEYS, so it
+does not block the server; on a Cluster it walks every master. A key counts as a lock
 when it has the lock layout: a hash with an expiry whose fields are owners
 "<id>:<n>" with hold counts, and perhaps a readers-writer "mode" (locks taken
 by Redisson's RLock are listed too), or a semaphore's sorted set of owners
@@ -44,8 +46,8 @@ stderr.
 ` + storeHelp + `
 
 Exit status: 0, also when no lock matches (ls then prints nothing on
-stdout); 64 for a bad URL, 69 when the store cannot be reached, 77 when it
-refuses the credentials.
+stdout); 64 for a bad URL or a store without administration, 69 when the
+store cannot be reached, 77 when it refuses the credentials.
 
 Examples:
 
@@ -75,12 +77,16 @@ func runLs(e *env, argv []string) int {
 		pattern = operands[0]
 	}
 	ctx := context.Background()
-	conn, err := openStore(ctx, sf)
+	var admin driver.Admin
+	conn, err := openStore(ctx, sf, func(c *conn) (err error) {
+		admin, err = c.admin("ls")
+		return err
+	})
 	if err != nil {
 		return e.fail("ls", err)
 	}
 	defer conn.Close()
-	names, err := conn.store.List(ctx, pattern)
+	names, err := admin.List(ctx, pattern)
 	if err != nil {
 		return e.fail("ls", conn.fail(err))
 	}
@@ -89,7 +95,7 @@ func runLs(e *env, argv []string) int {
 	for _, name := range names {
 		// From the store, not a Client: the walk also finds locks that
 		// other clients took under names leash refuses (Redisson allows more).
-		info, err := conn.store.Inspect(ctx, name)
+		info, err := admin.Inspect(ctx, name)
 		if errors.Is(err, leash.ErrNotALock) {
 			continue // replaced by other data since the walk
 		}

@@ -37,7 +37,8 @@ func cmdRun() *command {
 		long: `
 Run takes the lock NAME, runs COMMAND with ARGS while holding it, and
 releases it when the command ends. Put the same line in the crontab of every
-host and at most one host runs the command at a time.
+host and at most one host runs the command at a time. Run works on any
+store (it needs only locks); mem:// locks only within the one leash process.
 
 Waiting. By default run waits for the lock as long as it takes; a release
 wakes it at once. --wait bounds the wait and --no-wait (or --wait 0) gives up
@@ -121,7 +122,8 @@ Flags:
                          the lock; a grant they do not acknowledge is undone
                          and run exits 69 without running the command, and
                          renewals they do not acknowledge lose the lock like
-                         an unreachable store (default 0: off; not on Cluster)
+                         an unreachable store (default 0: off; Redis only,
+                         the replicas URL parameter; not on Cluster)
 ` + storeHelp + `
 
 Exit status:
@@ -235,7 +237,7 @@ func runRun(e *env, argv []string) int {
 	signal.Notify(sigs, caught()...)
 	defer signal.Stop(sigs)
 
-	conn, err := newConn(r.store, r.name)
+	conn, err := newConn(context.Background(), r.store, r.name)
 	if err != nil {
 		return e.fail("run", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/leash-go/leash/driver"
 )
 
 func cmdShow() *command {
@@ -54,8 +56,10 @@ evict keys), show says so on a last line (on stderr with --json).
 ` + storeHelp + `
 
 Exit status: 0 whether the lock is held or free; 64 for a bad name or URL,
-65 when the name holds something that is not a lock, 69 when the store
-cannot be reached, 77 when it refuses the credentials.
+or a store without administration (show needs it, as ls and unlock do; a
+store that keeps no holder records shows owner ids only), 65 when the name
+holds something that is not a lock, 69 when the store cannot be reached, 77
+when it refuses the credentials.
 
 Examples:
 
@@ -96,12 +100,16 @@ func runShow(e *env, argv []string) int {
 		return e.fail("show", usageErrorf("show takes one lock name, got %d: leash %s", len(names), c.usage))
 	}
 	ctx := context.Background()
-	conn, err := openStore(ctx, sf, names[0]) // checks the name
+	var admin driver.Admin
+	conn, err := openStore(ctx, sf, func(c *conn) (err error) {
+		admin, err = c.admin("show")
+		return err
+	}, names[0]) // checks the name
 	if err != nil {
 		return e.fail("show", err)
 	}
 	defer conn.Close()
-	info, err := conn.store.Inspect(ctx, names[0])
+	info, err := admin.Inspect(ctx, names[0])
 	if err != nil {
 		return e.fail("show", conn.fail(err))
 	}

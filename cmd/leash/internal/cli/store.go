@@ -11,47 +11,49 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/leash-go/leash"
-	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/driver"
+	_ "github.com/leash-go/leash/memstore" // registers mem://
+	"github.com/leash-go/leash/redisstore" // registers redis:// and its forms
 	"github.com/redis/go-redis/v9"
 )
 
 // storeEnv names the environment variable that gives the store URL.
 const storeEnv = "LEASH_STORE"
 
-const (
-	// dialTimeout bounds each connection attempt unless the URL sets dial_timeout.
-	dialTimeout = 3 * time.Second
-	// dialerRetries is how many times go-redis dials before a command fails,
-	// unless the URL sets dialer_retries: a refused connection is reported
-	// in a fraction of a second, not after go-redis's five tries per retry.
-	dialerRetries = 1
-	// pingTimeout bounds the first round trip, which proves the store answers.
-	pingTimeout = 5 * time.Second
-)
+// pingTimeout bounds the first round trip, which proves the store answers.
+const pingTimeout = 5 * time.Second
 
 // storeHelp is the part of every store command's help that explains the
 // connection flags and URLs.
 const storeHelp = `
-The store is given by --store URL or the LEASH_STORE environment variable:
+The store is given by --store URL or the LEASH_STORE environment variable.
+Its scheme picks the store:
 
-  redis://[user[:password]@]host[:port][/db]          one server
+  redis://[user[:password]@]host[:port][/db]          one Redis server
   rediss://…                                          the same over TLS
   redis+sentinel://[user[:password]@]host[:port][,host[:port]…]/master[/db]
                                                       a Sentinel deployment
   redis+cluster://[user[:password]@]host[:port][,host[:port]…]
                                                       a Redis Cluster
+  mem://                                              an in-memory store in
+                                                      leash's own process: it
+                                                      locks nothing across
+                                                      processes; for trying
+                                                      the commands
 
 The user and password are those of a Redis ACL user (or just a password for
 requirepass). rediss+sentinel:// and rediss+cluster:// use TLS throughout.
 Sentinels that need a password of their own take it as the query parameters
-sentinel_username and sentinel_password. go-redis's URL options (such as
+sentinel_username and sentinel_password. A host list that holds an IPv6
+address is not a valid URL: give the hosts after the first as
+?addr=[::1]:26379 parameters. go-redis's URL options (such as
 ?dial_timeout=1s) are accepted too. Passwords are never printed.
 
   --store URL        the store; default $LEASH_STORE
@@ -61,7 +63,18 @@ sentinel_username and sentinel_password. go-redis's URL options (such as
   --key-file FILE    its PEM private key
   --key-prefix P     the prefix of every key leash writes, as the services
                      using the locks set it (redisstore.Options.KeyPrefix):
-                     the lock NAME is the key P+NAME; default none`
+                     the lock NAME is the key P+NAME; default none
+
+These flags, and run's --replicas, are for Redis stores: each sets a query
+parameter of the URL (ca_file, cert_file, key_file, key_prefix, replicas),
+which a Redis URL may carry itself instead; a flag and its parameter
+together, or a flag with a store that takes none (mem://), is a usage error
+(64).
+
+Each command needs some of a store's capabilities: run needs only locks;
+ls, show and unlock need administration (inspect, list, force release);
+mark-fresh and the restart grace are Redis's. A command the store cannot
+serve exits 64 before any network call, naming the store and what it lacks.`
 
 // aclHelp says what a Redis ACL user needs for leash.
 const aclHelp = `
@@ -78,308 +91,152 @@ Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 
 // storeFlags are the connection flags of every command that uses a store.
 type storeFlags struct {
-	url, caFile, certFile, keyFile string
-	// keyPrefix is redisstore.Options.KeyPrefix.
-	keyPrefix string
-	// replicas is run's --replicas: the replication guard
-	// (redisstore.Options.Replicas); the other commands grant nothing.
+	url string
+	// caFile, certFile, keyFile and keyPrefix are Redis URL parameters.
+	caFile, certFile, keyFile, keyPrefix string
+	// replicas is run's --replicas: the replication guard (the replicas URL
+	// parameter, redisstore.Options.Replicas); the other commands grant
+	// nothing.
 	replicas int
 }
 
 func (sf *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&sf.url, "store", "", "store `URL`; default $"+storeEnv)
-	fs.StringVar(&sf.caFile, "ca-file", "", "PEM `file` of the CAs of the store's TLS certificate")
-	fs.StringVar(&sf.certFile, "cert-file", "", "PEM `file` of a TLS client certificate")
-	fs.StringVar(&sf.keyFile, "key-file", "", "PEM `file` of the client certificate's key")
-	fs.StringVar(&sf.keyPrefix, "key-prefix", "", "`prefix` of every key leash writes (redisstore.Options.KeyPrefix)")
+	fs.StringVar(&sf.caFile, "ca-file", "", "PEM `file` of the CAs of the store's TLS certificate (Redis: ca_file)")
+	fs.StringVar(&sf.certFile, "cert-file", "", "PEM `file` of a TLS client certificate (Redis: cert_file)")
+	fs.StringVar(&sf.keyFile, "key-file", "", "PEM `file` of the client certificate's key (Redis: key_file)")
+	fs.StringVar(&sf.keyPrefix, "key-prefix", "", "`prefix` of every key leash writes (Redis: key_prefix)")
 }
 
-// storeKind says how a Redis deployment is reached.
-type storeKind int
-
-const (
-	kindSingle storeKind = iota
-	kindSentinel
-	kindCluster
-)
-
-// storeConfig is a parsed store URL: all that is needed to connect, made
-// without any network call.
-type storeConfig struct {
-	kind     storeKind
-	single   *redis.Options
-	failover *redis.FailoverOptions
-	cluster  *redis.ClusterOptions
-	// desc is the URL for messages, without passwords.
-	desc string
+// A urlParam is a store flag given on the command line, and the store URL
+// query parameter that carries it to the store.
+type urlParam struct {
+	flag, name, value string
 }
 
-// parseStore parses and checks the store flags, falling back to $LEASH_STORE
-// for the URL. Every error it returns is a usage error (exitUsage).
-func parseStore(sf storeFlags) (*storeConfig, error) {
+// params returns the store flags given, as URL query parameters.
+func (sf storeFlags) params() []urlParam {
+	var ps []urlParam
+	add := func(flag, name, value string) {
+		if value != "" {
+			ps = append(ps, urlParam{flag, name, value})
+		}
+	}
+	add("--ca-file", "ca_file", sf.caFile)
+	add("--cert-file", "cert_file", sf.certFile)
+	add("--key-file", "key_file", sf.keyFile)
+	add("--key-prefix", "key_prefix", sf.keyPrefix)
+	if sf.replicas != 0 {
+		add("--replicas", "replicas", strconv.Itoa(sf.replicas))
+	}
+	return ps
+}
+
+// storeURL returns the store URL of the flags (or $LEASH_STORE), with the
+// store flags set as its query parameters. Its errors are usage errors.
+func storeURL(sf storeFlags) (string, error) {
 	raw := sf.url
 	if raw == "" {
 		raw = os.Getenv(storeEnv)
 	}
-	cfg, err := parseStoreURL(raw)
-	if err != nil {
-		return nil, withStatus(exitUsage, err)
-	}
-	if err := cfg.setTLS(sf); err != nil {
-		return nil, withStatus(exitUsage, err)
-	}
-	return cfg, nil
-}
-
-// parseStoreURL parses a store URL; see storeHelp.
-func parseStoreURL(raw string) (*storeConfig, error) {
 	if raw == "" {
-		return nil, fmt.Errorf("no store given: pass --store URL or set %s, such as redis://127.0.0.1:6379/0", storeEnv)
+		return "", usageErrorf("no store given: pass --store URL or set %s, such as redis://127.0.0.1:6379/0 (or mem:// to try leash without a server)", storeEnv)
 	}
-	desc := redact(raw)
-	scheme, rest, ok := strings.Cut(raw, "://")
+	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return nil, fmt.Errorf("store URL %q has no scheme: write redis://host:port (or rediss://, redis+sentinel://, redis+cluster://)", desc)
+		// Not quoted: a password in it may be where no parser finds it.
+		return "", usageErrorf("the store URL has no scheme: write it as redis://host:port, or with another scheme of %s", knownSchemes())
 	}
-	base, variant, _ := strings.Cut(scheme, "+")
-	if base != "redis" && base != "rediss" || variant != "" && variant != "sentinel" && variant != "cluster" {
-		return nil, fmt.Errorf("store URL %q: unsupported scheme %q: use redis://, rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://", desc, scheme)
+	ps := sf.params()
+	if len(ps) == 0 {
+		return raw, nil
 	}
-	// Split the host list off the authority: url.Parse takes one host only.
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		end = i
-	}
-	authority, tail := rest[:end], rest[end:]
-	userinfo, hostlist := "", authority
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		userinfo, hostlist = authority[:at+1], authority[at+1:]
-	}
-	defPort := "6379"
-	if variant == "sentinel" {
-		defPort = "26379"
-	}
-	var hosts []string
-	for _, h := range strings.Split(hostlist, ",") {
-		hp, err := hostPort(h, defPort)
-		if err != nil {
-			return nil, fmt.Errorf("store URL %q: %v", desc, err)
+	scheme = strings.ToLower(scheme)
+	if !slices.Contains(redisstore.URLSchemes(), scheme) {
+		if !slices.Contains(driver.Schemes(), scheme) {
+			return raw, nil // driver.Open says the scheme is unknown
 		}
-		hosts = append(hosts, hp)
+		return "", usageErrorf("%s is for Redis stores (the %s URL parameter): %s:// stores take no such flag", ps[0].flag, ps[0].name, scheme)
 	}
-	u, err := url.Parse(base + "://" + userinfo + hosts[0] + tail)
+	u, err := url.Parse(raw)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // url.Error repeats the URL, password and all
-		}
-		return nil, fmt.Errorf("store URL %q: %v", desc, err)
-	}
-	if u.Fragment != "" {
-		return nil, fmt.Errorf("store URL %q: unexpected #fragment", desc)
+		return "", urlError(err)
 	}
 	q := u.Query()
-	cfg := &storeConfig{desc: desc}
-	switch variant {
-	case "":
-		if len(hosts) > 1 {
-			return nil, fmt.Errorf("store URL %q names %d servers: use redis+cluster:// for a Cluster or redis+sentinel://…/master for Sentinel", desc, len(hosts))
+	add := url.Values{}
+	for _, p := range ps {
+		if q.Has(p.name) {
+			return "", usageErrorf("%s and the store URL's %s parameter say the same thing: give one", p.flag, p.name)
 		}
-		cfg.kind = kindSingle
-		cfg.single, err = redis.ParseURL(u.String())
-		if err == nil {
-			dialDefaults(&cfg.single.DialTimeout, &cfg.single.DialerRetries, &cfg.single.ContextTimeoutEnabled)
-		}
-	case "sentinel":
-		master, db, _ := strings.Cut(strings.Trim(u.Path, "/"), "/")
-		if master == "" {
-			return nil, fmt.Errorf("store URL %q: a Sentinel URL needs the master name as its path, such as redis+sentinel://127.0.0.1:26379/mymaster", desc)
-		}
-		user, pass := q.Get("sentinel_username"), q.Get("sentinel_password")
-		q.Del("sentinel_username")
-		q.Del("sentinel_password")
-		q.Set("master_name", master)
-		for _, h := range hosts[1:] {
-			q.Add("addr", h)
-		}
-		fu := *u
-		fu.User, fu.Path, fu.RawQuery = nil, "/"+db, q.Encode()
-		cfg.kind = kindSentinel
-		cfg.failover, err = redis.ParseFailoverURL(fu.String())
-		if err == nil {
-			cfg.failover.SentinelUsername, cfg.failover.SentinelPassword = user, pass
-			cfg.failover.Username, cfg.failover.Password = userPassword(u)
-			dialDefaults(&cfg.failover.DialTimeout, &cfg.failover.DialerRetries, &cfg.failover.ContextTimeoutEnabled)
-		}
-	case "cluster":
-		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-			return nil, fmt.Errorf("store URL %q: a Cluster has only database 0, not %q", desc, p)
-		}
-		for _, h := range hosts[1:] {
-			q.Add("addr", h)
-		}
-		cu := *u
-		cu.Path, cu.RawQuery = "", q.Encode()
-		cfg.kind = kindCluster
-		cfg.cluster, err = redis.ParseClusterURL(cu.String())
-		if err == nil {
-			dialDefaults(&cfg.cluster.DialTimeout, &cfg.cluster.DialerRetries, &cfg.cluster.ContextTimeoutEnabled)
-		}
+		add.Set(p.name, p.value)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("store URL %q: %s", desc, strings.TrimPrefix(err.Error(), "redis: "))
+	// Appended as text: the URL may hold a host list that url.URL.String
+	// does not give back as written.
+	base, frag, hasFrag := strings.Cut(raw, "#")
+	switch {
+	case !strings.Contains(base, "?"):
+		base += "?"
+	case !strings.HasSuffix(base, "?") && !strings.HasSuffix(base, "&"):
+		base += "&"
 	}
-	return cfg, nil
+	base += add.Encode()
+	if hasFrag {
+		base += "#" + frag
+	}
+	return base, nil
 }
 
-// dialDefaults applies leash's dial defaults to the fields of a go-redis
-// options struct (single, failover and cluster ones share them but no type):
-// dialTimeout unless the URL set dial_timeout, at least dialerRetries dials,
-// and contexts bounding each command.
-func dialDefaults(timeout *time.Duration, retries *int, contextTimeout *bool) {
-	if *timeout == 0 {
-		*timeout = dialTimeout
+// knownSchemes lists the registered store URL schemes for messages.
+func knownSchemes() string {
+	s := driver.Schemes()
+	for i := range s {
+		s[i] += "://"
 	}
-	*retries = max(*retries, dialerRetries)
-	*contextTimeout = true
+	return strings.Join(s, ", ")
 }
 
-// hostPort checks one host of a URL's host list and adds the default port.
-func hostPort(h, defPort string) (string, error) {
-	if h == "" {
-		return "", errors.New("empty host in the host list")
+// urlError is the usage error for a store URL that url.Parse refuses. The
+// URL is not quoted: its password may be where url.Parse found no user
+// information.
+func urlError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
-	host, port, err := net.SplitHostPort(h)
-	if err != nil {
-		// No port: "host" or "[::1]".
-		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defPort
-		if strings.ContainsAny(host, "[]") || strings.Contains(host, ":") && !strings.HasPrefix(h, "[") {
-			return "", fmt.Errorf("bad host %q: write host:port, or [ipv6]:port", h)
-		}
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("bad port %q in host %q", port, h)
-	}
-	if host == "" || strings.ContainsAny(host, " /\\@") {
-		return "", fmt.Errorf("bad host %q", h)
-	}
-	return net.JoinHostPort(host, port), nil
+	return usageErrorf("bad store URL: %v", err)
 }
 
-func userPassword(u *url.URL) (string, string) {
-	if u.User == nil {
-		return "", ""
-	}
-	p, _ := u.User.Password()
-	return u.User.Username(), p
-}
-
-// tlsConfig returns the TLS configuration of the URL, nil for plain TCP.
-func (cfg *storeConfig) tlsConfig() *tls.Config {
-	switch cfg.kind {
-	case kindSentinel:
-		return cfg.failover.TLSConfig
-	case kindCluster:
-		return cfg.cluster.TLSConfig
-	}
-	return cfg.single.TLSConfig
-}
-
-// setTLS applies the certificate flags to a TLS URL.
-func (cfg *storeConfig) setTLS(sf storeFlags) error {
-	if sf.caFile == "" && sf.certFile == "" && sf.keyFile == "" {
-		return nil
-	}
-	tc := cfg.tlsConfig()
-	if tc == nil {
-		return fmt.Errorf("--ca-file, --cert-file and --key-file are for TLS, but %q is plain TCP: use rediss://", cfg.desc)
-	}
-	if sf.caFile != "" {
-		pem, err := os.ReadFile(sf.caFile)
-		if err != nil {
-			return fmt.Errorf("--ca-file: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--ca-file %s: no PEM certificate in it", sf.caFile)
-		}
-		tc.RootCAs = pool
-	}
-	if (sf.certFile == "") != (sf.keyFile == "") {
-		return errors.New("--cert-file and --key-file go together: give both or neither")
-	}
-	if sf.certFile != "" {
-		cert, err := tls.LoadX509KeyPair(sf.certFile, sf.keyFile)
-		if err != nil {
-			return fmt.Errorf("--cert-file/--key-file: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return nil
-}
-
-// client returns a go-redis client for the configuration. It makes no
-// network call: go-redis connects on first use.
-func (cfg *storeConfig) client() redis.UniversalClient {
-	switch cfg.kind {
-	case kindSentinel:
-		return redis.NewFailoverClient(cfg.failover)
-	case kindCluster:
-		return redis.NewClusterClient(cfg.cluster)
-	}
-	return redis.NewClient(cfg.single)
-}
-
-// passwordParam finds the values of password query parameters.
-var passwordParam = regexp.MustCompile(`(?i)(password=)[^&#]*`)
-
-// redact hides the passwords of a store URL, well-formed or not, for messages.
-func redact(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
-	} else {
-		scheme += "://"
-	}
-	end := len(rest)
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		end = i
-	}
-	authority, tail := rest[:end], rest[end:]
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		if user, _, hasPass := strings.Cut(authority[:at], ":"); hasPass {
-			authority = user + ":xxxxx" + authority[at:]
-		}
-	}
-	return scheme + authority + passwordParam.ReplaceAllString(tail, "${1}xxxxx")
-}
-
-// conn is an open store: the leash Store and what must be closed after it.
+// conn is an open store and the name that messages give it.
 type conn struct {
-	rdb   redis.UniversalClient
-	store *redisstore.Store
+	store driver.StoreCloser
 	desc  string
 }
 
-// newConn makes a connection to the store from the flags and checks the lock
-// names against the store's rules, without any network call. Its errors are
-// usage errors.
-func newConn(sf storeFlags, names ...string) (*conn, error) {
-	cfg, err := parseStore(sf)
+// newConn opens the store from the flags and checks the lock names against
+// the store's rules, without any network call. Its errors are usage errors.
+func newConn(ctx context.Context, sf storeFlags, names ...string) (*conn, error) {
+	raw, err := storeURL(sf)
 	if err != nil {
 		return nil, err
 	}
-	if sf.replicas > 0 && cfg.kind == kindCluster {
-		return nil, usageErrorf("--replicas is not supported on Redis Cluster (%s): WAIT must follow the grant on its node's connection", cfg.desc)
+	s, err := driver.Open(ctx, raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, urlError(err)
+		}
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "driver: "), "redisstore: ")
+		return nil, withStatus(exitUsage, errors.New(msg))
 	}
-	rdb := cfg.client()
-	c := &conn{rdb: rdb, store: redisstore.New(rdb, &redisstore.Options{Replicas: sf.replicas, KeyPrefix: sf.keyPrefix}), desc: cfg.desc}
-	if err := c.store.Validate(); err != nil {
-		c.Close()
-		return nil, withStatus(exitUsage, err)
+	c := &conn{store: s, desc: driver.Describe(s)}
+	if v, ok := s.(driver.Validator); ok {
+		if err := v.Validate(); err != nil {
+			c.Close()
+			return nil, withStatus(exitUsage, err)
+		}
 	}
 	for _, name := range names {
-		if err := checkName(c.store, name); err != nil {
+		if err := checkName(s, name); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -388,10 +245,10 @@ func newConn(sf storeFlags, names ...string) (*conn, error) {
 }
 
 // checkName checks a lock name without any network call.
-func checkName(s *redisstore.Store, name string) error {
+func checkName(s driver.Store, name string) error {
 	err := leash.ValidateName(name)
-	if err == nil {
-		if err = s.CheckName(name); err != nil {
+	if nc, ok := s.(driver.NameChecker); ok && err == nil {
+		if err = nc.CheckName(name); err != nil {
 			err = fmt.Errorf("lock name %q %w", name, err)
 		}
 	}
@@ -401,18 +258,57 @@ func checkName(s *redisstore.Store, name string) error {
 	return nil
 }
 
-// ping checks that the store answers and accepts the credentials.
+// lacks returns the usage error for a command that needs a capability the
+// store lacks, what being the capability in words.
+func (c *conn) lacks(cmd, what string) error {
+	return withStatus(exitUsage, fmt.Errorf("%w; leash %s needs it", driver.Unsupported(c.store, what), cmd))
+}
+
+// admin returns the store's administration, which ls, show and unlock
+// need, or the error that says the store has none.
+func (c *conn) admin(cmd string) (driver.Admin, error) {
+	if a, ok := c.store.(driver.Admin); ok {
+		return a, nil
+	}
+	return nil, c.lacks(cmd, "administration (inspect, list and force release: driver.Admin)")
+}
+
+// redisStore is what a Redis store opened by URL offers beyond the
+// contract: the Redis-only commands and notes need it.
+type redisStore interface {
+	driver.Store
+	MarkFresh(ctx context.Context) error
+	GraceLeft(ctx context.Context, name string, lease time.Duration) (time.Duration, error)
+	Redis() redis.UniversalClient
+}
+
+// redisOnly returns the store as a Redis store, or the error that says the
+// command cmd is for Redis stores.
+func (c *conn) redisOnly(cmd string) (redisStore, error) {
+	if r, ok := c.store.(redisStore); ok {
+		return r, nil
+	}
+	return nil, c.lacks(cmd, "Redis server (the restart grace, leash:epoch, fenced writes)")
+}
+
+// ping checks that the store answers and accepts the credentials, when the
+// store can tell (a Redis store opened by URL can).
 func (c *conn) ping(ctx context.Context) error {
+	p, ok := c.store.(interface{ Ping(context.Context) error })
+	if !ok {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
-	if err := c.rdb.Ping(ctx).Err(); err != nil {
+	if err := p.Ping(ctx); err != nil {
 		return c.fail(err)
 	}
 	return nil
 }
 
-// Close closes the go-redis client.
-func (c *conn) Close() { c.rdb.Close() }
+// Close closes the store (a Redis store's go-redis client too). A leash
+// Client on the store closes it as well; the second Close does nothing.
+func (c *conn) Close() { _ = c.store.Close() }
 
 // fail turns an error from the store into one line that says what went wrong
 // and what to do, with its exit status.
@@ -484,12 +380,19 @@ func (c *conn) fail(err error) error {
 // oneLine folds a message onto one line.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// openStore makes a connection from the flags, checks the names, and checks
-// that the store answers.
-func openStore(ctx context.Context, sf storeFlags, names ...string) (*conn, error) {
-	c, err := newConn(sf, names...)
+// openStore opens the store from the flags, checks the names, runs need
+// (the command's capability checks, nil for none) and then checks that the
+// store answers: need fails before any network call.
+func openStore(ctx context.Context, sf storeFlags, need func(*conn) error, names ...string) (*conn, error) {
+	c, err := newConn(ctx, sf, names...)
 	if err != nil {
 		return nil, err
+	}
+	if need != nil {
+		if err := need(c); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	if err := c.ping(ctx); err != nil {
 		c.Close()

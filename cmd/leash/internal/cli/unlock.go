@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/leash-go/leash/driver"
 )
 
 func cmdUnlock() *command {
@@ -30,9 +32,9 @@ exits 65.
 ` + storeHelp + `
 
 Exit status: 0 when the lock was deleted or was already free; 64 without
---force or for a bad name or URL, 65 when the name holds something that is
-not a lock (nothing was deleted), 69 when the store cannot be reached, 77
-when it refuses the credentials.
+--force, for a bad name or URL, or a store without administration, 65 when
+the name holds something that is not a lock (nothing was deleted), 69 when
+the store cannot be reached, 77 when it refuses the credentials.
 
 Examples:
 
@@ -58,16 +60,20 @@ func runUnlock(e *env, argv []string) int {
 		return e.fail("unlock", usageErrorf("unlock needs --force: it deletes %q whoever holds it, and a live holder keeps running until its next renewal", names[0]))
 	}
 	ctx := context.Background()
-	conn, err := openStore(ctx, sf, names[0]) // checks the name
+	var admin driver.Admin
+	conn, err := openStore(ctx, sf, func(c *conn) (err error) {
+		admin, err = c.admin("unlock")
+		return err
+	}, names[0]) // checks the name
 	if err != nil {
 		return e.fail("unlock", err)
 	}
 	defer conn.Close()
-	info, err := conn.store.Inspect(ctx, names[0])
+	info, err := admin.Inspect(ctx, names[0])
 	if err != nil {
 		return e.fail("unlock", conn.fail(err))
 	}
-	deleted, err := conn.store.ForceRelease(ctx, names[0])
+	deleted, err := admin.ForceRelease(ctx, names[0])
 	if err != nil {
 		return e.fail("unlock", conn.fail(err))
 	}

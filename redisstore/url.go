@@ -1,0 +1,355 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// init registers the package's URL schemes (see "Opening by URL" in the
+// package doc).
+func init() {
+	for _, s := range urlSchemes {
+		driver.Register(s, openURL)
+	}
+}
+
+// urlSchemes are the URL schemes the package registers.
+var urlSchemes = [...]string{"redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster"}
+
+// URLSchemes returns the URL schemes importing the package registers with
+// driver.Register: redis, rediss and their +sentinel and +cluster forms.
+func URLSchemes() []string { return urlSchemes[:] }
+
+// URLParams returns the query parameters of the Store's own that its URLs
+// accept beside go-redis's: ca_file, cert_file, key_file, key_prefix and
+// replicas (see "Opening by URL" in the package doc).
+func URLParams() []string {
+	return []string{paramCAFile, paramCertFile, paramKeyFile, paramKeyPrefix, paramReplicas}
+}
+
+// The Store's own URL query parameters.
+const (
+	paramCAFile    = "ca_file"
+	paramCertFile  = "cert_file"
+	paramKeyFile   = "key_file"
+	paramKeyPrefix = "key_prefix"
+	paramReplicas  = "replicas"
+)
+
+// Dial defaults of a Store opened by URL.
+const (
+	// urlDialTimeout bounds each connection attempt unless the URL sets
+	// dial_timeout.
+	urlDialTimeout = 3 * time.Second
+	// urlDialerRetries is how many times go-redis dials before a command
+	// fails, unless the URL sets dialer_retries: a refused connection is
+	// reported in a fraction of a second, not after go-redis's five tries.
+	urlDialerRetries = 1
+)
+
+// urlKind says how a Redis deployment is reached.
+type urlKind int
+
+const (
+	kindSingle urlKind = iota
+	kindSentinel
+	kindCluster
+)
+
+// urlConfig is a parsed store URL: all that is needed to connect, made
+// without any network call.
+type urlConfig struct {
+	kind     urlKind
+	single   *redis.Options
+	failover *redis.FailoverOptions
+	cluster  *redis.ClusterOptions
+	opts     Options
+	// desc is the URL for messages, without passwords.
+	desc string
+}
+
+func openURL(_ context.Context, u *url.URL) (driver.StoreCloser, error) {
+	cfg, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	rdb := cfg.client()
+	s := &urlStore{Store: New(rdb, &cfg.opts), rdb: rdb, desc: cfg.desc}
+	if err := s.Validate(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redisstore: URL %q: %s", cfg.desc, strings.TrimPrefix(err.Error(), "redisstore: "))
+	}
+	return s, nil
+}
+
+// urlStore is a Store opened by URL: it owns its go-redis client.
+type urlStore struct {
+	*Store
+	rdb       redis.UniversalClient
+	desc      string
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// String is the store's URL, without passwords.
+func (s *urlStore) String() string { return s.desc }
+
+// Close closes the Store and then its go-redis client. Calling it again
+// returns the same result.
+func (s *urlStore) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = errors.Join(s.Store.Close(), s.rdb.Close()) })
+	return s.closeErr
+}
+
+// Ping checks that the server answers and accepts the credentials.
+func (s *urlStore) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// parseURL parses a store URL (see the package doc) without any network call.
+func parseURL(u *url.URL) (*urlConfig, error) {
+	desc := redactURL(u)
+	scheme := strings.ToLower(u.Scheme)
+	base, variant, _ := strings.Cut(scheme, "+")
+	if base != "redis" && base != "rediss" || variant != "" && variant != "sentinel" && variant != "cluster" {
+		return nil, fmt.Errorf("redisstore: URL %q: unsupported scheme %q: use redis://, rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://", desc, u.Scheme)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("redisstore: URL %q: %s", desc, fmt.Sprintf(format, args...))
+	}
+	if u.Opaque != "" {
+		return nil, bad("write %s://host:port", scheme)
+	}
+	if u.Fragment != "" {
+		return nil, bad("unexpected #fragment")
+	}
+	defPort := "6379"
+	if variant == "sentinel" {
+		defPort = "26379"
+	}
+	var hosts []string
+	for _, h := range strings.Split(u.Host, ",") {
+		hp, err := hostPort(h, defPort)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		hosts = append(hosts, hp)
+	}
+	q := u.Query()
+	cfg := &urlConfig{desc: desc}
+	tlsFiles, err := cfg.takeParams(q)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	// The URL go-redis parses: one host, and the query without the Store's
+	// own parameters.
+	gu := url.URL{Scheme: base, User: u.User, Host: hosts[0], Path: u.Path, RawQuery: q.Encode()}
+	switch variant {
+	case "":
+		if len(hosts) > 1 {
+			return nil, bad("names %d servers: use redis+cluster:// for a Cluster or redis+sentinel://…/master for Sentinel", len(hosts))
+		}
+		cfg.kind = kindSingle
+		cfg.single, err = redis.ParseURL(gu.String())
+		if err == nil {
+			dialDefaults(&cfg.single.DialTimeout, &cfg.single.DialerRetries, &cfg.single.ContextTimeoutEnabled)
+		}
+	case "sentinel":
+		master, db, _ := strings.Cut(strings.Trim(u.Path, "/"), "/")
+		if master == "" {
+			return nil, bad("a Sentinel URL needs the master name as its path, such as redis+sentinel://127.0.0.1:26379/mymaster")
+		}
+		user, pass := q.Get("sentinel_username"), q.Get("sentinel_password")
+		q.Del("sentinel_username")
+		q.Del("sentinel_password")
+		q.Set("master_name", master)
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		gu.User, gu.Path, gu.RawQuery = nil, "/"+db, q.Encode()
+		cfg.kind = kindSentinel
+		cfg.failover, err = redis.ParseFailoverURL(gu.String())
+		if err == nil {
+			cfg.failover.SentinelUsername, cfg.failover.SentinelPassword = user, pass
+			cfg.failover.Username, cfg.failover.Password = userPassword(u)
+			dialDefaults(&cfg.failover.DialTimeout, &cfg.failover.DialerRetries, &cfg.failover.ContextTimeoutEnabled)
+		}
+	case "cluster":
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return nil, bad("a Cluster has only database 0, not %q", p)
+		}
+		for _, h := range hosts[1:] {
+			q.Add("addr", h)
+		}
+		gu.Path, gu.RawQuery = "", q.Encode()
+		cfg.kind = kindCluster
+		cfg.cluster, err = redis.ParseClusterURL(gu.String())
+		if err == nil {
+			dialDefaults(&cfg.cluster.DialTimeout, &cfg.cluster.DialerRetries, &cfg.cluster.ContextTimeoutEnabled)
+		}
+	}
+	if err != nil {
+		return nil, bad("%s", strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	if cfg.kind == kindCluster && cfg.opts.Replicas > 0 {
+		return nil, bad("replicas is not supported on Redis Cluster: WAIT must follow the grant on its node's connection")
+	}
+	if err := cfg.setTLS(tlsFiles); err != nil {
+		return nil, bad("%v", err)
+	}
+	return cfg, nil
+}
+
+// tlsFiles are the ca_file, cert_file and key_file parameters.
+type tlsFiles struct{ ca, cert, key string }
+
+// takeParams moves the Store's own query parameters from q into cfg.opts,
+// and returns the TLS files.
+func (cfg *urlConfig) takeParams(q url.Values) (tlsFiles, error) {
+	var (
+		f    tlsFiles
+		errs []error
+	)
+	take := func(name string) string {
+		vs := q[name]
+		q.Del(name)
+		if len(vs) > 1 {
+			errs = append(errs, fmt.Errorf("%s given %d times: give it once", name, len(vs)))
+		}
+		if len(vs) == 0 {
+			return ""
+		}
+		return vs[0]
+	}
+	f.ca, f.cert, f.key = take(paramCAFile), take(paramCertFile), take(paramKeyFile)
+	cfg.opts.KeyPrefix = take(paramKeyPrefix)
+	if r := take(paramReplicas); r != "" {
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: want a count, 0 (off) or more", paramReplicas, r))
+		}
+		cfg.opts.Replicas = n
+	}
+	return f, errors.Join(errs...)
+}
+
+// dialDefaults applies the dial defaults of a Store opened by URL to the
+// fields of a go-redis options struct (single, failover and cluster ones
+// share them but no type): urlDialTimeout unless the URL set dial_timeout,
+// at least urlDialerRetries dials, and contexts bounding each command.
+func dialDefaults(timeout *time.Duration, retries *int, contextTimeout *bool) {
+	if *timeout == 0 {
+		*timeout = urlDialTimeout
+	}
+	*retries = max(*retries, urlDialerRetries)
+	*contextTimeout = true
+}
+
+// hostPort checks one host of a URL's host list and adds the default port.
+func hostPort(h, defPort string) (string, error) {
+	if h == "" {
+		return "", errors.New("empty host in the host list")
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		// No port: "host" or "[::1]".
+		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defPort
+		if strings.ContainsAny(host, "[]") || strings.Contains(host, ":") && !strings.HasPrefix(h, "[") {
+			return "", fmt.Errorf("bad host %q: write host:port, or [ipv6]:port", h)
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("bad port %q in host %q", port, h)
+	}
+	if host == "" || strings.ContainsAny(host, " /\\@") {
+		return "", fmt.Errorf("bad host %q", h)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func userPassword(u *url.URL) (string, string) {
+	if u.User == nil {
+		return "", ""
+	}
+	p, _ := u.User.Password()
+	return u.User.Username(), p
+}
+
+// tlsConfig returns the TLS configuration of the URL, nil for plain TCP.
+func (cfg *urlConfig) tlsConfig() *tls.Config {
+	switch cfg.kind {
+	case kindSentinel:
+		return cfg.failover.TLSConfig
+	case kindCluster:
+		return cfg.cluster.TLSConfig
+	}
+	return cfg.single.TLSConfig
+}
+
+// setTLS applies the certificate files to a TLS URL.
+func (cfg *urlConfig) setTLS(f tlsFiles) error {
+	if f == (tlsFiles{}) {
+		return nil
+	}
+	tc := cfg.tlsConfig()
+	if tc == nil {
+		return errors.New("ca_file, cert_file and key_file are for TLS, but the URL is plain TCP: use rediss://")
+	}
+	if f.ca != "" {
+		pem, err := os.ReadFile(f.ca)
+		if err != nil {
+			return fmt.Errorf("ca_file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("ca_file %s: no PEM certificate in it", f.ca)
+		}
+		tc.RootCAs = pool
+	}
+	if (f.cert == "") != (f.key == "") {
+		return errors.New("cert_file and key_file go together: give both or neither")
+	}
+	if f.cert != "" {
+		cert, err := tls.LoadX509KeyPair(f.cert, f.key)
+		if err != nil {
+			return fmt.Errorf("cert_file/key_file: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return nil
+}
+
+// client returns a go-redis client for the configuration. It makes no
+// network call: go-redis connects on first use.
+func (cfg *urlConfig) client() redis.UniversalClient {
+	switch cfg.kind {
+	case kindSentinel:
+		return redis.NewFailoverClient(cfg.failover)
+	case kindCluster:
+		return redis.NewClusterClient(cfg.cluster)
+	}
+	return redis.NewClient(cfg.single)
+}
+
+// passwordParam finds the values of password query parameters.
+var passwordParam = regexp.MustCompile(`(?i)((?:^|&)[^=&]*password=)[^&]*`)
+
+// redactURL is u for messages: without the password of its user
+// information or of any *password query parameter.
+func redactURL(u *url.URL) string {
+	r := *u
+	r.RawQuery = passwordParam.ReplaceAllString(r.RawQuery, "${1}xxxxx")
+	return r.Redacted()
+}
