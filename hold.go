@@ -357,7 +357,7 @@ func (h *Hold) Renew(ctx context.Context) error {
 	t := h.t
 	send := t.c.now()
 	reqs := t.requests()
-	res := t.c.store.Renew(ctx, reqs)
+	res := t.c.renewStore(ctx, reqs)
 	if len(res) != len(reqs) {
 		return fmt.Errorf("leash: renew %q: store returned %d results for %d requests", t.name(), len(res), len(reqs))
 	}
@@ -457,6 +457,9 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return h.Unlock(ctx)
 	}
 	d = min(d, MaxLease)
+	if err := h.t.c.unlockAfterErr(h.t.name(), d); err != nil {
+		return err
+	}
 	t, last, lostErr, err := h.end("unlock")
 	if err != nil || !last {
 		return err

@@ -258,7 +258,7 @@ func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold,
 func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []driver.Request, heldIdx []int, sent []int64) error {
 	c := m.c
 	send := c.now()
-	res := c.store.Renew(ctx, held)
+	res := c.renewStore(ctx, held)
 	if len(res) != len(held) {
 		return fmt.Errorf("leash: multilock: store returned %d renewal results for %d requests", len(res), len(held))
 	}

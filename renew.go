@@ -330,7 +330,7 @@ func (s *scheduler) renew(r *round) {
 		timeout = min(timeout, t.cfg.interval, time.Duration(t.validUntil.Load()-r.send))
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, time.Millisecond))
-	r.res = s.c.store.Renew(ctx, reqs)
+	r.res = s.c.renewStore(ctx, reqs)
 	cancel()
 	if len(r.res) != len(reqs) {
 		err := errors.New("leash: store returned a wrong number of renewal results")

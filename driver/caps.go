@@ -147,13 +147,14 @@ type OwnerHolds struct {
 
 // SessionStore is implemented by a store whose server keeps every lock of a
 // client alive with one keep-alive: an etcd lease, a ZooKeeper session. The
-// core's watchdog then calls KeepAlive once per renewal round for each
-// client with locks held, instead of extending each lock, and still calls
-// Renew (which, for a SessionStore, checks without extending) for each lock
-// at most once per lease, so that a lock lost alone (forced free, say) is
-// reported on its own hold. Every hold keeps its own validity deadline: the
-// send time of the last successful keep-alive plus the lock's lease, minus
-// the safety margin.
+// core's watchdog then sends, each renewal round, one KeepAlive for the
+// Client's session instead of extending each lock, followed by one Renew
+// call that, for a SessionStore, checks each lock without extending it, so
+// that a lock lost alone (forced free, say) is reported on its own hold.
+// Every hold keeps its own validity deadline: the send time of the last
+// successful keep-alive plus the lock's lease, minus the safety margin.
+// A lock kept by a session cannot outlive it, so Hold.UnlockAfter (leave
+// the lock to expire later) is refused with ErrUnsupported.
 type SessionStore interface {
 	// KeepAlive renews, in one step, every lock the store holds for client
 	// (the client id that starts every owner, see OwnerClient), each for

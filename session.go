@@ -1,0 +1,49 @@
+package leash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+)
+
+// renewStore renews reqs, every renewal of the Client goes through it: with
+// Store.Renew, or, on a driver.SessionStore, with one keep-alive of the
+// Client's session followed by Renew, which for such a store checks each
+// lock without extending it. The keep-alive is sent first: a check that then
+// finds a lock held proves it was attached to the session the keep-alive
+// extended, so the lock lasts its lease from before the keep-alive was sent.
+// A session that has ended (ErrNotHeld) makes every lock gone; any other
+// keep-alive error makes every outcome unknown.
+func (c *Client) renewStore(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	ss := c.caps.session
+	if ss == nil {
+		return c.store.Renew(ctx, reqs)
+	}
+	err := ss.KeepAlive(ctx, c.id)
+	if err == nil {
+		return c.store.Renew(ctx, reqs)
+	}
+	res := make([]driver.RenewResult, len(reqs))
+	for i := range res {
+		if errors.Is(err, driver.ErrNotHeld) {
+			res[i].Status = driver.RenewGone
+		} else {
+			res[i].Err = fmt.Errorf("keep-alive: %w", err)
+		}
+	}
+	return res
+}
+
+// unlockAfterErr is UnlockAfter's refusal on a session store, whose locks
+// live exactly as long as the session: one cannot be left to expire d later
+// on its own.
+func (c *Client) unlockAfterErr(name string, d time.Duration) error {
+	if c.caps.session == nil {
+		return nil
+	}
+	return fmt.Errorf("leash: unlock %q after %v: %w", name, d,
+		driver.Unsupported(c.store, "leases that outlive their holder's session (UnlockAfter; its locks last exactly as long as the session)"))
+}
