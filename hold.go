@@ -169,6 +169,7 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 
 	t.c.sched.remove(t)
 	t.c.forget(t)
+	t.c.endKept(t, reason)
 	t.c.observeEnd(t, OpLost, reason, cause)
 	lvl := slog.LevelError
 	if reason == ReasonClosed {

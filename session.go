@@ -47,3 +47,21 @@ func (c *Client) unlockAfterErr(name string, d time.Duration) error {
 	return fmt.Errorf("leash: unlock %q after %v: %w", name, d,
 		driver.Unsupported(c.store, "leases that outlive their holder's session (UnlockAfter; its locks last exactly as long as the session)"))
 }
+
+// endKept releases, in the background, a lock a session store may still
+// keep after its hold was lost here: on such a store a lock does not expire
+// while its session lives, so a lock whose holder stopped renewing it (its
+// validity deadline, MaxHold or liveness passed) would stay held for as long
+// as the Client keeps other locks alive. A lock the store reported gone or
+// taken has nothing to release.
+func (c *Client) endKept(t *tenure, reason Reason) {
+	if c.caps.session == nil {
+		return
+	}
+	switch reason {
+	case ReasonExpired, ReasonUnreachable, ReasonMaxHold, ReasonStalled:
+		for _, r := range t.requests() {
+			c.sched.cleanup(r, forever, false)
+		}
+	}
+}

@@ -115,15 +115,17 @@ func TestSessionKeepAliveFailureToldBeforeExpiry(t *testing.T) {
 		start := time.Now()
 		h := mustLock(t, c.Mutex("partitioned"), context.Background())
 		s.setKeepErr(errors.New("connection refused"))
+		time.Sleep(940 * time.Millisecond)
+		// The store still has the lock: nobody else can have it yet.
+		if h.Err() != nil || heldBy(t, s, "partitioned") != h.Owner() {
+			t.Fatalf("at 940ms: Err %v, held by %q; want held and not yet told", h.Err(), heldBy(t, s, "partitioned"))
+		}
 		le := wantLost(t, h, leash.ReasonUnreachable)
 		if le.Err == nil || !errors.Is(le.Err, s.keepErr) {
 			t.Errorf("LostError.Err = %v, want the keep-alive's error", le.Err)
 		}
 		if d := time.Since(start); d != 950*time.Millisecond {
 			t.Errorf("told after %v, want 950ms (lease - margin from the grant)", d)
-		}
-		if heldBy(t, s, "partitioned") != h.Owner() {
-			t.Errorf("store freed the lock before the holder was told")
 		}
 	})
 }
@@ -190,5 +192,37 @@ func TestSessionUnlockAfterIsRefused(t *testing.T) {
 			t.Fatalf("after the refusal: Err %v, held by %q; want still held", h.Err(), heldBy(t, s, "tail"))
 		}
 		mustUnlock(t, h)
+	})
+}
+
+// TestSessionLockPastMaxHoldIsReleased: a lock whose holder stopped renewing
+// it (MaxHold) is not kept alive by the keep-alives of the Client's other
+// locks: the core releases it, and another client takes it about when its
+// lease would have ended on any other store.
+func TestSessionLockPastMaxHoldIsReleased(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newSessionStore()
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		other := newClient(t, s, nil)
+		defer other.Close()
+		kept := mustLock(t, c.Mutex("kept"), context.Background())
+		capped := mustLock(t, c.Mutex("capped", &leash.LockOptions{MaxHold: 1500 * time.Millisecond}), context.Background())
+		start := time.Now()
+		wantLost(t, capped, leash.ReasonMaxHold)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h, err := other.Mutex("capped").Lock(ctx)
+		if err != nil {
+			t.Fatalf("other client's Lock: %v (the session kept the lock alive after its holder stopped)", err)
+		}
+		if d := time.Since(start); d > 2500*time.Millisecond {
+			t.Errorf("other client took the lock %v after the grant, want by MaxHold + one lease (2.5s)", d)
+		}
+		if kept.Err() != nil {
+			t.Errorf("the other lock of the session was lost: %v", kept.Err())
+		}
+		mustUnlock(t, h)
+		mustUnlock(t, kept)
 	})
 }
