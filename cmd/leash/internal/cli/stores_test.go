@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -156,7 +155,7 @@ func (s coreOnly) Release(ctx context.Context, req driver.Request) error {
 // coreOnlyStore is the store that "coreonly://" URLs open, registered once.
 var coreOnlyStore = sync.OnceValue(func() coreOnly {
 	s := coreOnly{Store: memstore.New(), calls: new(atomic.Int64)}
-	driver.Register("coreonly", func(context.Context, *url.URL) (driver.StoreCloser, error) { return s, nil })
+	driver.Register("coreonly", func(context.Context, string) (driver.StoreCloser, error) { return s, nil })
 	return s
 })
 
