@@ -66,5 +66,8 @@
 //
 // A store module registers a scheme ([Register], from its init function), so
 // that [Open] and the leash CLI can open "redis://…", "mem://" and any other
-// registered store from a URL.
+// registered store from a URL. Open reads only the scheme and gives the
+// store's [Opener] the URL as written, to parse as the store's URLs need; an
+// opener says "this URL cannot name a store" with an error matching
+// [ErrBadURL], and shows no password in any error ([Redact]).
 package driver

@@ -26,6 +26,15 @@ var (
 	// ErrUnsupported means the store lacks a capability: a lock kind, a
 	// semaphore resize, administration. Nothing was sent to the server.
 	ErrUnsupported = errors.New("leash: not supported by this store")
+
+	// ErrBadURL means a store URL cannot open a store, whatever the server
+	// does: it has no scheme or one no store registered, or it is malformed,
+	// has an unknown or repeated parameter, a bad parameter value, or names
+	// a file that cannot be read. Nothing was sent to any server. [Open]
+	// returns it, and an [Opener] returns an error that matches it (with
+	// errors.Is), so that callers tell a usage error from a server that
+	// cannot be reached: retrying cannot help.
+	ErrBadURL = errors.New("leash: bad store URL")
 )
 
 // NotALockError is returned when a lock name holds something other than a

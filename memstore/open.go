@@ -21,9 +21,13 @@ var named struct {
 	stores map[string]*Store
 }
 
-func openURL(_ context.Context, u *url.URL) (driver.StoreCloser, error) {
-	if u.Opaque != "" || u.User != nil || u.Port() != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return nil, fmt.Errorf("memstore: URL %q: want mem:// or mem://<name>, with no user, port, path or query", u.Redacted())
+// openURL is the "mem" scheme's driver.Opener. Its errors match
+// driver.ErrBadURL.
+func openURL(_ context.Context, rawURL string) (driver.StoreCloser, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Opaque != "" || u.User != nil || u.Port() != "" || (u.Path != "" && u.Path != "/") ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, badURLError{driver.Redact(rawURL)}
 	}
 	named.Lock()
 	defer named.Unlock()
@@ -37,6 +41,16 @@ func openURL(_ context.Context, u *url.URL) (driver.StoreCloser, error) {
 	}
 	return opened{s}, nil
 }
+
+// badURLError is the error for a URL that is not mem:// or mem://<name>.
+type badURLError struct{ url string }
+
+func (e badURLError) Error() string {
+	return fmt.Sprintf("memstore: URL %q: want mem:// or mem://<name>, with no user, port, path, query or fragment", e.url)
+}
+
+// Is reports whether target is driver.ErrBadURL.
+func (e badURLError) Is(target error) bool { return target == driver.ErrBadURL }
 
 // opened is a named Store as Open returns it: closing it keeps the locks,
 // which other Opens of the same URL share.

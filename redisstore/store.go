@@ -53,9 +53,9 @@
 // rediss+sentinel:// and rediss+cluster:// use TLS throughout. The user and
 // password are those of a Redis ACL user (or a password alone, for
 // requirepass); Sentinels that need credentials of their own take them as
-// the query parameters sentinel_username and sentinel_password. A host list
-// that holds an IPv6 literal is refused by url.Parse: give the hosts after
-// the first as addr=host:port query parameters instead. go-redis's URL
+// the query parameters sentinel_username and sentinel_password. An IPv6
+// address goes in brackets, in a host list too ([::1]:26379,[::2]); hosts
+// may also be added as addr=host:port query parameters. go-redis's URL
 // options (dial_timeout=1s, read_timeout, pool_size, …) are accepted, and
 // these parameters of the Store's own:
 //
@@ -69,7 +69,8 @@
 // Unless the URL says otherwise, the client dials with a 3s timeout
 // (dial_timeout) and once per try (dialer_retries), so that a server that
 // is down is reported at once, and a command's context bounds each command.
-// Opening makes no network call. The opened store's Close closes the Store
+// Opening makes no network call, and a URL that cannot name a Store is an
+// error that matches driver.ErrBadURL. The opened store's Close closes the Store
 // and its go-redis client; its String is the URL without passwords; its
 // Ping(ctx) method checks that the server answers.
 package redisstore

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,8 +81,10 @@ type urlConfig struct {
 	desc string
 }
 
-func openURL(_ context.Context, u *url.URL) (driver.StoreCloser, error) {
-	cfg, err := parseURL(u)
+// openURL is the driver.Opener of the package's schemes. A URL that cannot
+// name a Store is an error that matches driver.ErrBadURL.
+func openURL(_ context.Context, rawURL string) (driver.StoreCloser, error) {
+	cfg, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +92,22 @@ func openURL(_ context.Context, u *url.URL) (driver.StoreCloser, error) {
 	s := &urlStore{Store: New(rdb, &cfg.opts), rdb: rdb, desc: cfg.desc}
 	if err := s.Validate(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("redisstore: URL %q: %s", cfg.desc, strings.TrimPrefix(err.Error(), "redisstore: "))
+		return nil, &urlError{cfg.desc, strings.TrimPrefix(err.Error(), "redisstore: ")}
 	}
 	return s, nil
 }
+
+// urlError is the error for a URL that cannot name a Store: it matches
+// driver.ErrBadURL.
+type urlError struct {
+	// desc is the URL without passwords; msg says what is wrong with it.
+	desc, msg string
+}
+
+func (e *urlError) Error() string { return fmt.Sprintf("redisstore: URL %q: %s", e.desc, e.msg) }
+
+// Is reports whether target is driver.ErrBadURL.
+func (e *urlError) Is(target error) bool { return target == driver.ErrBadURL }
 
 // urlStore is a Store opened by URL: it owns its go-redis client.
 type urlStore struct {
@@ -118,36 +131,78 @@ func (s *urlStore) Close() error {
 // Ping checks that the server answers and accepts the credentials.
 func (s *urlStore) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
-// parseURL parses a store URL (see the package doc) without any network call.
-func parseURL(u *url.URL) (*urlConfig, error) {
-	desc := redactURL(u)
-	scheme := strings.ToLower(u.Scheme)
+// parseURL parses a store URL (see the package doc) without any network
+// call. Its errors are *urlError.
+func parseURL(raw string) (*urlConfig, error) {
+	desc := driver.Redact(raw)
+	// muddled says that the user information may run past the first "/",
+	// "?" or "#" ("u:pa/ss@h"), where messages about hosts, paths or
+	// parameters would show pieces of the password.
+	muddled := false
+	bad := func(format string, args ...any) error {
+		if muddled {
+			return &urlError{desc, `cannot tell the password from the host: percent-encode "/", "?", "#" and "@" in the user name and password`}
+		}
+		return &urlError{desc, fmt.Sprintf(format, args...)}
+	}
+	rawScheme, _, _ := strings.Cut(raw, ":")
+	scheme := strings.ToLower(rawScheme)
 	base, variant, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" || variant != "" && variant != "sentinel" && variant != "cluster" {
-		return nil, fmt.Errorf("redisstore: URL %q: unsupported scheme %q: use redis://, rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://", desc, u.Scheme)
+		return nil, bad("unsupported scheme %q: use redis://, rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster:// or rediss+cluster://", rawScheme)
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("redisstore: URL %q: %s", desc, fmt.Sprintf(format, args...))
-	}
-	if u.Opaque != "" {
+	rest, ok := strings.CutPrefix(raw[len(rawScheme):], "://")
+	if !ok {
 		return nil, bad("write %s://host:port", scheme)
 	}
-	if u.Fragment != "" {
-		return nil, bad("unexpected #fragment")
+	// Split the host list off the authority: url.Parse takes one host, and
+	// refuses a list with an IPv6 address in it.
+	end := len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		end = i
+	}
+	authority, tail := rest[:end], rest[end:]
+	userinfo, hostlist := "", authority
+	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
+		userinfo, hostlist = authority[:at+1], authority[at+1:]
+	} else if at := strings.IndexByte(tail, '@'); at >= 0 && strings.Contains(authority, ":") {
+		eq := strings.IndexByte(tail, '=')
+		muddled = eq < 0 || at < eq
 	}
 	defPort := "6379"
 	if variant == "sentinel" {
 		defPort = "26379"
 	}
 	var hosts []string
-	for _, h := range strings.Split(u.Host, ",") {
+	for _, h := range strings.Split(hostlist, ",") {
 		hp, err := hostPort(h, defPort)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
 		hosts = append(hosts, hp)
 	}
-	q := u.Query()
+	u, err := url.Parse(base + "://" + userinfo + hosts[0] + tail)
+	if err != nil {
+		// A url.Error repeats the URL, password and all, and an escape
+		// error shows a piece of it: say what is wrong without the user
+		// information when it is wrong there.
+		_, err = url.Parse(base + "://" + hosts[0] + tail)
+		if err == nil {
+			return nil, bad("bad user information: percent-encode the reserved characters of the user name and password")
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, bad("%v", err)
+	}
+	if u.Fragment != "" || strings.Contains(tail, "#") {
+		return nil, bad("unexpected #fragment")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, bad("query: %v", err)
+	}
 	cfg := &urlConfig{desc: desc}
 	tlsFiles, err := cfg.takeParams(q)
 	if err != nil {
@@ -155,7 +210,7 @@ func parseURL(u *url.URL) (*urlConfig, error) {
 	}
 	// The URL go-redis parses: one host, and the query without the Store's
 	// own parameters.
-	gu := url.URL{Scheme: base, User: u.User, Host: hosts[0], Path: u.Path, RawQuery: q.Encode()}
+	gu := url.URL{Scheme: base, User: u.User, Host: u.Host, Path: u.Path, RawQuery: q.Encode()}
 	switch variant {
 	case "":
 		if len(hosts) > 1 {
@@ -266,7 +321,8 @@ func hostPort(h, defPort string) (string, error) {
 	if err != nil {
 		// No port: "host" or "[::1]".
 		host, port = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"), defPort
-		if strings.ContainsAny(host, "[]") || strings.Contains(host, ":") && !strings.HasPrefix(h, "[") {
+		bracketed := strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]")
+		if strings.ContainsAny(host, "[]") || strings.Contains(host, ":") && !bracketed || strings.HasPrefix(h, "[") != bracketed {
 			return "", fmt.Errorf("bad host %q: write host:port, or [ipv6]:port", h)
 		}
 	}
@@ -341,15 +397,4 @@ func (cfg *urlConfig) client() redis.UniversalClient {
 		return redis.NewClusterClient(cfg.cluster)
 	}
 	return redis.NewClient(cfg.single)
-}
-
-// passwordParam finds the values of password query parameters.
-var passwordParam = regexp.MustCompile(`(?i)((?:^|&)[^=&]*password=)[^&]*`)
-
-// redactURL is u for messages: without the password of its user
-// information or of any *password query parameter.
-func redactURL(u *url.URL) string {
-	r := *u
-	r.RawQuery = passwordParam.ReplaceAllString(r.RawQuery, "${1}xxxxx")
-	return r.Redacted()
 }

@@ -51,10 +51,13 @@ Its scheme picks the store:
 The user and password are those of a Redis ACL user (or just a password for
 requirepass). rediss+sentinel:// and rediss+cluster:// use TLS throughout.
 Sentinels that need a password of their own take it as the query parameters
-sentinel_username and sentinel_password. A host list that holds an IPv6
-address is not a valid URL: give the hosts after the first as
-?addr=[::1]:26379 parameters. go-redis's URL options (such as
+sentinel_username and sentinel_password. An IPv6 address goes in brackets,
+in a host list too (redis+sentinel://[::1]:26379,[::2]/mymaster); hosts may
+also be added as ?addr=host:port parameters. go-redis's URL options (such as
 ?dial_timeout=1s) are accepted too. Passwords are never printed.
+
+A malformed URL, an unknown scheme or parameter, or a bad parameter value
+is a usage error (64); a store that cannot be reached exits 69.
 
   --store URL        the store; default $LEASH_STORE
   --ca-file FILE     PEM file of the CAs that sign the server's TLS certificate
@@ -158,11 +161,11 @@ func storeURL(sf storeFlags) (string, error) {
 		}
 		return "", usageErrorf("%s is for Redis stores (the %s URL parameter): %s:// stores take no such flag", ps[0].flag, ps[0].name, scheme)
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", urlError(err)
-	}
-	q := u.Query()
+	// Only the query is parsed: the store's opener says what else is wrong,
+	// and url.Parse refuses host lists that the Redis store accepts.
+	base, frag, hasFrag := strings.Cut(raw, "#")
+	_, query, _ := strings.Cut(base, "?")
+	q, _ := url.ParseQuery(query)
 	add := url.Values{}
 	for _, p := range ps {
 		if q.Has(p.name) {
@@ -172,7 +175,6 @@ func storeURL(sf storeFlags) (string, error) {
 	}
 	// Appended as text: the URL may hold a host list that url.URL.String
 	// does not give back as written.
-	base, frag, hasFrag := strings.Cut(raw, "#")
 	switch {
 	case !strings.Contains(base, "?"):
 		base += "?"
@@ -195,17 +197,6 @@ func knownSchemes() string {
 	return strings.Join(s, ", ")
 }
 
-// urlError is the usage error for a store URL that url.Parse refuses. The
-// URL is not quoted: its password may be where url.Parse found no user
-// information.
-func urlError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return usageErrorf("bad store URL: %v", err)
-}
-
 // conn is an open store and the name that messages give it.
 type conn struct {
 	store driver.StoreCloser
@@ -213,7 +204,10 @@ type conn struct {
 }
 
 // newConn opens the store from the flags and checks the lock names against
-// the store's rules, without any network call. Its errors are usage errors.
+// the store's rules. Its errors are usage errors, but for a store whose
+// opener connects and fails (exitStore, or exitAuth when the store refused
+// the credentials): the Redis and memory stores open without any network
+// call.
 func newConn(ctx context.Context, sf storeFlags, names ...string) (*conn, error) {
 	raw, err := storeURL(sf)
 	if err != nil {
@@ -221,12 +215,11 @@ func newConn(ctx context.Context, sf storeFlags, names ...string) (*conn, error)
 	}
 	s, err := driver.Open(ctx, raw)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return nil, urlError(err)
+		if errors.Is(err, driver.ErrBadURL) {
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "driver: "), "redisstore: ")
+			return nil, withStatus(exitUsage, errors.New(oneLine(msg)))
 		}
-		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "driver: "), "redisstore: ")
-		return nil, withStatus(exitUsage, errors.New(msg))
+		return nil, (&conn{desc: driver.Redact(raw)}).fail(err)
 	}
 	c := &conn{store: s, desc: driver.Describe(s)}
 	if v, ok := s.(driver.Validator); ok {

@@ -25,6 +25,7 @@ import (
 // TestBadInputBeforeAnyNetworkCall: every bad command line is a usage error
 // (64) with a clear line, and leash makes no connection for it.
 func TestBadInputBeforeAnyNetworkCall(t *testing.T) {
+	const secret = "Pa55w0rd-never-printed"
 	store, conns := countingListener(t)
 	t.Setenv(storeEnv, store)
 	dir := t.TempDir()
@@ -53,7 +54,14 @@ func TestBadInputBeforeAnyNetworkCall(t *testing.T) {
 		{[]string{"run", strings.Repeat("n", 600), "--", "true"}, "long"},
 		{[]string{"run", "--store", "http://x", "job", "--", "true"}, `no store for "http" URLs (registered: mem, redis, `},
 		{[]string{"run", "--store", "127.0.0.1:6379", "job", "--", "true"}, "has no scheme"},
-		{[]string{"run", "--store", "redis://x:y", "job", "--", "true"}, "bad store URL: invalid port"},
+		{[]string{"run", "--store", "redis://x:y", "job", "--", "true"}, `URL "redis://x:y": bad port "y"`},
+		{[]string{"run", "--store", "redis://u:" + secret + "@x%zz", "job", "--", "true"}, "invalid URL escape"},
+		{[]string{"run", "--store", "redis://u:" + secret + "/x@h", "job", "--", "true"}, "cannot tell the password from the host"},
+		{[]string{"run", "--store", "redis+sentinel://u:" + secret + "@a:1,[::1]/m?bogus=1", "job", "--", "true"}, "unexpected option: bogus"},
+		{[]string{"run", "--store", "redis+cluster://[::1]:1,[::1]:2", "--key-prefix", "{x}", "job", "--", "true"}, "KeyPrefix"},
+		{[]string{"run", "--store", "redis+cluster://[::1]:1,[::1]:2?key_prefix=a", "--key-prefix", "b", "job", "--", "true"}, "say the same thing"},
+		{[]string{"run", "--store", "redis+sentinel://a:1,::1/m", "job", "--", "true"}, `bad host "::1"`},
+		{[]string{"run", "--store", "redis://u:" + secret + "@h?x=1&x=%zz", "job", "--", "true"}, "invalid URL escape"},
 		{[]string{"run", "--store", "redis://x:70000", "job", "--", "true"}, "bad port"},
 		{[]string{"run", "--store", "redis://h?bogus=1", "job", "--", "true"}, "unexpected option: bogus"},
 		{[]string{"run", "--ca-file", garbage, "job", "--", "true"}, "are for TLS"},
@@ -82,6 +90,9 @@ func TestBadInputBeforeAnyNetworkCall(t *testing.T) {
 		status, _, stderr := run(t, tc.args...)
 		if status != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("leash %q = %d, %q; want %d and %q", tc.args, status, stderr, exitUsage, tc.want)
+		}
+		if strings.Contains(stderr, secret) {
+			t.Errorf("leash %q = %q, which shows the password", tc.args, stderr)
 		}
 	}
 	if n := conns.Load(); n != 0 {

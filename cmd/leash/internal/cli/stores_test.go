@@ -3,10 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +160,7 @@ func (s coreOnly) Release(ctx context.Context, req driver.Request) error {
 // coreOnlyStore is the store that "coreonly://" URLs open, registered once.
 var coreOnlyStore = sync.OnceValue(func() coreOnly {
 	s := coreOnly{Store: memstore.New(), calls: new(atomic.Int64)}
-	driver.Register("coreonly", func(context.Context, *url.URL) (driver.StoreCloser, error) { return s, nil })
+	driver.Register("coreonly", func(context.Context, string) (driver.StoreCloser, error) { return s, nil })
 	return s
 })
 
@@ -196,5 +200,54 @@ func TestStoreWithoutAdmin(t *testing.T) {
 	}
 	if !slices.Contains(driver.Schemes(), "coreonly") {
 		t.Errorf("driver.Schemes() = %q, want coreonly among them", driver.Schemes())
+	}
+}
+
+// dialFirst is the scheme of a store whose opener connects, as a store
+// without lazy connections does: "dialfirst://[user:password@]host:port"
+// dials host:port and fails as the dial does; any other URL is a bad one.
+const dialFirst = "dialfirst"
+
+var registerDialFirst = sync.OnceFunc(func() {
+	driver.Register(dialFirst, func(ctx context.Context, rawURL string) (driver.StoreCloser, error) {
+		u, err := url.Parse(rawURL)
+		if err != nil || u.Port() == "" {
+			return nil, fmt.Errorf("dialfirst: URL %q: want dialfirst://host:port: %w", driver.Redact(rawURL), driver.ErrBadURL)
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", u.Host)
+		if err != nil {
+			return nil, err
+		}
+		c.Close()
+		return nil, errors.New("dialfirst: a test store that never opens")
+	})
+})
+
+// TestOpenErrorStatus: an opener's ErrBadURL is a usage error (64), before
+// any connection; an opener that cannot reach its server exits 69 saying
+// so; neither shows the password.
+func TestOpenErrorStatus(t *testing.T) {
+	registerDialFirst()
+	const secret = "Pa55w0rd-never-printed"
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		url    string
+		status int
+		want   string
+	}{
+		{"dialfirst://u:" + secret + "@127.0.0.1", exitUsage, `dialfirst: URL "dialfirst://u:xxxxx@127.0.0.1": want dialfirst://host:port`},
+		{"dialfirst://u:" + secret + "@127.0.0.1:" + strconv.Itoa(port), exitStore,
+			"cannot reach the store at dialfirst://u:xxxxx@127.0.0.1:" + strconv.Itoa(port) + ": dial tcp"},
+	} {
+		for _, args := range [][]string{{"run", "job", "--", "true"}, {"ls"}, {"show", "job"}, {"unlock", "--force", "job"}} {
+			status, _, stderr := run(t, append([]string{args[0], "--store", tc.url}, args[1:]...)...)
+			if status != tc.status || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, secret) {
+				t.Errorf("leash %s on %s = %d, %q; want %d and one line with %q, without the password", args[0], driver.Redact(tc.url), status, stderr, tc.status, tc.want)
+			}
+		}
 	}
 }
