@@ -98,7 +98,8 @@ type Admin interface {
 	List(ctx context.Context, pattern string) ([]string, error)
 	// ForceRelease deletes every lock, lease, permit and queue place on name
 	// whoever holds them, and wakes every waiter. It reports whether there
-	// was anything to delete. Holders learn of it at their next renewal.
+	// was anything to delete. Holders learn of it at their next renewal at
+	// the latest.
 	ForceRelease(ctx context.Context, name string) (bool, error)
 }
 
@@ -157,9 +158,13 @@ type OwnerHolds struct {
 // the lock to expire later) is refused with ErrUnsupported.
 type SessionStore interface {
 	// KeepAlive renews, in one step, every lock the store holds for client
-	// (the client id that starts every owner, see OwnerClient), each for
-	// its own req.Lease from now by the server's clock. A store whose
-	// session time to live is fixed keeps one session per lease duration.
+	// (the client id that starts every owner, see OwnerClient), each for at
+	// least the lease it was granted with (its Request.Lease), from now by
+	// the server's clock. A server whose session time to live is fixed per
+	// session keeps it at least the longest lease it was asked for (an etcd
+	// store may keep one lease per duration; a ZooKeeper session's
+	// negotiated timeout must cover every lease, and Acquire refuses a
+	// longer one).
 	// An error matching ErrNotHeld means the session has ended and every
 	// lock it kept is lost; any other error is an unknown outcome.
 	KeepAlive(ctx context.Context, client string) error

@@ -18,8 +18,9 @@
 //     what the first attempt did.
 //
 // The core waits for a busy lock by sleeping until the remaining lease
-// Acquire reported ("poll me after d"), unless the store is also a
-// [Watcher], which tells waiters the moment a lock is released.
+// Acquire reported ("poll me after d"), and at most a second, unless the
+// store is also a [Watcher], which tells waiters the moment a lock is
+// released.
 //
 // A store does not count re-entries, know owners' goroutines, keep timers,
 // or decide when to renew: the core does all of that, the same way on every

@@ -125,6 +125,8 @@ const redacted = "xxxxx"
 // by "xxxxx". It works on any text, URL or not, and where it cannot tell
 // where a password ends — in a malformed URL whose password holds "/", "?"
 // or "#" — it hides too much rather than too little.
+// An opener whose URLs carry other secrets (a ZooKeeper digest, a token
+// parameter) hides them in its own messages.
 func Redact(rawURL string) string {
 	prefix, rest := "", rawURL
 	if i := strings.Index(rawURL, "://"); i >= 0 {

@@ -11,7 +11,15 @@ import (
 // rules every method keeps and for the optional capabilities.
 type Store interface {
 	// Acquire takes req.Name for req.Owner in one atomic step, if the kind's
-	// rules allow it, and sets its lease to req.Lease.
+	// rules allow it, and sets its lease to req.Lease: the server keeps the
+	// lock at least req.Lease from when the request was sent, by its clock,
+	// and may keep it a little longer (a whole-second TTL rounded up); a
+	// store that cannot keep a lease that short or that long refuses the
+	// request with an error saying so, before granting. On a SessionStore
+	// the lock joins the client's session, which must then last req.Lease
+	// from the request at least (refresh the session with the grant, or
+	// grant under a fresh one): the core counts the lock's validity from the
+	// request's send time.
 	//
 	// KindMutex (and KindFair and KindWrite, for a [KindStore]) is
 	// exclusive: it is granted when no one holds the name, or when
@@ -28,8 +36,10 @@ type Store interface {
 	// nothing was granted.
 	Acquire(ctx context.Context, req Request) (Grant, error)
 
-	// Renew extends, for each request, the lease of a lock still held by its
-	// owner, and reports per request whether it did: one result per request,
+	// Renew sets, for each request, the lease of a lock still held by its
+	// owner to req.Lease from now — shorter than before, too: the core
+	// shortens a lease to leave a lock to expire (Hold.UnlockAfter) — and
+	// reports per request whether it did: one result per request,
 	// in order. A failure that affects some requests (one server node, one
 	// batch) is reported in those results' Err and must not affect the
 	// others. Renew never creates a lock. A name that holds something other
@@ -44,7 +54,9 @@ type Store interface {
 	// matching ErrNotHeld and changes nothing (matching ErrNotALock too when
 	// the name holds something other than a lock). A release retried by the
 	// transport after an unanswered attempt must report what the first
-	// attempt did.
+	// attempt did: a store whose client library may resend a command marks
+	// each call (Redis: a latch key per call), while one SQL statement or
+	// one etcd transaction that the driver does not resend needs nothing.
 	Release(ctx context.Context, req Request) error
 }
 

@@ -15,10 +15,13 @@ import (
 // client's locks at once, each for the lease it was granted with; Renew only
 // checks that each owner still holds its lock, and extends nothing.
 //
-// Use the Sessions itself as the store: its Store field is the same locks
-// without KeepAlive, so a lock taken through it would never be renewed.
-// A Sessions is safe for concurrent use.
-type Sessions struct{ *Store }
+// A Sessions has every method of a [Store] besides KeepAlive, and is safe
+// for concurrent use.
+type Sessions struct{ *sessionLocks }
+
+// sessionLocks is the Store a Sessions embeds, unexported: a lock taken
+// through it without the Sessions' KeepAlive would never be renewed.
+type sessionLocks = Store
 
 // NewSessions returns an empty Sessions.
 func NewSessions() *Sessions {

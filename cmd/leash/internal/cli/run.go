@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 )
 
 // forwarded are the signals leash run passes to the command, and that stop
@@ -242,6 +243,11 @@ func runRun(e *env, argv []string) int {
 		return e.fail("run", err)
 	}
 	defer conn.Close()
+	if _, session := conn.store.(driver.SessionStore); session && r.atLeast.d > 0 {
+		// A session keeps its locks exactly as long as it lives: none can
+		// be left to expire after the command (see Hold.UnlockAfter).
+		return e.fail("run", conn.lacks("run --at-least", "leases that outlive their holder's session"))
+	}
 	if r.path, err = lookPath(r.argv[0]); err != nil {
 		return e.fail("run", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -249,5 +250,39 @@ func TestOpenErrorStatus(t *testing.T) {
 				t.Errorf("leash %s on %s = %d, %q; want %d and one line with %q, without the password", args[0], driver.Redact(tc.url), status, stderr, tc.status, tc.want)
 			}
 		}
+	}
+}
+
+// sessionStore is a memstore session store, as "memsession://" URLs open it:
+// a driver.SessionStore, as etcd's and ZooKeeper's will be.
+type sessionStore struct{ *memstore.Sessions }
+
+func (sessionStore) Close() error { return nil }
+
+var registerSessions = sync.OnceFunc(func() {
+	s := sessionStore{memstore.NewSessions()}
+	driver.Register("memsession", func(context.Context, string) (driver.StoreCloser, error) { return s, nil })
+})
+
+// TestRunAtLeastOnSessionStore: on a store whose locks live exactly as long
+// as their session, run --at-least is refused before the command runs (its
+// lock could not be left to expire after the command), and run without it
+// works.
+func TestRunAtLeastOnSessionStore(t *testing.T) {
+	registerSessions()
+	t.Setenv(storeEnv, "memsession://")
+	marker := filepath.Join(t.TempDir(), "ran")
+	status, out, stderr := run(t, "run", "--at-least", "1m", lockName(t), "--", "touch", marker)
+	if status != exitUsage || out != "" || !strings.Contains(stderr, "leases that outlive their holder's session") {
+		t.Errorf("run --at-least on a session store = %d, %q, %q; want %d and a message naming what it lacks", status, out, stderr, exitUsage)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran although run refused --at-least")
+	}
+	if status, _, stderr := run(t, "run", lockName(t), "--", "touch", marker); status != 0 {
+		t.Errorf("run on a session store = %d, %q; want 0", status, stderr)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command did not run: %v", err)
 	}
 }
