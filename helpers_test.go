@@ -87,7 +87,7 @@ func (f *faultStore) Renew(ctx context.Context, reqs []driver.Request) []driver.
 	return res
 }
 
-func (f *faultStore) Release(ctx context.Context, r driver.Request, m leash.ReleaseMode) (bool, error) {
+func (f *faultStore) Release(ctx context.Context, r driver.Request) error {
 	f.guard()
 	f.releases.Add(1)
 	f.mu.Lock()
@@ -96,10 +96,10 @@ func (f *faultStore) Release(ctx context.Context, r driver.Request, m leash.Rele
 	if hook != nil {
 		hook(r)
 	}
-	return f.Store.Release(ctx, r, m)
+	return f.Store.Release(ctx, r)
 }
 
-func (f *faultStore) Watch(ctx context.Context, kind driver.Kind, name string, wake func(string)) (func(), error) {
+func (f *faultStore) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
 	f.guard()
 	f.watches.Add(1)
 	return f.Store.Watch(ctx, kind, name, wake)
@@ -214,7 +214,7 @@ func mustUnlock(t *testing.T, h *leash.Hold) {
 // heldBy reports the owner of name in s, or "".
 func heldBy(t *testing.T, s driver.Store, name string) string {
 	t.Helper()
-	info, err := s.Inspect(context.Background(), name)
+	info, err := s.(driver.Admin).Inspect(context.Background(), name)
 	if err != nil {
 		t.Fatalf("Inspect(%q): %v", name, err)
 	}
