@@ -51,11 +51,6 @@ type Client struct {
 	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
 }
 
-type ownedKey struct {
-	name, owner string
-	kind        driver.Kind // family(kind): a writer and a reader of one owner are two tenures
-}
-
 // New returns a Client that takes locks on store. A nil opts means all
 // defaults; see [Options]. New starts the Client's renewal goroutine; Close
 // stops it. New returns an error matching ErrInvalidArgument for a nil store
@@ -201,62 +196,4 @@ func (c *Client) close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// releaseAll releases reqs with bounded parallelism and returns the errors
-// other than ErrNotHeld.
-func (c *Client) releaseAll(ctx context.Context, reqs []driver.Request) []error {
-	const workers = 16
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
-	for range min(workers, len(reqs)) {
-		// Owner: Close. Stops when every request has been tried.
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(reqs) {
-					return
-				}
-				r := reqs[i]
-				if err := c.store.Release(ctx, r); err != nil && !errors.Is(err, ErrNotHeld) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("leash: release %q on close: %w", r.Name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// forget drops an explicit-owner tenure from the registry once it has ended.
-func (c *Client) forget(t *tenure) {
-	if t.explicit == "" {
-		return
-	}
-	k := ownedKey{t.name(), t.explicit, family(t.kind)}
-	c.mu.Lock()
-	if c.owned[k] == t {
-		delete(c.owned, k)
-	}
-	c.mu.Unlock()
-}
-
-// newTenure makes a tenure that is not yet granted.
-func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg lockConfig) *tenure {
-	t := &tenure{c: c, kind: kind, explicit: explicit, cfg: cfg, idx: -1, parts: make([]part, len(names))}
-	for i, n := range names {
-		t.parts[i].name = n
-	}
-	if explicit != "" {
-		t.owner = explicitOwner(c.id, c.seq.Add(1), explicit)
-	} else {
-		t.owner = tenureOwner(c.id, c.seq.Add(1))
-	}
-	return t
 }
