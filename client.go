@@ -46,9 +46,7 @@ type Client struct {
 	sched   scheduler
 	waiters waiters
 	rec     recorder
-
-	mu    sync.Mutex
-	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
+	owners  owners
 }
 
 // New returns a Client that takes locks on store. A nil opts means all
@@ -80,8 +78,8 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 		id:    newClientID(),
 		epoch: time.Now(),
 		done:  make(chan struct{}),
-		owned: make(map[ownedKey]*tenure),
 	}
+	c.owners.m = make(map[ownedKey]*owned)
 	c.waiters.init(c)
 	c.rec.init(c, opts)
 	c.sched.start(c)

@@ -3,13 +3,31 @@ package leash
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/leash-go/leash/driver"
 )
 
+// owners is the Client's registry of explicit owners' tenures (see
+// [WithOwner]): within one Client, every Lock whose context carries the same
+// owner re-enters the same tenure, whichever goroutine calls it. The
+// registry owns the fields below its mutex.
+type owners struct {
+	mu sync.Mutex
+	m  map[ownedKey]*owned
+}
+
 type ownedKey struct {
 	name, owner string
 	kind        driver.Kind // family(kind): a writer and a reader of one owner are two tenures
+}
+
+// owned is one explicit owner's tenure on one name.
+type owned struct {
+	t *tenure
+	// pending is closed when t's acquire resolves, and nil once it has:
+	// calls for the same owner meanwhile wait for it, then re-enter.
+	pending chan struct{}
 }
 
 // forget drops an explicit-owner tenure from the registry once it has ended.
@@ -17,87 +35,89 @@ func (c *Client) forget(t *tenure) {
 	if t.explicit == "" {
 		return
 	}
+	reg := &c.owners
 	k := ownedKey{t.name(), t.explicit, family(t.kind)}
-	c.mu.Lock()
-	if c.owned[k] == t {
-		delete(c.owned, k)
+	reg.mu.Lock()
+	if o := reg.m[k]; o != nil && o.t == t {
+		delete(reg.m, k)
 	}
-	c.mu.Unlock()
+	reg.mu.Unlock()
 }
 
 // lockOwned takes or re-enters a lock for an explicit owner. Concurrent calls
 // for the same owner wait for the first one's acquire and then re-enter.
 func (c *Client) lockOwned(ctx context.Context, l locker, owner string, wait bool) (*Hold, error) {
+	reg := &c.owners
 	k := ownedKey{l.name, owner, family(l.kind)}
 	for {
-		c.mu.Lock()
-		t := c.owned[k]
-		if t == nil {
+		reg.mu.Lock()
+		cur := reg.m[k]
+		if cur == nil {
 			// The owner may hold the name as another kind: a write lock it
 			// downgrades, or a read lock it may not upgrade. The store cannot
 			// tell, since every tenure has an owner of its own.
 			var parent *tenure
-			if o := c.ownedOther(k); o != nil {
+			if o := reg.other(k); o != nil {
 				if p := o.pending; p != nil {
-					c.mu.Unlock()
+					reg.mu.Unlock()
 					if err := c.await(ctx, l.name, p); err != nil {
 						return nil, err
 					}
 					continue
 				}
-				c.mu.Unlock()
-				if o.alive() {
-					h, downgradeFrom, err := l.relate(ctx, o)
+				reg.mu.Unlock()
+				if o.t.alive() {
+					h, downgradeFrom, err := l.relate(ctx, o.t)
 					if h != nil || err != nil {
 						return h, err
 					}
 					parent = downgradeFrom
 				}
-				c.mu.Lock()
-				// Decide again if anything changed while c.mu was free.
-				if c.owned[k] != nil || c.ownedOther(k) != o || (parent != nil && !parent.held()) {
-					c.mu.Unlock()
+				reg.mu.Lock()
+				// Decide again if anything changed while reg.mu was free.
+				if reg.m[k] != nil || reg.other(k) != o || (parent != nil && !parent.held()) {
+					reg.mu.Unlock()
 					continue
 				}
 			}
-			t = c.newTenure(l.kind, []string{l.name}, owner, l.cfg)
+			t := c.newTenure(l.kind, []string{l.name}, owner, l.cfg)
 			t.parent = parent
-			t.pending = make(chan struct{})
-			c.owned[k] = t
-			c.mu.Unlock()
+			cur = &owned{t: t, pending: make(chan struct{})}
+			reg.m[k] = cur
+			reg.mu.Unlock()
 			h, err := l.acquire(ctx, t, wait)
-			c.mu.Lock()
-			close(t.pending)
-			t.pending = nil
-			if err != nil && c.owned[k] == t {
-				delete(c.owned, k)
+			reg.mu.Lock()
+			close(cur.pending)
+			cur.pending = nil
+			if err != nil && reg.m[k] == cur {
+				delete(reg.m, k)
 			}
-			c.mu.Unlock()
+			reg.mu.Unlock()
 			return h, err
 		}
-		if p := t.pending; p != nil {
-			c.mu.Unlock()
+		if p := cur.pending; p != nil {
+			reg.mu.Unlock()
 			if err := c.await(ctx, l.name, p); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		c.mu.Unlock()
-		if h := t.reenter(ctx); h != nil {
+		reg.mu.Unlock()
+		if h := cur.t.reenter(ctx); h != nil {
 			return h, nil
 		}
-		c.forget(t) // ended: start a new tenure
+		c.forget(cur.t) // ended: start a new tenure
 	}
 }
 
-// ownedOther returns the explicit owner's tenure on k's name of another
-// family than k's that is being acquired or is still held, if any. c.mu
-// must be held.
-func (c *Client) ownedOther(k ownedKey) *tenure {
+// other returns the explicit owner's tenure on k's name of another family
+// than k's that is being acquired or is still held, if any. reg.mu must be
+// held.
+func (reg *owners) other(k ownedKey) *owned {
 	for _, f := range [...]driver.Kind{driver.KindMutex, driver.KindRead, driver.KindWrite} {
 		if f != k.kind {
-			if t := c.owned[ownedKey{k.name, k.owner, f}]; t != nil && (t.pending != nil || t.held()) {
-				return t
+			if o := reg.m[ownedKey{k.name, k.owner, f}]; o != nil && (o.pending != nil || o.t.held()) {
+				return o
 			}
 		}
 	}

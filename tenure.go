@@ -41,7 +41,6 @@ type tenure struct {
 	holds     []*Hold // live holds, cancelled on loss
 	lostErr   *LostError
 	lostCh    chan struct{} // made on demand by Lost
-	pending   chan struct{} // explicit owners: closed when the acquire resolves
 
 	// Scheduler state, guarded by scheduler.mu.
 	idx        int // index in scheduler.items, -1 when not scheduled
@@ -133,7 +132,7 @@ func (t *tenure) alive() bool {
 
 // held reports whether t is held as far as it knows, without checking its
 // validity deadline (which alive does, and which may end the tenure and take
-// the Client's lock): for callers that hold c.mu.
+// the owner registry's lock): for callers that hold it.
 func (t *tenure) held() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
