@@ -47,6 +47,7 @@ type Client struct {
 	waiters waiters
 	rec     recorder
 	owners  owners
+	retries retries
 }
 
 // New returns a Client that takes locks on store. A nil opts means all
@@ -170,23 +171,24 @@ func (c *Client) Close() error {
 func (c *Client) close() error {
 	c.closed.Store(true)
 	close(c.done)
-	held, orphans := c.sched.stop()
-	var lost []*tenure
-	for _, t := range held {
+	var reqs []driver.Request
+	for _, t := range c.sched.stop() {
 		if t.lose(ReasonClosed, nil) {
-			lost = append(lost, t)
+			reqs = t.appendRequests(reqs)
+		}
+	}
+	for _, r := range c.retries.rest() {
+		reqs = append(reqs, r.req)
+	}
+	// The scheduler has stopped: an unknown outcome here is not retried.
+	var errs []error
+	for i, err := range c.release(context.Background(), reqs, 0) {
+		if unknown(err) {
+			errs = append(errs, fmt.Errorf("leash: release %q on close: %w", reqs[i].Name, err))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 	defer cancel()
-	reqs := make([]driver.Request, 0, len(lost)+len(orphans))
-	for _, t := range lost {
-		reqs = append(reqs, t.requests()...)
-	}
-	for _, o := range orphans {
-		reqs = append(reqs, o.req)
-	}
-	errs := c.releaseAll(ctx, reqs)
 	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {

@@ -147,24 +147,14 @@ func (h *Hold) Renew(ctx context.Context) error {
 	}
 	t := h.t
 	send := t.c.now()
-	reqs := t.requests()
-	res := t.c.store.Renew(ctx, reqs)
-	if len(res) != len(reqs) {
-		return fmt.Errorf("leash: renew %q: store returned %d results for %d requests", t.name(), len(res), len(reqs))
-	}
-	// Folded as the watchdog folds them: a part gone or taken loses the
-	// whole hold, even when another part's round trip failed.
-	switch r, _ := outcome(res); {
-	case r.Err != nil:
-		return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
-	case r.Status == driver.RenewGone:
-		t.lose(ReasonReleasedElsewhere, nil)
+	switch v := fold(t.c.renewAll(ctx, t.requests())); {
+	case v.lost != 0:
+		t.lose(v.lost, nil)
 		return h.Err()
-	case r.Status == driver.RenewTaken:
-		t.lose(ReasonTakenOver, nil)
-		return h.Err()
+	case v.err != nil:
+		return fmt.Errorf("leash: renew %q: %w", t.name(), v.err)
 	}
-	t.c.sched.renewed(t, send, 0)
+	t.c.sched.renewed(t, send)
 	return nil
 }
 
@@ -191,12 +181,10 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if lostErr == nil && c.cfg.observer != nil { // a loss was observed already
 		defer func() { c.observeUnlocked(t, lostErr) }()
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
+	var buf [releaseInline]driver.Request // no allocation for a few names
+	reqs := t.appendRequests(buf[:0])
 	var errs []error
-	for i := range t.parts {
-		req := t.request(i)
-		err := c.store.Release(rctx, req)
+	for i, err := range c.release(ctx, reqs, c.now()+int64(t.cfg.lease)) {
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrNotHeld):
@@ -208,12 +196,11 @@ func (h *Hold) Unlock(ctx context.Context) error {
 				if errors.Is(err, ErrNotALock) {
 					cause = err
 				}
-				lostErr = &LostError{Name: req.Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
+				lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
 			}
 		default:
-			c.sched.cleanup(req, c.now()+int64(t.cfg.lease), false)
 			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
-				req.Name, err, t.cfg.lease))
+				reqs[i].Name, err, t.cfg.lease))
 		}
 	}
 	if c.debugOn() {
@@ -265,22 +252,13 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	for i := range reqs {
 		reqs[i].Lease = d
 	}
-	res := c.store.Renew(rctx, reqs)
-	if len(res) != len(reqs) {
-		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for %d requests", t.name(), d, len(res), len(reqs))
-	}
-	// Folded as the watchdog folds them: a part gone or taken is a loss,
-	// even when another part's round trip failed.
-	switch r, i := outcome(res); {
-	case r.Err != nil:
+	switch v := fold(c.renewAll(rctx, reqs)); {
+	case v.lost != 0:
+		lostErr = &LostError{Name: reqs[v.part].Name, Fence: t.parts[v.part].fence, Reason: v.lost, Err: ErrNotHeld}
+		return lostErr
+	case v.err != nil:
 		return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
-			reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
-	case r.Status == driver.RenewGone:
-		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
-		return lostErr
-	case r.Status == driver.RenewTaken:
-		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
-		return lostErr
+			reqs[v.part].Name, d, v.err, max(d, t.cfg.lease))
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
 	c.rec.leftToExpire(c, t, d)

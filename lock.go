@@ -14,7 +14,7 @@ type locker struct {
 	c       *Client
 	kind    driver.Kind
 	name    string
-	cfg     lockConfig
+	cfg     *lockConfig
 	wait    time.Duration // how long a queue place or waiting-writer mark lasts
 	permits int           // semaphore size, for driver.KindPermit
 	err     error         // construction error, returned by every call
@@ -45,16 +45,21 @@ func (c *Client) newLocker(kind driver.Kind, name string, opts []*LockOptions) l
 }
 
 // lockConfig resolves per-lock options against the Client's.
-func (c *Client) lockConfig(o *LockOptions) (lockConfig, error) {
+// Locks without options share the Client's.
+func (c *Client) lockConfig(o *LockOptions) (*lockConfig, error) {
 	if o == nil {
-		return c.cfg.lock, nil
+		return &c.cfg.lock, nil
 	}
 	base := Options{Lease: c.cfg.lock.lease, RenewInterval: c.cfg.lock.interval, SafetyMargin: c.cfg.lock.margin,
 		MaxHold: c.cfg.lock.maxHold, Liveness: c.cfg.lock.liveness}
 	if base.RenewInterval == 0 {
 		base.RenewInterval = NoRenewal
 	}
-	return resolve(&base, o)
+	cfg, err := resolve(&base, o)
+	if err != nil {
+		return nil, err
+	}
+	return &cfg, nil
 }
 
 // lock takes or re-enters the lock; wait says whether to wait for it.

@@ -32,11 +32,12 @@ type owned struct {
 
 // forget drops an explicit-owner tenure from the registry once it has ended.
 func (c *Client) forget(t *tenure) {
-	if t.explicit == "" {
+	explicit := t.explicit()
+	if explicit == "" {
 		return
 	}
 	reg := &c.owners
-	k := ownedKey{t.name(), t.explicit, family(t.kind)}
+	k := ownedKey{t.name(), explicit, family(t.kind)}
 	reg.mu.Lock()
 	if o := reg.m[k]; o != nil && o.t == t {
 		delete(reg.m, k)

@@ -3,6 +3,7 @@ package leash
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -21,14 +22,13 @@ const (
 // each Lock call gets its own Hold on it. A MultiLock tenure has one part per
 // name; every other tenure has one part.
 type tenure struct {
-	c        *Client
-	kind     driver.Kind
-	parts    []part
-	owner    string // store owner
-	explicit string // owner given with WithOwner, "" for anonymous tenures
-	cfg      lockConfig
-	grantAt  int64   // monotonic ns: send time of the granting acquire
-	parent   *tenure // the tenure on the same name this one was taken inside, if any
+	c       *Client
+	kind    driver.Kind
+	parts   []part
+	owner   string      // store owner
+	cfg     *lockConfig // shared with the locker, and with the Client for default options
+	grantAt int64       // monotonic ns: send time of the granting acquire
+	parent  *tenure     // the tenure on the same name this one was taken inside, if any
 
 	validUntil atomic.Int64 // monotonic ns: the local validity deadline (see the package doc)
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
@@ -42,19 +42,24 @@ type tenure struct {
 	lostErr   *LostError
 	lostCh    chan struct{} // made on demand by Lost
 
-	// Scheduler state, guarded by scheduler.mu.
-	idx        int // index in scheduler.items, -1 when not scheduled
-	dueAt      int64
-	eligibleAt int64
-	renewing   bool
-	recorded   bool // listed in a published driver.ClientRecord (see record.go)
-	lastErr    error
+	// sched is the tenure's entry in the scheduler's queue. The entry is
+	// the scheduler's (see queue.go): the tenure only keeps the way to it,
+	// set when the tenure is made and never changed.
+	sched *entry
 }
 
 // A part is one name of a tenure and the token it was granted.
 type part struct {
 	name  string
 	fence int64
+}
+
+// explicit is the owner given with WithOwner for this tenure, "" for an
+// anonymous one: what follows the first '@' of its store owner (see
+// explicitOwner), which neither the client id nor the number contains.
+func (t *tenure) explicit() string {
+	_, o, _ := strings.Cut(t.owner, "@")
+	return o
 }
 
 // name is the tenure's first (for most kinds, only) name.
@@ -80,11 +85,15 @@ func (t *tenure) request(i int) driver.Request {
 
 // requests is one request per part.
 func (t *tenure) requests() []driver.Request {
-	reqs := make([]driver.Request, len(t.parts))
+	return t.appendRequests(make([]driver.Request, 0, len(t.parts)))
+}
+
+// appendRequests appends one request per part to dst.
+func (t *tenure) appendRequests(dst []driver.Request) []driver.Request {
 	for i := range t.parts {
-		reqs[i] = t.request(i)
+		dst = append(dst, t.request(i))
 	}
-	return reqs
+	return dst
 }
 
 // setValid moves the validity deadline forward to send+lease-margin, never back.
@@ -110,9 +119,7 @@ func (t *tenure) check() {
 	held := t.state == stateHeld
 	t.mu.Unlock()
 	if held {
-		t.c.sched.mu.Lock()
-		err := t.lastErr
-		t.c.sched.mu.Unlock()
+		err := t.c.sched.lastErr(t)
 		t.lose(expiryReason(err), err)
 	}
 }
@@ -229,8 +236,22 @@ func tenureIn(ctx context.Context, c *Client, name string) *tenure {
 }
 
 // newTenure makes a tenure that is not yet granted.
-func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg lockConfig) *tenure {
-	t := &tenure{c: c, kind: kind, explicit: explicit, cfg: cfg, idx: -1, parts: make([]part, len(names))}
+// A single name's part, and the entry by which the scheduler will track the
+// tenure, are allocated with it: one allocation instead of three.
+func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg *lockConfig) *tenure {
+	a := &struct {
+		t   tenure
+		one [1]part
+		e   entry
+	}{}
+	t := &a.t
+	*t = tenure{c: c, kind: kind, cfg: cfg, sched: &a.e}
+	a.e.init(t)
+	if len(names) == 1 {
+		t.parts = a.one[:]
+	} else {
+		t.parts = make([]part, len(names))
+	}
 	for i, n := range names {
 		t.parts[i].name = n
 	}
