@@ -38,9 +38,12 @@ type tenure struct {
 	// announced: OpAcquired was sent. Only the acquiring goroutine uses it;
 	// it sits here, in the padding after state, to keep a tenure small.
 	announced bool
-	holds     []*Hold // live holds, cancelled on loss
-	lostErr   *LostError
-	lostCh    chan struct{} // made on demand by Lost
+	// owned: made for an owner given with WithOwner (see explicit). Set
+	// when the tenure is made, never changed.
+	owned   bool
+	holds   []*Hold // live holds, cancelled on loss
+	lostErr *LostError
+	lostCh  chan struct{} // made on demand by Lost
 
 	// sched is the tenure's entry in the scheduler's queue. The entry is
 	// the scheduler's (see queue.go): the tenure only keeps the way to it,
@@ -58,6 +61,9 @@ type part struct {
 // anonymous one: what follows the first '@' of its store owner (see
 // explicitOwner), which neither the client id nor the number contains.
 func (t *tenure) explicit() string {
+	if !t.owned {
+		return ""
+	}
 	_, o, _ := strings.Cut(t.owner, "@")
 	return o
 }
@@ -256,6 +262,7 @@ func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cf
 		t.parts[i].name = n
 	}
 	if explicit != "" {
+		t.owned = true
 		t.owner = explicitOwner(c.id, c.seq.Add(1), explicit)
 	} else {
 		t.owner = tenureOwner(c.id, c.seq.Add(1))
