@@ -180,15 +180,16 @@ func (c *Client) close() error {
 	for _, r := range c.retries.rest() {
 		reqs = append(reqs, r.req)
 	}
-	// The scheduler has stopped: an unknown outcome here is not retried.
+	// The releases and the record share one ReleaseTimeout. The scheduler
+	// has stopped: an unknown outcome here is not retried.
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
+	defer cancel()
 	var errs []error
-	for i, err := range c.release(context.Background(), reqs, 0) {
+	for i, err := range c.release(ctx, reqs, 0) {
 		if unknown(err) {
 			errs = append(errs, fmt.Errorf("leash: release %q on close: %w", reqs[i].Name, err))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
-	defer cancel()
 	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {

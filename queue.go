@@ -4,7 +4,10 @@ import "time"
 
 // The renewal scheduler's queue: one entry per tracked tenure, kept in two
 // heaps, so that a tick visits only the entries with something due and a
-// round takes the entries it renews without a scan of every held lock. An
+// round takes the entries it renews without a scan of every held lock. A
+// new entry waits in a plain list until the next tick moves it into the
+// heaps: a lock taken and released in between (most of them, in a
+// Lock+Unlock loop) costs an append and a swap, no heap work. An
 // entry is the scheduler's: only the scheduler reads or writes it, with
 // scheduler.mu held. Its tenure keeps a pointer to it only to be found
 // again (tenure.sched), and is allocated with it.
@@ -21,8 +24,9 @@ type entry struct {
 	dueAt      int64 // renewal due (monotonic ns)
 	eligibleAt int64 // renewed with any round that is due, from then
 	lastErr    error // the last renewal's failure; nil after a success
-	pos        int32 // index in queue.byTime; -1 once no longer tracked
+	pos        int32 // index in queue.byTime, or queue.fresh when fresh; -1 once no longer tracked
 	epos       int32 // index in queue.eligible; -1 when not in it
+	fresh      bool  // in queue.fresh, not yet in the heaps
 	renewing   bool  // in a round in flight
 	recorded   bool  // listed in a published driver.ClientRecord (see record.go)
 }
@@ -56,10 +60,12 @@ func (e *entry) nextEvent() int64 {
 	return next
 }
 
-// queue is the scheduler's set of tracked entries: byTime holds every one
-// by at; eligible holds, by eligibleAt, those with renewal on and no round
-// in flight; leases counts the entries of each lease, for the record.
+// queue is the scheduler's set of tracked entries: fresh holds those added
+// since the last tick; byTime holds every other one by at; eligible holds,
+// by eligibleAt, those of byTime with renewal on and no round in flight;
+// leases counts the entries of each lease, for the record.
 type queue struct {
+	fresh    []*entry
 	byTime   heap
 	eligible heap
 	leases   []leaseCount
@@ -75,12 +81,10 @@ func (q *queue) init() {
 	q.eligible = heap{key: func(e *entry) int64 { return e.eligibleAt }, pos: func(e *entry) *int32 { return &e.epos }}
 }
 
-// add starts tracking e, whose times are set.
+// add starts tracking e, whose times are set: in fresh, until settle.
 func (q *queue) add(e *entry) {
-	q.byTime.push(e)
-	if e.t.cfg.interval > 0 {
-		q.eligible.push(e)
-	}
+	e.fresh, e.pos = true, int32(len(q.fresh))
+	q.fresh = append(q.fresh, e)
 	for i := range q.leases {
 		if q.leases[i].lease == e.t.cfg.lease {
 			q.leases[i].n++
@@ -90,7 +94,32 @@ func (q *queue) add(e *entry) {
 	q.leases = append(q.leases, leaseCount{e.t.cfg.lease, 1})
 }
 
-// drop stops tracking e, already taken out of byTime.
+// settle moves the fresh entries into the heaps. The scheduler calls it
+// first thing in each tick, which add wakes by each entry's first event.
+func (q *queue) settle() {
+	for _, e := range q.fresh {
+		e.fresh, e.pos = false, -1
+		q.byTime.push(e)
+		if e.t.cfg.interval > 0 {
+			q.eligible.push(e)
+		}
+	}
+	clear(q.fresh)
+	q.fresh = q.fresh[:0]
+}
+
+// len is the number of tracked entries.
+func (q *queue) len() int { return len(q.fresh) + q.byTime.len() }
+
+// each calls f with every tracked entry, in no particular order.
+func (q *queue) each(f func(*entry)) {
+	for _, e := range q.fresh {
+		f(e)
+	}
+	q.byTime.each(f)
+}
+
+// drop stops tracking e, already taken out of byTime or fresh.
 func (q *queue) drop(e *entry) {
 	if e.epos >= 0 {
 		q.eligible.remove(e)
@@ -109,16 +138,29 @@ func (q *queue) drop(e *entry) {
 
 // remove stops tracking e; it is a no-op if e is not tracked.
 func (q *queue) remove(e *entry) {
-	if e.pos < 0 {
+	switch {
+	case e.pos < 0:
 		return
+	case e.fresh:
+		i, last := e.pos, len(q.fresh)-1
+		q.fresh[i] = q.fresh[last]
+		q.fresh[i].pos = i
+		q.fresh[last] = nil
+		q.fresh = q.fresh[:last]
+		e.fresh, e.pos = false, -1
+	default:
+		q.byTime.remove(e)
 	}
-	q.byTime.remove(e)
 	q.drop(e)
 }
 
 // requeue sets e's key from its times once they changed, and puts it back
 // among the eligible when renewal is on and no round is in flight.
 func (q *queue) requeue(e *entry) {
+	if e.fresh {
+		e.at = e.nextEvent() // settle uses it
+		return
+	}
 	if e.t.cfg.interval > 0 && !e.renewing {
 		if e.epos < 0 {
 			q.eligible.push(e)
@@ -145,50 +187,66 @@ func (q *queue) longestLease() time.Duration {
 
 // clear stops tracking every entry and returns their tenures.
 func (q *queue) clear() []*tenure {
-	ts := make([]*tenure, len(q.byTime.es))
-	for i, e := range q.byTime.es {
-		ts[i] = e.t
-		e.pos, e.epos = -1, -1
-	}
-	q.byTime.es, q.eligible.es, q.leases = nil, nil, nil
+	ts := make([]*tenure, 0, q.len())
+	q.each(func(e *entry) {
+		ts = append(ts, e.t)
+		e.pos, e.epos, e.fresh = -1, -1, false
+	})
+	q.fresh, q.byTime.ns, q.eligible.ns, q.leases = nil, nil, nil, nil
 	return ts
 }
 
 // A heap is a binary min-heap of entries by key, that keeps each entry's
 // index in it up to date (pos), so that any entry can be moved or removed
-// in O(log n).
+// in O(log n). Each node keeps its entry's key beside it: sifting compares
+// within the heap's own array and touches an entry only to move it, which
+// matters with many goroutines taking and releasing locks through one
+// scheduler.
 type heap struct {
-	es  []*entry
+	ns  []node
 	key func(*entry) int64
 	pos func(*entry) *int32
 }
 
-func (h *heap) len() int { return len(h.es) }
+type node struct {
+	key int64
+	e   *entry
+}
 
-// min returns the entry with the least key; the heap must not be empty.
-func (h *heap) min() *entry { return h.es[0] }
+func (h *heap) len() int { return len(h.ns) }
+
+// minKey returns the least key; the heap must not be empty.
+func (h *heap) minKey() int64 { return h.ns[0].key }
+
+// each calls f with every entry, in no particular order.
+func (h *heap) each(f func(*entry)) {
+	for _, n := range h.ns {
+		f(n.e)
+	}
+}
 
 func (h *heap) push(e *entry) {
-	h.es = append(h.es, e)
-	*h.pos(e) = int32(len(h.es) - 1)
-	h.up(len(h.es) - 1)
+	h.ns = append(h.ns, node{h.key(e), e})
+	*h.pos(e) = int32(len(h.ns) - 1)
+	h.up(len(h.ns) - 1)
 }
 
 // pop removes and returns the entry with the least key.
 func (h *heap) pop() *entry {
-	e := h.es[0]
+	e := h.ns[0].e
 	h.remove(e)
 	return e
 }
 
 func (h *heap) remove(e *entry) {
 	i := int(*h.pos(e))
-	last := len(h.es) - 1
+	last := len(h.ns) - 1
 	if i != last {
-		h.swap(i, last)
+		h.ns[i] = h.ns[last]
+		*h.pos(h.ns[i].e) = int32(i)
 	}
-	h.es[last] = nil
-	h.es = h.es[:last]
+	h.ns[last] = node{}
+	h.ns = h.ns[:last]
 	*h.pos(e) = -1
 	if i != last {
 		h.fixAt(i)
@@ -196,7 +254,11 @@ func (h *heap) remove(e *entry) {
 }
 
 // fix restores the order after e's key changed.
-func (h *heap) fix(e *entry) { h.fixAt(int(*h.pos(e))) }
+func (h *heap) fix(e *entry) {
+	i := int(*h.pos(e))
+	h.ns[i].key = h.key(e)
+	h.fixAt(i)
+}
 
 func (h *heap) fixAt(i int) {
 	if !h.down(i) {
@@ -204,41 +266,42 @@ func (h *heap) fixAt(i int) {
 	}
 }
 
-func (h *heap) swap(i, j int) {
-	h.es[i], h.es[j] = h.es[j], h.es[i]
-	*h.pos(h.es[i]) = int32(i)
-	*h.pos(h.es[j]) = int32(j)
-}
-
+// up moves the node at i up to its place; it sets each moved entry's pos.
 func (h *heap) up(i int) {
+	n := h.ns[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if h.key(h.es[p]) <= h.key(h.es[i]) {
-			return
+		if h.ns[p].key <= n.key {
+			break
 		}
-		h.swap(i, p)
+		h.ns[i] = h.ns[p]
+		*h.pos(h.ns[i].e) = int32(i)
 		i = p
 	}
+	h.ns[i] = n
+	*h.pos(n.e) = int32(i)
 }
 
-// down moves the entry at i down; it reports whether it moved.
+// down moves the node at i down to its place; it reports whether it moved.
 func (h *heap) down(i int) bool {
-	start := i
-	n := len(h.es)
+	start, n, size := i, h.ns[i], len(h.ns)
 	for {
 		l := 2*i + 1
-		if l >= n {
+		if l >= size {
 			break
 		}
 		c := l
-		if r := l + 1; r < n && h.key(h.es[r]) < h.key(h.es[l]) {
+		if r := l + 1; r < size && h.ns[r].key < h.ns[l].key {
 			c = r
 		}
-		if h.key(h.es[i]) <= h.key(h.es[c]) {
+		if n.key <= h.ns[c].key {
 			break
 		}
-		h.swap(i, c)
+		h.ns[i] = h.ns[c]
+		*h.pos(h.ns[i].e) = int32(i)
 		i = c
 	}
+	h.ns[i] = n
+	*h.pos(n.e) = int32(i)
 	return i > start
 }

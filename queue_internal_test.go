@@ -20,11 +20,14 @@ func TestHeapKeepsOrderAndPositions(t *testing.T) {
 		if h.len() != len(in) {
 			t.Fatalf("step %d: len = %d, want %d", step, h.len(), len(in))
 		}
-		for i, e := range h.es {
-			if int(e.pos) != i {
-				t.Fatalf("step %d: entry at %d has pos %d", step, i, e.pos)
+		for i, n := range h.ns {
+			if int(n.e.pos) != i {
+				t.Fatalf("step %d: entry at %d has pos %d", step, i, n.e.pos)
 			}
-			if i > 0 && h.key(h.es[(i-1)/2]) > h.key(e) {
+			if n.key != n.e.at {
+				t.Fatalf("step %d: node at %d has key %d, its entry %d", step, i, n.key, n.e.at)
+			}
+			if i > 0 && h.ns[(i-1)/2].key > n.key {
 				t.Fatalf("step %d: heap order broken at %d", step, i)
 			}
 		}

@@ -189,7 +189,7 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 	if check := r.check.Load(); check != 0 && now >= check {
 		r.check.CompareAndSwap(check, 0) // looked at now
 	}
-	ttl, tails, ok, next := r.due(now, s.q.byTime.len() > 0, want, fresh)
+	ttl, tails, ok, next := r.due(now, s.q.len() > 0, want, fresh)
 	if check := r.check.Load(); check != 0 {
 		next = min(next, check)
 	}
@@ -198,13 +198,13 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 		return p
 	}
 	p.rec, p.ttl, p.send = r.base, ttl, now
-	p.rec.Locks = make([]driver.LockRecord, 0, min(s.q.byTime.len()+len(tails), driver.MaxRecordLocks))
-	for _, e := range s.q.byTime.es {
+	p.rec.Locks = make([]driver.LockRecord, 0, min(s.q.len()+len(tails), driver.MaxRecordLocks))
+	s.q.each(func(e *entry) {
 		if len(p.rec.Locks) < driver.MaxRecordLocks {
 			p.rec.Locks = append(p.rec.Locks, driver.LockRecord{Owner: e.t.owner, Acquired: s.c.wall(e.t.grantAt)})
 		}
 		e.recorded = true
-	}
+	})
 	for _, l := range tails {
 		if len(p.rec.Locks) < driver.MaxRecordLocks {
 			p.rec.Locks = append(p.rec.Locks, l)

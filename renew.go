@@ -209,7 +209,8 @@ func (s *scheduler) tick() int64 {
 	)
 	s.mu.Lock()
 	q := &s.q
-	for q.byTime.len() > 0 && q.byTime.min().at <= now {
+	q.settle()
+	for q.byTime.len() > 0 && q.byTime.minKey() <= now {
 		e := q.byTime.pop()
 		t := e.t
 		var l loss
@@ -229,7 +230,7 @@ func (s *scheduler) tick() int64 {
 		lost = append(lost, l)
 	}
 	if anyDue {
-		for q.eligible.len() > 0 && q.eligible.min().eligibleAt <= now {
+		for q.eligible.len() > 0 && q.eligible.minKey() <= now {
 			e := q.eligible.pop()
 			e.renewing = true
 			fresh = fresh || !e.recorded
@@ -249,7 +250,7 @@ func (s *scheduler) tick() int64 {
 	}
 	todo, next := s.c.retries.take(now)
 	if q.byTime.len() > 0 {
-		next = min(next, q.byTime.min().at)
+		next = min(next, q.byTime.minKey())
 	}
 	next = min(next, pub.next)
 	s.wakeAt = next
