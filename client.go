@@ -46,14 +46,8 @@ type Client struct {
 	sched   scheduler
 	waiters waiters
 	rec     recorder
-
-	mu    sync.Mutex
-	owned map[ownedKey]*tenure // tenures of explicit owners (WithOwner)
-}
-
-type ownedKey struct {
-	name, owner string
-	kind        driver.Kind // family(kind): a writer and a reader of one owner are two tenures
+	owners  owners
+	retries retries
 }
 
 // New returns a Client that takes locks on store. A nil opts means all
@@ -85,8 +79,8 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 		id:    newClientID(),
 		epoch: time.Now(),
 		done:  make(chan struct{}),
-		owned: make(map[ownedKey]*tenure),
 	}
+	c.owners.m = make(map[ownedKey]*owned)
 	c.waiters.init(c)
 	c.rec.init(c, opts)
 	c.sched.start(c)
@@ -177,23 +171,25 @@ func (c *Client) Close() error {
 func (c *Client) close() error {
 	c.closed.Store(true)
 	close(c.done)
-	held, orphans := c.sched.stop()
-	var lost []*tenure
-	for _, t := range held {
+	var reqs []driver.Request
+	for _, t := range c.sched.stop() {
 		if t.lose(ReasonClosed, nil) {
-			lost = append(lost, t)
+			reqs = t.appendRequests(reqs)
 		}
 	}
+	for _, r := range c.retries.rest() {
+		reqs = append(reqs, r.req)
+	}
+	// The releases and the record share one ReleaseTimeout. The scheduler
+	// has stopped: an unknown outcome here is not retried.
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 	defer cancel()
-	reqs := make([]driver.Request, 0, len(lost)+len(orphans))
-	for _, t := range lost {
-		reqs = append(reqs, t.requests()...)
+	var errs []error
+	for i, err := range c.release(ctx, reqs, 0) {
+		if unknown(err) {
+			errs = append(errs, fmt.Errorf("leash: release %q on close: %w", reqs[i].Name, err))
+		}
 	}
-	for _, o := range orphans {
-		reqs = append(reqs, o.req)
-	}
-	errs := c.releaseAll(ctx, reqs)
 	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {
@@ -201,62 +197,4 @@ func (c *Client) close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// releaseAll releases reqs with bounded parallelism and returns the errors
-// other than ErrNotHeld.
-func (c *Client) releaseAll(ctx context.Context, reqs []driver.Request) []error {
-	const workers = 16
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-		next atomic.Int64
-	)
-	for range min(workers, len(reqs)) {
-		// Owner: Close. Stops when every request has been tried.
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(reqs) {
-					return
-				}
-				r := reqs[i]
-				if err := c.store.Release(ctx, r); err != nil && !errors.Is(err, ErrNotHeld) {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("leash: release %q on close: %w", r.Name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
-}
-
-// forget drops an explicit-owner tenure from the registry once it has ended.
-func (c *Client) forget(t *tenure) {
-	if t.explicit == "" {
-		return
-	}
-	k := ownedKey{t.name(), t.explicit, family(t.kind)}
-	c.mu.Lock()
-	if c.owned[k] == t {
-		delete(c.owned, k)
-	}
-	c.mu.Unlock()
-}
-
-// newTenure makes a tenure that is not yet granted.
-func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg lockConfig) *tenure {
-	t := &tenure{c: c, kind: kind, explicit: explicit, cfg: cfg, idx: -1, parts: make([]part, len(names))}
-	for i, n := range names {
-		t.parts[i].name = n
-	}
-	if explicit != "" {
-		t.owner = explicitOwner(c.id, c.seq.Add(1), explicit)
-	} else {
-		t.owner = tenureOwner(c.id, c.seq.Add(1))
-	}
-	return t
 }

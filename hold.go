@@ -6,221 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leash-go/leash/driver"
 )
-
-// Tenure states.
-const (
-	stateHeld int32 = iota + 1
-	stateLost
-	stateReleased
-)
-
-// A tenure is one continuous holding of a lock by one owner: from the grant
-// to the last Unlock or the loss. Re-entries share it (and its fencing token);
-// each Lock call gets its own Hold on it. A MultiLock tenure has one part per
-// name; every other tenure has one part.
-type tenure struct {
-	c        *Client
-	kind     driver.Kind
-	parts    []part
-	owner    string // store owner
-	explicit string // owner given with WithOwner, "" for anonymous tenures
-	cfg      lockConfig
-	grantAt  int64   // monotonic ns: send time of the granting acquire
-	parent   *tenure // the tenure on the same name this one was taken inside, if any
-
-	validUntil atomic.Int64 // monotonic ns: the local validity deadline (see the package doc)
-	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
-
-	mu    sync.Mutex
-	state int32
-	// announced: OpAcquired was sent. Only the acquiring goroutine uses it;
-	// it sits here, in the padding after state, to keep a tenure small.
-	announced bool
-	holds     []*Hold // live holds, cancelled on loss
-	lostErr   *LostError
-	lostCh    chan struct{} // made on demand by Lost
-	pending   chan struct{} // explicit owners: closed when the acquire resolves
-
-	// Scheduler state, guarded by scheduler.mu.
-	idx        int // index in scheduler.items, -1 when not scheduled
-	dueAt      int64
-	eligibleAt int64
-	renewing   bool
-	recorded   bool // listed in a published driver.ClientRecord (see record.go)
-	lastErr    error
-}
-
-// A part is one name of a tenure and the token it was granted.
-type part struct {
-	name  string
-	fence int64
-}
-
-// name is the tenure's first (for most kinds, only) name.
-func (t *tenure) name() string { return t.parts[0].name }
-
-// fence is the tenure's token: the highest of its parts'.
-func (t *tenure) fence() int64 {
-	f := t.parts[0].fence
-	for _, p := range t.parts[1:] {
-		f = max(f, p.fence)
-	}
-	return f
-}
-
-// request is the store request for part i, with the tenure's lease.
-func (t *tenure) request(i int) driver.Request {
-	r := driver.Request{Kind: t.kind, Name: t.parts[i].name, Owner: t.owner, Lease: t.cfg.lease}
-	if t.parent != nil {
-		r.Parent = t.parent.owner
-	}
-	return r
-}
-
-// requests is one request per part.
-func (t *tenure) requests() []driver.Request {
-	reqs := make([]driver.Request, len(t.parts))
-	for i := range t.parts {
-		reqs[i] = t.request(i)
-	}
-	return reqs
-}
-
-// setValid moves the validity deadline forward to send+lease-margin, never back.
-func (t *tenure) setValid(send int64) {
-	v := send + int64(t.cfg.lease-t.cfg.margin)
-	for {
-		old := t.validUntil.Load()
-		if v <= old || t.validUntil.CompareAndSwap(old, v) {
-			return
-		}
-	}
-}
-
-// check declares the tenure lost if its validity deadline has passed. Holders
-// call it through Hold.Err, Hold.Lost and the hold context's Err, so a process
-// that resumes from a pause learns of the loss on its first look, even before
-// the scheduler goroutine runs.
-func (t *tenure) check() {
-	if t.c.now() < t.validUntil.Load() {
-		return
-	}
-	t.mu.Lock()
-	held := t.state == stateHeld
-	t.mu.Unlock()
-	if held {
-		t.c.sched.mu.Lock()
-		err := t.lastErr
-		t.c.sched.mu.Unlock()
-		t.lose(expiryReason(err), err)
-	}
-}
-
-func expiryReason(lastErr error) Reason {
-	if lastErr != nil {
-		return ReasonUnreachable
-	}
-	return ReasonExpired
-}
-
-// alive reports whether the tenure is held, checking its deadline first.
-func (t *tenure) alive() bool {
-	t.check()
-	return t.held()
-}
-
-// held reports whether t is held as far as it knows, without checking its
-// validity deadline (which alive does, and which may end the tenure and take
-// the Client's lock): for callers that hold c.mu.
-func (t *tenure) held() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.state == stateHeld
-}
-
-// lose ends a held tenure: it records why, closes Lost, cancels every hold's
-// context and stops renewal. It reports whether it made the transition.
-func (t *tenure) lose(reason Reason, cause error) bool {
-	t.mu.Lock()
-	if t.state != stateHeld {
-		t.mu.Unlock()
-		return false
-	}
-	t.state = stateLost
-	le := &LostError{Name: t.name(), Fence: t.fence(), Reason: reason, Err: cause}
-	t.lostErr = le
-	// Contexts first, then Lost: whoever sees Lost closed also sees every
-	// hold's context cancelled. Cancelling runs no user code synchronously.
-	for _, h := range t.holds {
-		h.cancel(le)
-	}
-	if t.lostCh == nil {
-		t.lostCh = closedChan
-	} else {
-		close(t.lostCh)
-	}
-	t.mu.Unlock()
-
-	t.c.sched.remove(t)
-	t.c.forget(t)
-	t.c.endKept(t, reason)
-	t.c.observeEnd(t, OpLost, reason, cause)
-	lvl := slog.LevelError
-	if reason == ReasonClosed {
-		lvl = slog.LevelWarn
-	}
-	t.c.log.Log(context.Background(), lvl, "lock lost",
-		slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()), slog.Int64(attrToken, t.fence()),
-		slog.String(attrReason, reason.String()), slog.Any(attrError, cause))
-	return true
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// newHold adds a hold to a held tenure; the caller holds t.mu. ctx is the
-// Lock call's context: the hold's context keeps its values but not its
-// cancellation.
-func (t *tenure) newHold(ctx context.Context) *Hold {
-	h := &Hold{t: t}
-	base := context.WithoutCancel(ctx)
-	for _, p := range t.parts {
-		base = context.WithValue(base, tenureKey{t.c, p.name}, t)
-	}
-	inner, cancel := context.WithCancelCause(base)
-	h.ctx = &holdCtx{Context: inner, t: t}
-	h.cancel = cancel
-	t.holds = append(t.holds, h)
-	return h
-}
-
-// reenter adds a hold if the tenure is still held, or returns nil.
-func (t *tenure) reenter(ctx context.Context) *Hold {
-	t.check()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.state != stateHeld {
-		return nil
-	}
-	return t.newHold(ctx)
-}
-
-// tenureKey finds, in a hold's context, the tenure of one lock of one Client.
-type tenureKey struct {
-	c    *Client
-	name string
-}
-
-// tenureIn returns the innermost tenure of c on name carried by ctx.
-func tenureIn(ctx context.Context, c *Client, name string) *tenure {
-	t, _ := ctx.Value(tenureKey{c, name}).(*tenure)
-	return t
-}
 
 // holdCtx is a hold's context. Its Err checks the validity deadline first, so
 // that code asking "may I still write?" gets a fresh answer even when the
@@ -357,24 +147,14 @@ func (h *Hold) Renew(ctx context.Context) error {
 	}
 	t := h.t
 	send := t.c.now()
-	reqs := t.requests()
-	res := t.c.renewStore(ctx, reqs)
-	if len(res) != len(reqs) {
-		return fmt.Errorf("leash: renew %q: store returned %d results for %d requests", t.name(), len(res), len(reqs))
-	}
-	// Folded as the watchdog folds them: a part gone or taken loses the
-	// whole hold, even when another part's round trip failed.
-	switch r, _ := outcome(res); {
-	case r.Err != nil:
-		return fmt.Errorf("leash: renew %q: %w", t.name(), r.Err)
-	case r.Status == driver.RenewGone:
-		t.lose(ReasonReleasedElsewhere, nil)
+	switch v := fold(t.c.renewAll(ctx, t.requests())); {
+	case v.lost != 0:
+		t.lose(v.lost, nil)
 		return h.Err()
-	case r.Status == driver.RenewTaken:
-		t.lose(ReasonTakenOver, nil)
-		return h.Err()
+	case v.err != nil:
+		return fmt.Errorf("leash: renew %q: %w", t.name(), v.err)
 	}
-	t.c.sched.renewed(t, send, 0)
+	t.c.sched.renewed(t, send)
 	return nil
 }
 
@@ -401,12 +181,10 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	if lostErr == nil && c.cfg.observer != nil { // a loss was observed already
 		defer func() { c.observeUnlocked(t, lostErr) }()
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
+	var buf [releaseInline]driver.Request // no allocation for a few names
+	reqs := t.appendRequests(buf[:0])
 	var errs []error
-	for i := range t.parts {
-		req := t.request(i)
-		err := c.store.Release(rctx, req)
+	for i, err := range c.release(ctx, reqs, c.now()+int64(t.cfg.lease)) {
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrNotHeld):
@@ -418,12 +196,11 @@ func (h *Hold) Unlock(ctx context.Context) error {
 				if errors.Is(err, ErrNotALock) {
 					cause = err
 				}
-				lostErr = &LostError{Name: req.Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
+				lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
 			}
 		default:
-			c.sched.cleanup(req, c.now()+int64(t.cfg.lease), false)
 			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
-				req.Name, err, t.cfg.lease))
+				reqs[i].Name, err, t.cfg.lease))
 		}
 	}
 	if c.debugOn() {
@@ -478,22 +255,13 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	for i := range reqs {
 		reqs[i].Lease = d
 	}
-	res := c.store.Renew(rctx, reqs)
-	if len(res) != len(reqs) {
-		return fmt.Errorf("leash: unlock %q after %v: store returned %d results for %d requests", t.name(), d, len(res), len(reqs))
-	}
-	// Folded as the watchdog folds them: a part gone or taken is a loss,
-	// even when another part's round trip failed.
-	switch r, i := outcome(res); {
-	case r.Err != nil:
+	switch v := fold(c.renewAll(rctx, reqs)); {
+	case v.lost != 0:
+		lostErr = &LostError{Name: reqs[v.part].Name, Fence: t.parts[v.part].fence, Reason: v.lost, Err: ErrNotHeld}
+		return lostErr
+	case v.err != nil:
 		return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
-			reqs[i].Name, d, r.Err, max(d, t.cfg.lease))
-	case r.Status == driver.RenewGone:
-		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: ErrNotHeld}
-		return lostErr
-	case r.Status == driver.RenewTaken:
-		lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonTakenOver, Err: ErrNotHeld}
-		return lostErr
+			reqs[v.part].Name, d, v.err, max(d, t.cfg.lease))
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
 	c.rec.leftToExpire(c, t, d)
@@ -534,16 +302,4 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 	t.c.sched.remove(t)
 	t.c.forget(t)
 	return t, true, lostErr, nil
-}
-
-// mayStillHold reports whether, after a loss for this reason, the server may
-// still record the owner on some name of the tenure (so a release is worth
-// sending, owner-checked). A MultiLock that lost one name still holds the
-// others.
-func (t *tenure) mayStillHold(r Reason) bool {
-	switch r {
-	case ReasonExpired, ReasonUnreachable, ReasonMaxHold, ReasonStalled:
-		return true
-	}
-	return len(t.parts) > 1
 }

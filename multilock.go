@@ -2,10 +2,8 @@ package leash
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -32,7 +30,7 @@ const MaxMultiNames = 1024
 type MultiLock struct {
 	c     *Client
 	names []string // sorted
-	cfg   lockConfig
+	cfg   *lockConfig
 	err   error
 }
 
@@ -102,176 +100,5 @@ func (m *MultiLock) lock(ctx context.Context, wait bool) (*Hold, error) {
 		return nil, fmt.Errorf("%w: %q is held through this context by another hold; MultiLock would wait for itself",
 			ErrInvalidArgument, n)
 	}
-	return m.acquire(ctx, c.newTenure(driver.KindMutex, m.names, "", m.cfg), wait)
-}
-
-// groups splits the tenure's parts into what the store can take atomically,
-// in the order they must be taken, as part indexes.
-func (m *MultiLock) groups() [][]int {
-	index := make(map[string]int, len(m.names))
-	for i, n := range m.names {
-		index[n] = i
-	}
-	ms := m.c.caps.multi
-	if ms == nil {
-		out := make([][]int, len(m.names))
-		for i := range m.names {
-			out[i] = []int{i}
-		}
-		return out
-	}
-	var out [][]int
-	for _, g := range ms.Partition(m.names) {
-		idx := make([]int, len(g))
-		for i, n := range g {
-			idx[i] = index[n]
-		}
-		out = append(out, idx)
-	}
-	return out
-}
-
-// acquireGroup takes one group of parts in one step.
-func (m *MultiLock) acquireGroup(ctx context.Context, reqs []driver.Request) (driver.MultiGrant, error) {
-	if ms := m.c.caps.multi; ms != nil {
-		return ms.AcquireMany(ctx, reqs)
-	}
-	g, err := m.c.store.Acquire(ctx, reqs[0])
-	if err != nil || !g.Acquired {
-		return driver.MultiGrant{Remaining: g.Remaining, Grace: g.Grace}, err
-	}
-	return driver.MultiGrant{Acquired: true, Fences: []int64{g.Fence}}, nil
-}
-
-// acquire takes the groups in order, holding each while waiting for the next.
-func (m *MultiLock) acquire(ctx context.Context, t *tenure, wait bool) (h *Hold, err error) {
-	c := m.c
-	var start int64 // for the observer
-	if c.cfg.observer != nil {
-		start = c.now()
-		defer func() { c.observeNotAcquired(t, start, err) }()
-	}
-	groups := m.groups()
-	every := t.cfg.interval
-	if every == 0 {
-		every = t.cfg.lease / 3
-	}
-	var (
-		held     []driver.Request              // parts taken so far
-		heldIdx  []int                         // their part indexes
-		sent     = make([]int64, len(t.parts)) // per part: send time of its last grant or renewal
-		w        *waiter
-		nap      sleeper
-		finished bool
-	)
-	defer func() {
-		if w != nil {
-			c.waiters.leave(w)
-		}
-		nap.stop()
-		if !finished && len(held) > 0 {
-			c.releaseParts(ctx, held, c.now()+int64(t.cfg.lease))
-		}
-	}()
-	for gi := 0; gi < len(groups); {
-		reqs := make([]driver.Request, len(groups[gi]))
-		for i, p := range groups[gi] {
-			reqs[i] = t.request(p)
-		}
-		send := c.now()
-		mg, err := m.acquireGroup(ctx, reqs)
-		if err != nil && refused(err) {
-			// Nothing of this group was granted; the groups held so far
-			// are released on the way out.
-			return nil, fmt.Errorf("leash: multilock: %w", err)
-		}
-		if err != nil {
-			for _, r := range reqs {
-				c.sched.cleanup(r, send+int64(r.Lease), true)
-			}
-			if ctx.Err() != nil {
-				return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: ctx.Err()}
-			}
-			return nil, fmt.Errorf("leash: multilock %q: %w", reqs[0].Name, err)
-		}
-		if mg.Acquired {
-			for i, p := range groups[gi] {
-				t.parts[p].fence = mg.Fences[i]
-				sent[p] = send
-			}
-			held = append(held, reqs...)
-			heldIdx = append(heldIdx, groups[gi]...)
-			gi++
-			if w != nil {
-				c.waiters.leave(w)
-				w = nil
-			}
-			continue
-		}
-		if !wait {
-			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: mg.Remaining, Grace: mg.Grace}
-		}
-		if w == nil {
-			names := make([]string, len(reqs))
-			for i, r := range reqs {
-				names[i] = r.Name
-			}
-			if w, err = c.watchFor(ctx, driver.KindMutex, names, t.owner); err != nil {
-				return nil, c.waitEnded(reqs[0].Name, mg.Remaining, mg.Grace, err)
-			}
-			continue
-		}
-		// Sleep until a release, the holder's expiry, or the renewal of the
-		// groups already held, whichever comes first.
-		l := locker{cfg: t.cfg}
-		d := l.fallback(mg.Remaining, w)
-		renewAt := int64(-1)
-		if len(heldIdx) > 0 {
-			oldest := sent[heldIdx[0]]
-			for _, p := range heldIdx[1:] {
-				oldest = min(oldest, sent[p])
-			}
-			renewAt = oldest + int64(every)
-			d = min(d, max(time.Duration(renewAt-c.now()), 0))
-		}
-		if err := c.sleep(ctx, w, &nap, d); err != nil {
-			return nil, c.waitEnded(reqs[0].Name, mg.Remaining, mg.Grace, err)
-		}
-		if renewAt >= 0 && c.now() >= renewAt {
-			if err := m.renewHeld(ctx, t, held, heldIdx, sent); err != nil {
-				// A group taken earlier was lost while waiting: start over,
-				// watching the first group again.
-				c.releaseParts(ctx, held, c.now()+int64(t.cfg.lease))
-				held, heldIdx, gi = nil, nil, 0
-				c.waiters.leave(w)
-				w = nil
-			}
-		}
-	}
-	finished = true
-	return c.granted(ctx, t, slices.Min(sent), start)
-}
-
-// renewHeld renews the parts taken so far (held, at part indexes heldIdx),
-// recording the send time of those renewed; it returns an error if any part
-// is gone or its validity passed.
-func (m *MultiLock) renewHeld(ctx context.Context, t *tenure, held []driver.Request, heldIdx []int, sent []int64) error {
-	c := m.c
-	send := c.now()
-	res := c.renewStore(ctx, held)
-	if len(res) != len(held) {
-		return fmt.Errorf("leash: multilock: store returned %d renewal results for %d requests", len(res), len(held))
-	}
-	for i, r := range res {
-		p := heldIdx[i]
-		switch {
-		case r.Err == nil && r.Status == driver.Renewed:
-			sent[p] = send
-		case r.Err == nil:
-			return fmt.Errorf("leash: multilock: %q lost while waiting", held[i].Name)
-		case send-sent[p] >= int64(t.cfg.lease-t.cfg.margin):
-			return errors.Join(fmt.Errorf("leash: multilock: %q expired while waiting", held[i].Name), r.Err)
-		}
-	}
-	return nil
+	return c.acquire(ctx, &plan{t: c.newTenure(driver.KindMutex, m.names, "", m.cfg), wait: wait, many: true})
 }

@@ -1,7 +1,6 @@
 package leash
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -46,45 +45,6 @@ func tenureOwner(clientID string, n uint64) string {
 // the store's.
 func explicitOwner(clientID string, n uint64, owner string) string {
 	return tenureOwner(clientID, n) + "@" + owner
-}
-
-type ownerKey struct{}
-
-// WithOwner returns a copy of ctx that names an explicit owner, such as a job
-// id, for the locks taken with it. Within one Client, every Lock on a name
-// whose context carries the same owner re-enters the same hold, whichever
-// goroutine calls it: use it for a logical owner that spans goroutines.
-// Without it, re-entry needs the held lock's own context (see [Mutex.Lock]).
-// The rules between kinds are those of re-entry through a context: an owner
-// holding an RWMutex's write lock takes a read lock at once (a downgrade);
-// one holding only a read lock gets ErrUpgrade from Lock; one holding a
-// Mutex gets ErrInvalidArgument from the RWMutex of the same name. A call
-// made while the same owner's Lock of another kind is still waiting waits
-// for that one to end first.
-//
-// An owner names who may re-enter, not the store record: each tenure (first
-// Lock to last Unlock) has a store owner of its own, "<client-id>:<n>@owner"
-// (see [Hold.Owner]), so the next tenure never inherits anything from the
-// last one.
-//
-// Owners are scoped to the Client: two processes using the same owner string
-// still exclude each other. An owner must be 1 to MaxOwnerLen bytes of
-// printable UTF-8; Lock rejects others with ErrInvalidArgument.
-func WithOwner(ctx context.Context, owner string) context.Context {
-	return context.WithValue(ctx, ownerKey{}, owner)
-}
-
-// ownerFrom returns the explicit owner carried by ctx, if any.
-func ownerFrom(ctx context.Context) (string, bool) {
-	o, ok := ctx.Value(ownerKey{}).(string)
-	return o, ok
-}
-
-func validateOwner(owner string) error {
-	if err := validText(owner, MaxOwnerLen); err != nil {
-		return fmt.Errorf("%w: owner %q: %s", ErrInvalidArgument, truncate(owner), err)
-	}
-	return nil
 }
 
 // validText checks the rules shared by names and owners: non-empty, at most

@@ -88,9 +88,7 @@ func (r *recorder) leftToExpire(c *Client, t *tenure, d time.Duration) {
 	r.tails = append(r.tails, tail{driver.LockRecord{Owner: t.owner, Acquired: c.wall(t.grantAt), TailSince: c.wall(now)}, now + int64(d)})
 	r.dirty = true
 	r.mu.Unlock()
-	c.sched.mu.Lock()
-	c.sched.wakeLocked(now)
-	c.sched.mu.Unlock()
+	c.sched.wake(now)
 }
 
 // due reports, under the scheduler's lock, whether the record must be
@@ -191,7 +189,7 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 	if check := r.check.Load(); check != 0 && now >= check {
 		r.check.CompareAndSwap(check, 0) // looked at now
 	}
-	ttl, tails, ok, next := r.due(now, len(s.items) > 0, want, fresh)
+	ttl, tails, ok, next := r.due(now, s.q.len() > 0, want, fresh)
 	if check := r.check.Load(); check != 0 {
 		next = min(next, check)
 	}
@@ -200,13 +198,13 @@ func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publ
 		return p
 	}
 	p.rec, p.ttl, p.send = r.base, ttl, now
-	p.rec.Locks = make([]driver.LockRecord, 0, min(len(s.items)+len(tails), driver.MaxRecordLocks))
-	for _, t := range s.items {
+	p.rec.Locks = make([]driver.LockRecord, 0, min(s.q.len()+len(tails), driver.MaxRecordLocks))
+	s.q.each(func(e *entry) {
 		if len(p.rec.Locks) < driver.MaxRecordLocks {
-			p.rec.Locks = append(p.rec.Locks, driver.LockRecord{Owner: t.owner, Acquired: s.c.wall(t.grantAt)})
+			p.rec.Locks = append(p.rec.Locks, driver.LockRecord{Owner: e.t.owner, Acquired: s.c.wall(e.t.grantAt)})
 		}
-		t.recorded = true
-	}
+		e.recorded = true
+	})
 	for _, l := range tails {
 		if len(p.rec.Locks) < driver.MaxRecordLocks {
 			p.rec.Locks = append(p.rec.Locks, l)

@@ -2,7 +2,6 @@ package leash
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -17,8 +16,9 @@ import (
 // held locks, with no timer per lock. It renews every held lock once per
 // renew interval, batching all the locks that are due together into one
 // driver.Store.Renew call; it declares locks lost when their validity deadline,
-// MaxHold or liveness deadline passes; and it retries background releases
-// (cleanups) of locks whose release or acquire outcome was unknown.
+// MaxHold or liveness deadline passes; and its goroutine runs the
+// background releases (release.go) and publishes the holder record
+// (record.go). What it tracks is in its queue (queue.go).
 //
 // Batching: a lock becomes eligible for renewal eligibleFrac of an interval
 // after its last renewal and due a full interval after it (less jitter).
@@ -34,28 +34,18 @@ type scheduler struct {
 	kick   chan struct{}
 	done   chan *round
 
-	mu       sync.Mutex
-	items    []*tenure
-	wakeAt   int64 // when the loop's timer fires next (monotonic ns)
-	cleanups []*cleanup
-	cleaning bool // a cleanup pass is running
-	stopped  bool
+	mu      sync.Mutex
+	q       queue
+	wakeAt  int64 // when the loop's timer fires next (monotonic ns)
+	stopped bool
 }
 
 // A round is one driver.Store.Renew call in flight.
 type round struct {
-	ts     []*tenure
+	es     []*entry
 	send   int64
 	jitter float64 // fraction of the interval to renew early next time
 	res    []driver.RenewResult
-}
-
-// A cleanup is a background release of a lock whose state is unknown.
-type cleanup struct {
-	req     driver.Request
-	until   int64 // give up then: the lease has run out on the server
-	persist bool  // keep releasing until then, even after a definitive answer
-	next    int64 // next attempt
 }
 
 const (
@@ -79,48 +69,48 @@ func (s *scheduler) start(c *Client) {
 	s.kick = make(chan struct{}, 1)
 	s.done = make(chan *round)
 	s.wakeAt = forever
+	s.q.init()
 	// Owner: the Client. Stops when Close calls stop.
 	s.wg.Go(s.loop)
 }
 
 // stop ends the scheduler, waits for its goroutines, and returns the tenures
-// it was tracking and the pending cleanups.
-func (s *scheduler) stop() ([]*tenure, []*cleanup) {
+// it was tracking. Background releases still queued are then the retries'
+// rest.
+func (s *scheduler) stop() []*tenure {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
+	s.c.retries.close()
 	s.cancel()
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	items, cleanups := s.items, s.cleanups
-	for _, t := range items {
-		t.idx = -1
-	}
-	s.items, s.cleanups = nil, nil
-	return items, cleanups
+	return s.q.clear()
 }
 
 // add starts tracking a granted tenure. It reports false if the scheduler has
 // stopped (the Client is closing).
 func (s *scheduler) add(t *tenure) bool {
 	iv := int64(t.cfg.interval)
-	t.schedule(t.grantAt, rand.Float64()*jitterFrac)
+	jitter := rand.Float64() * jitterFrac
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return false
 	}
-	t.idx = len(s.items)
-	s.items = append(s.items, t)
-	if iv > 0 && s.wakeAt >= t.dueAt && s.wakeAt <= t.grantAt+iv {
+	e := t.sched
+	e.schedule(t.grantAt, jitter)
+	if iv > 0 && s.wakeAt >= e.dueAt && s.wakeAt <= t.grantAt+iv {
 		// The loop already wakes inside this tenure's renewal window (at
 		// most one interval after the grant): renew it then, with whatever
 		// is due, rather than wake the loop now to reset its timer. Locks
 		// taken one after another would otherwise wake it on every Lock.
-		t.dueAt = s.wakeAt
+		e.dueAt = s.wakeAt
 	}
-	s.wakeLocked(t.nextEvent())
+	e.at = e.nextEvent()
+	s.q.add(e)
+	s.wakeLocked(e.at)
 	if s.c.rec.store != nil && s.c.rec.until.Load()-t.grantAt < int64(t.cfg.lease) {
 		// The Client's record is missing or could expire before this
 		// lock: the loop looks at it soon (see record.go).
@@ -133,44 +123,41 @@ func (s *scheduler) add(t *tenure) bool {
 func (s *scheduler) remove(t *tenure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := t.idx
-	if i < 0 {
-		return
-	}
-	last := len(s.items) - 1
-	s.items[i] = s.items[last]
-	s.items[i].idx = i
-	s.items[last] = nil
-	s.items = s.items[:last]
-	t.idx = -1
+	s.q.remove(t.sched)
 }
 
-// renewed records a successful renewal sent at send.
-func (s *scheduler) renewed(t *tenure, send int64, jitter float64) {
+// renewed records a successful renewal of t sent at send, outside a round
+// (Hold.Renew).
+func (s *scheduler) renewed(t *tenure, send int64) {
 	t.setValid(send)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t.lastErr = nil
+	e := t.sched
+	e.lastErr = nil
 	if t.cfg.interval > 0 {
-		t.schedule(send, jitter)
+		e.schedule(send, 0)
 	}
-	if t.idx >= 0 {
-		s.wakeLocked(t.nextEvent())
+	if e.pos >= 0 {
+		s.q.requeue(e)
+		s.wakeLocked(e.at)
 	}
 }
 
-// cleanup queues a background release of req, retried until until.
-func (s *scheduler) cleanup(req driver.Request, until int64, persist bool) {
+// lastErr is the failure of t's last renewal, nil after a success.
+func (s *scheduler) lastErr(t *tenure) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
-		return
-	}
-	s.cleanups = append(s.cleanups, &cleanup{req: req, until: until, persist: persist, next: s.c.now()})
-	s.wakeLocked(s.c.now())
+	return t.sched.lastErr
 }
 
-// wakeLocked makes the loop wake by at (monotonic ns).
+// wake makes the loop wake by at (monotonic ns).
+func (s *scheduler) wake(at int64) {
+	s.mu.Lock()
+	s.wakeLocked(at)
+	s.mu.Unlock()
+}
+
+// wakeLocked is wake with s.mu held.
 func (s *scheduler) wakeLocked(at int64) {
 	if at < s.wakeAt {
 		s.wakeAt = at
@@ -179,31 +166,6 @@ func (s *scheduler) wakeLocked(at int64) {
 		default:
 		}
 	}
-}
-
-// schedule sets t's renewal times from base, when its grant or last renewal
-// was sent: eligible eligibleFrac of an interval later, due a full interval
-// later less jitter (a fraction of the interval). s.mu must be held once t
-// is tracked.
-func (t *tenure) schedule(base int64, jitter float64) {
-	iv := int64(t.cfg.interval)
-	t.eligibleAt = base + int64(eligibleFrac*float64(iv))
-	t.dueAt = base + iv - int64(jitter*float64(iv))
-}
-
-// nextEvent is the next time the scheduler must look at t.
-func (t *tenure) nextEvent() int64 {
-	next := t.validUntil.Load()
-	if t.cfg.maxHold > 0 {
-		next = min(next, t.grantAt+int64(t.cfg.maxHold))
-	}
-	if t.cfg.liveness > 0 {
-		next = min(next, t.lastTouch.Load()+int64(t.cfg.liveness))
-	}
-	if t.cfg.interval > 0 && !t.renewing {
-		next = min(next, t.dueAt)
-	}
-	return next
 }
 
 func (s *scheduler) loop() {
@@ -234,68 +196,61 @@ type loss struct {
 }
 
 // tick handles everything due now and returns when the loop must wake next.
+// It visits only the entries whose time has come; when a renewal is due, it
+// renews with it every entry that is eligible.
 func (s *scheduler) tick() int64 {
 	now := s.c.now()
 	var (
-		lost   []loss
-		batch  []*tenure
-		anyDue bool
-	)
-	var (
-		want  time.Duration // the longest lease held, for the record
-		fresh bool          // a tenure due for renewal is not in the record
+		lost    []loss
+		visited []*entry
+		batch   []*entry
+		anyDue  bool
+		fresh   bool // an entry due for renewal is not in the record
 	)
 	s.mu.Lock()
-	for _, t := range s.items {
-		want = max(want, t.cfg.lease)
+	q := &s.q
+	q.settle()
+	for q.byTime.len() > 0 && q.byTime.minKey() <= now {
+		e := q.byTime.pop()
+		t := e.t
+		var l loss
 		switch {
 		case now >= t.validUntil.Load():
-			lost = append(lost, loss{t, expiryReason(t.lastErr), t.lastErr})
-			continue
+			l = loss{t, expiryReason(e.lastErr), e.lastErr}
 		case t.cfg.maxHold > 0 && now >= t.grantAt+int64(t.cfg.maxHold):
-			lost = append(lost, loss{t, ReasonMaxHold, nil})
-			continue
+			l = loss{t, ReasonMaxHold, nil}
 		case t.cfg.liveness > 0 && now >= t.lastTouch.Load()+int64(t.cfg.liveness):
-			lost = append(lost, loss{t, ReasonStalled, nil})
+			l = loss{t, ReasonStalled, nil}
+		default:
+			visited = append(visited, e)
+			anyDue = anyDue || t.cfg.interval > 0 && !e.renewing && now >= e.dueAt
 			continue
 		}
-		if t.cfg.interval > 0 && !t.renewing && now >= t.eligibleAt {
-			batch = append(batch, t)
-			anyDue = anyDue || now >= t.dueAt
-			fresh = fresh || !t.recorded
+		q.drop(e) // lose will find it untracked
+		lost = append(lost, l)
+	}
+	if anyDue {
+		for q.eligible.len() > 0 && q.eligible.minKey() <= now {
+			e := q.eligible.pop()
+			e.renewing = true
+			fresh = fresh || !e.recorded
+			batch = append(batch, e)
 		}
 	}
-	if !anyDue {
-		batch, fresh = nil, false
+	for _, e := range visited {
+		s.q.requeue(e)
 	}
 	pub := publication{next: forever}
 	if s.c.rec.store != nil {
-		pub = s.recordLocked(now, want, fresh)
+		pub = s.recordLocked(now, q.longestLease(), fresh)
 	}
 	var r *round
 	if len(batch) > 0 {
-		r = &round{ts: batch, send: now, jitter: rand.Float64() * jitterFrac}
-		for _, t := range batch {
-			t.renewing = true
-		}
+		r = &round{es: batch, send: now, jitter: rand.Float64() * jitterFrac}
 	}
-	var todo []*cleanup
-	if !s.cleaning {
-		for _, cl := range s.cleanups {
-			if now >= cl.next {
-				todo = s.cleanups
-				s.cleanups = nil
-				s.cleaning = true
-				break
-			}
-		}
-	}
-	next := int64(forever)
-	for _, t := range s.items {
-		next = min(next, t.nextEvent())
-	}
-	for _, cl := range s.cleanups {
-		next = min(next, cl.next)
+	todo, next := s.c.retries.take(now)
+	if q.byTime.len() > 0 {
+		next = min(next, q.byTime.minKey())
 	}
 	next = min(next, pub.next)
 	s.wakeAt = next
@@ -314,7 +269,7 @@ func (s *scheduler) tick() int64 {
 	}
 	if todo != nil {
 		// Owner: the scheduler. Stops after one pass over todo.
-		s.wg.Go(func() { s.clean(todo) })
+		s.wg.Go(func() { s.c.retryPass(s.ctx, todo) })
 	}
 	return next
 }
@@ -324,43 +279,73 @@ func (s *scheduler) tick() int64 {
 // a round that hangs must not keep its locks from being retried.
 func (s *scheduler) renew(r *round) {
 	timeout := time.Duration(forever)
-	var reqs []driver.Request
-	for _, t := range r.ts {
-		reqs = append(reqs, t.requests()...)
+	n := 0
+	for _, e := range r.es {
+		n += len(e.t.parts)
+	}
+	reqs := make([]driver.Request, 0, n)
+	for _, e := range r.es {
+		t := e.t
+		for i := range t.parts {
+			reqs = append(reqs, t.request(i))
+		}
 		timeout = min(timeout, t.cfg.interval, time.Duration(t.validUntil.Load()-r.send))
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, time.Millisecond))
-	r.res = s.c.renewStore(ctx, reqs)
+	r.res = s.c.renewAll(ctx, reqs)
 	cancel()
-	if len(r.res) != len(reqs) {
-		err := errors.New("leash: store returned a wrong number of renewal results")
-		r.res = make([]driver.RenewResult, len(reqs))
-		for i := range r.res {
-			r.res[i].Err = err
-		}
-	}
 	select {
 	case s.done <- r:
 	case <-s.ctx.Done():
 	}
 }
 
-// outcome folds the results of a tenure's parts into one: a part gone or
-// taken loses the tenure; otherwise any error makes the outcome unknown. It
-// also returns the index of the part the result is about.
-func outcome(res []driver.RenewResult) (driver.RenewResult, int) {
-	out, at := driver.RenewResult{Status: driver.Renewed}, 0
-	for i, r := range res {
-		switch {
-		case r.Err == nil && (r.Status == driver.RenewGone || r.Status == driver.RenewTaken):
-			return r, i
-		case r.Err != nil:
-			out, at = r, i
-		case r.Status != driver.Renewed && out.Err == nil:
-			out, at = driver.RenewResult{Err: fmt.Errorf("the store returned an unknown renewal status %d", r.Status)}, i
+// renewAll renews reqs (see renewStore: one Renew, after one keep-alive on
+// a session store) and returns one result per request, whatever the store
+// answers: a store that returns a wrong number of results makes every
+// outcome unknown.
+func (c *Client) renewAll(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	res := c.renewStore(ctx, reqs)
+	if len(res) != len(reqs) {
+		err := fmt.Errorf("leash: the store returned %d renewal results for %d requests", len(res), len(reqs))
+		res = make([]driver.RenewResult, len(reqs))
+		for i := range res {
+			res[i].Err = err
 		}
 	}
-	return out, at
+	return res
+}
+
+// A renewal is the outcome of renewing a tenure, folded from its parts'
+// results: a part gone or taken loses the tenure (lost), even when another
+// part's round trip failed; otherwise any error makes the outcome unknown
+// (err). part is the index of the part the outcome is about. The zero value
+// is a renewal of every part.
+type renewal struct {
+	lost Reason // ReasonReleasedElsewhere or ReasonTakenOver; 0 if not lost
+	err  error
+	part int
+}
+
+// fold folds the results of a tenure's parts into one renewal. Every
+// renewal of a tenure — the watchdog's round, Hold.Renew, UnlockAfter, and
+// a MultiLock's parts held while it waits for the rest — reads its results
+// through it.
+func fold(res []driver.RenewResult) renewal {
+	var out renewal
+	for i, r := range res {
+		switch {
+		case r.Err == nil && r.Status == driver.RenewGone:
+			return renewal{lost: ReasonReleasedElsewhere, part: i}
+		case r.Err == nil && r.Status == driver.RenewTaken:
+			return renewal{lost: ReasonTakenOver, part: i}
+		case r.Err != nil:
+			out = renewal{err: r.Err, part: i}
+		case r.Status != driver.Renewed && out.err == nil:
+			out = renewal{err: fmt.Errorf("the store returned an unknown renewal status %d", r.Status), part: i}
+		}
+	}
+	return out
 }
 
 // finish applies a round's results.
@@ -373,28 +358,29 @@ func (s *scheduler) finish(r *round) {
 	)
 	s.mu.Lock()
 	off := 0
-	for _, t := range r.ts {
-		res, _ := outcome(r.res[off : off+len(t.parts)])
+	for _, e := range r.es {
+		t := e.t
+		v := fold(r.res[off : off+len(t.parts)])
 		off += len(t.parts)
-		t.renewing = false
-		if t.idx < 0 {
+		e.renewing = false
+		if e.pos < 0 {
 			continue // released or lost meanwhile
 		}
 		switch {
-		case res.Err != nil:
-			t.lastErr = res.Err
-			t.dueAt = now + int64(retryDelay(t.cfg.interval))
+		case v.lost != 0:
+			lost = append(lost, loss{t, v.lost, nil})
+			continue
+		case v.err != nil:
+			e.lastErr = v.err
+			e.dueAt = now + int64(retryDelay(t.cfg.interval))
 			failed++
-			lastErr = res.Err
-		case res.Status == driver.Renewed:
+			lastErr = v.err
+		default:
 			t.setValid(r.send)
-			t.lastErr = nil
-			t.schedule(r.send, r.jitter)
-		case res.Status == driver.RenewGone:
-			lost = append(lost, loss{t, ReasonReleasedElsewhere, nil})
-		case res.Status == driver.RenewTaken:
-			lost = append(lost, loss{t, ReasonTakenOver, nil})
+			e.lastErr = nil
+			e.schedule(r.send, r.jitter)
 		}
+		s.q.requeue(e)
 	}
 	s.mu.Unlock()
 	for _, l := range lost {
@@ -405,59 +391,12 @@ func (s *scheduler) finish(r *round) {
 		log.Warn("renewal failed; retrying until the validity deadline",
 			slog.Int(attrCount, failed), slog.Any(attrError, lastErr))
 	}
-	log.Debug("renewal round", slog.Int(attrCount, len(r.ts)), slog.Int("failed", failed),
+	log.Debug("renewal round", slog.Int(attrCount, len(r.es)), slog.Int("failed", failed),
 		slog.Duration("took", time.Duration(now-r.send)))
-	s.c.observe(Event{Op: OpRenewed, Locks: len(r.ts), Failed: failed, Err: lastErr, Took: time.Duration(now - r.send)})
+	s.c.observe(Event{Op: OpRenewed, Locks: len(r.es), Failed: failed, Err: lastErr, Took: time.Duration(now - r.send)})
 }
 
 // retryDelay is how soon a failed renewal is retried.
 func retryDelay(interval time.Duration) time.Duration {
 	return min(max(interval/8, 5*time.Millisecond), time.Second)
-}
-
-// clean makes one pass over cleanups and requeues those still needed.
-func (s *scheduler) clean(todo []*cleanup) {
-	var keep []*cleanup
-	for _, cl := range todo {
-		now := s.c.now()
-		if now >= cl.until {
-			continue
-		}
-		if now < cl.next {
-			keep = append(keep, cl)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(s.ctx, min(time.Duration(cl.until-now), s.c.cfg.releaseTimeout))
-		err := s.c.store.Release(ctx, cl.req)
-		cancel()
-		if s.ctx.Err() != nil {
-			keep = append(keep, cl) // stopping: Close releases what is left
-			continue
-		}
-		definitive := err == nil || errors.Is(err, ErrNotHeld)
-		if definitive && !cl.persist {
-			continue
-		}
-		if err != nil && !definitive {
-			s.c.log.Warn("background release failed", slog.String(attrLock, cl.req.Name), slog.Any(attrError, err))
-		}
-		cl.next = s.c.now() + int64(max(cl.req.Lease/10, 100*time.Millisecond))
-		keep = append(keep, cl)
-	}
-	s.mu.Lock()
-	s.cleaning = false
-	s.cleanups = append(s.cleanups, keep...) // after stop, Close takes them
-	if s.stopped {
-		s.mu.Unlock()
-		return
-	}
-	for _, cl := range keep {
-		s.wakeLocked(cl.next)
-	}
-	s.mu.Unlock()
-	// Make the loop recompute its timer even if nothing moved earlier.
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/leash-go/leash/driver"
 )
 
-// renewStore renews reqs, every renewal of the Client goes through it: with
+// renewStore renews reqs (every renewal of the Client goes through it): with
 // Store.Renew, or, on a driver.SessionStore, with one keep-alive of the
 // Client's session followed by Renew, which for such a store checks each
 // lock without extending it. The keep-alive is sent first: a check that then
@@ -26,15 +26,32 @@ func (c *Client) renewStore(ctx context.Context, reqs []driver.Request) []driver
 	if err == nil {
 		return c.store.Renew(ctx, reqs)
 	}
+	ended := errors.Is(err, driver.ErrNotHeld)
+	if ended {
+		c.sessionEnded(err)
+	}
 	res := make([]driver.RenewResult, len(reqs))
 	for i := range res {
-		if errors.Is(err, driver.ErrNotHeld) {
+		if ended {
 			res[i].Status = driver.RenewGone
 		} else {
 			res[i].Err = fmt.Errorf("keep-alive: %w", err)
 		}
 	}
 	return res
+}
+
+// sessionEnded loses every lock the Client holds at once: the store's
+// session ended (it expired on the server), and every lock it kept with it,
+// whichever renewal round each lock is in.
+func (c *Client) sessionEnded(cause error) {
+	var ts []*tenure
+	c.sched.mu.Lock()
+	c.sched.q.each(func(e *entry) { ts = append(ts, e.t) })
+	c.sched.mu.Unlock()
+	for _, t := range ts {
+		t.lose(ReasonReleasedElsewhere, fmt.Errorf("the store's session ended: %w", cause))
+	}
 }
 
 // unlockAfterErr is UnlockAfter's refusal on a session store, whose locks
@@ -61,7 +78,7 @@ func (c *Client) endKept(t *tenure, reason Reason) {
 	switch reason {
 	case ReasonExpired, ReasonUnreachable, ReasonMaxHold, ReasonStalled:
 		for _, r := range t.requests() {
-			c.sched.cleanup(r, forever, false)
+			c.retryRelease(r, forever, false)
 		}
 	}
 }

@@ -22,6 +22,23 @@ type sessionStore struct {
 
 	mu      sync.Mutex
 	keepErr error
+	relErr  error // when set, every release fails with it
+}
+
+func (s *sessionStore) Release(ctx context.Context, req driver.Request) error {
+	s.mu.Lock()
+	err := s.relErr
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.Sessions.Release(ctx, req)
+}
+
+func (s *sessionStore) setRelErr(err error) {
+	s.mu.Lock()
+	s.relErr = err
+	s.mu.Unlock()
 }
 
 func newSessionStore() *sessionStore { return &sessionStore{Sessions: memstore.NewSessions()} }
@@ -131,20 +148,26 @@ func TestSessionKeepAliveFailureToldBeforeExpiry(t *testing.T) {
 }
 
 // TestSessionEndedLosesEveryHold: a keep-alive that finds the session ended
-// (the server let it expire) loses every lock it kept at once.
+// (the server let it expire) loses every lock it kept at once, those of
+// later renewal rounds too.
 func TestSessionEndedLosesEveryHold(t *testing.T) {
 	synctestRun(t, func(t *testing.T) {
 		s := newSessionStore()
 		c := newClient(t, s, &leash.Options{Lease: time.Second})
 		defer c.Close()
-		a := mustLock(t, c.Mutex("a"), context.Background())
-		b := mustLock(t, c.Mutex("b"), context.Background())
+		a := mustLock(t, c.Mutex("a"), context.Background()) // renewed every 333ms
+		// renewed every second, and not yet eligible in a's first round
+		b := mustLock(t, c.Mutex("b", &leash.LockOptions{Lease: 3 * time.Second}), context.Background())
 		start := time.Now()
 		s.setKeepErr(fmt.Errorf("lease not found: %w", driver.ErrNotHeld))
-		wantLost(t, a, leash.ReasonReleasedElsewhere)
-		wantLost(t, b, leash.ReasonReleasedElsewhere)
-		if d := time.Since(start); d > 400*time.Millisecond {
-			t.Errorf("told %v after the session ended, want at the next round (333ms)", d)
+		for _, h := range []*leash.Hold{a, b} {
+			le := wantLost(t, h, leash.ReasonReleasedElsewhere)
+			if !errors.Is(le.Err, driver.ErrNotHeld) {
+				t.Errorf("%s: LostError.Err = %v, want the keep-alive's answer", h.Name(), le.Err)
+			}
+			if d := time.Since(start); d > 400*time.Millisecond {
+				t.Errorf("%s told %v after the session ended, want at the first round (333ms)", h.Name(), d)
+			}
 		}
 	})
 }
@@ -223,6 +246,39 @@ func TestSessionLockPastMaxHoldIsReleased(t *testing.T) {
 			t.Errorf("the other lock of the session was lost: %v", kept.Err())
 		}
 		mustUnlock(t, h)
+		mustUnlock(t, kept)
+	})
+}
+
+// TestSessionFailedReleaseIsRetriedPastTheLease: an unlock whose release
+// fails is retried in the background; on a session store it goes on past
+// the lease (the Client's keep-alives keep the lock), until the store
+// answers, and then another client takes the lock.
+func TestSessionFailedReleaseIsRetriedPastTheLease(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newSessionStore()
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		other := newClient(t, s, nil)
+		defer other.Close()
+		kept := mustLock(t, c.Mutex("kept"), context.Background())
+		h := mustLock(t, c.Mutex("released"), context.Background())
+		s.setRelErr(errors.New("connection reset"))
+		if err := h.Unlock(context.Background()); err == nil {
+			t.Fatalf("Unlock with the store failing = nil, want its error")
+		}
+		time.Sleep(3 * time.Second) // three leases: the keep-alives keep the lock
+		if heldBy(t, s, "released") == "" {
+			t.Fatalf("the lock ended while releases failed; the test needs the session to keep it")
+		}
+		s.setRelErr(nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		o, err := other.Mutex("released").Lock(ctx)
+		if err != nil {
+			t.Fatalf("other client's Lock: %v (the background release gave up while the session kept the lock)", err)
+		}
+		mustUnlock(t, o)
 		mustUnlock(t, kept)
 	})
 }

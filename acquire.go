@@ -1,0 +1,359 @@
+package leash
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+)
+
+// A plan is how one acquiring call takes its new tenure: every lock type's
+// Lock, TryLock and kin, single names and MultiLock alike, run the one loop
+// of acquire.
+type plan struct {
+	t       *tenure
+	wait    bool          // wait for the lock, or make one attempt (per group)
+	queue   time.Duration // how long a queue place or waiting-writer mark lasts, while waiting
+	permits int           // semaphore size, for driver.KindPermit
+	many    bool          // a MultiLock: groups go through driver.MultiStore when the store has it
+}
+
+// acquire runs the acquire loop for a new single-name tenure.
+func (l locker) acquire(ctx context.Context, t *tenure, wait bool) (*Hold, error) {
+	return l.c.acquire(ctx, &plan{t: t, wait: wait, queue: l.wait, permits: l.permits})
+}
+
+// request is the store request for part i. Only a waiting acquire takes a
+// queue place or a waiting-writer mark: TryLock never does.
+func (p *plan) request(i int) driver.Request {
+	r := p.t.request(i)
+	switch r.Kind {
+	case driver.KindFair, driver.KindWrite:
+		if p.wait {
+			r.Wait = p.queue
+		}
+	case driver.KindPermit:
+		r.Permits = p.permits
+	}
+	return r
+}
+
+// groups splits a MultiLock tenure's parts into what the store can take in
+// one step, in the order they must be taken, as part indexes: the store's
+// partition, or one name at a time in name order.
+func (c *Client) groups(p *plan) [][]int {
+	t := p.t
+	names := make([]string, len(t.parts))
+	index := make(map[string]int, len(t.parts))
+	for i, pt := range t.parts {
+		names[i] = pt.name
+		index[pt.name] = i
+	}
+	if c.caps.multi == nil {
+		out := make([][]int, len(names))
+		for i := range names {
+			out[i] = []int{i}
+		}
+		return out
+	}
+	var out [][]int
+	for _, g := range c.caps.multi.Partition(names) {
+		idx := make([]int, len(g))
+		for i, n := range g {
+			idx[i] = index[n]
+		}
+		out = append(out, idx)
+	}
+	return out
+}
+
+// take makes one attempt at a group of parts (idx), and records the fencing
+// tokens when it is granted. req is the group's request when the group is
+// one name taken alone; reqs are its requests for a driver.MultiStore.
+func (c *Client) take(ctx context.Context, t *tenure, req driver.Request, reqs []driver.Request, idx []int) (granted bool, remaining time.Duration, grace bool, err error) {
+	if reqs == nil {
+		g, err := c.store.Acquire(ctx, req)
+		if err == nil && g.Acquired {
+			t.parts[idx[0]].fence = g.Fence
+		}
+		return g.Acquired, g.Remaining, g.Grace, err
+	}
+	mg, err := c.caps.multi.AcquireMany(ctx, reqs)
+	if err == nil && mg.Acquired {
+		for i, pt := range idx {
+			t.parts[pt].fence = mg.Fences[i]
+		}
+	}
+	return mg.Acquired, mg.Remaining, mg.Grace, err
+}
+
+// acquire is the acquire loop: it takes the tenure's groups in order,
+// waiting (if the plan waits) for each, and holding and renewing the groups
+// already taken while it waits for the next; then it turns the grant into
+// the tenure's first hold. A call that gives up releases what it took, and
+// leaves to the background the release of what it may have been granted.
+func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
+	t := p.t
+	var start int64 // for the observer
+	if c.cfg.observer != nil {
+		start = c.now()
+		defer func() { c.observeNotAcquired(t, start, err) }()
+	}
+	what := "lock"
+	if p.many {
+		what = "multilock"
+	}
+	var (
+		one    [1]int
+		single = [1][]int{one[:]}
+		groups = single[:] // a single name: one group, no allocation
+	)
+	if p.many {
+		groups = c.groups(p)
+	}
+	every := t.cfg.interval // how often the groups taken are renewed while waiting
+	if every == 0 {
+		every = t.cfg.lease / 3
+	}
+	var (
+		held     []driver.Request // parts taken so far, in groups before gi
+		heldIdx  []int            // their part indexes
+		sent     []int64          // per part: send time of its last grant or renewal
+		sent1    [1]int64
+		renewAt  int64 = -1 // when to renew the groups taken; -1 with none
+		w        *waiter
+		nap      sleeper
+		placed   bool // the store may hold a queue place or writer mark for place
+		place    driver.Request
+		finished bool
+		one1     [1]driver.Request
+	)
+	if len(t.parts) == 1 {
+		sent = sent1[:]
+	} else {
+		sent = make([]int64, len(t.parts))
+	}
+	defer func() {
+		if w != nil {
+			c.waiters.leave(w)
+		}
+		nap.stop()
+		if placed {
+			c.withdraw(ctx, place)
+		}
+		if !finished && len(held) > 0 {
+			c.release(ctx, held, c.now()+int64(t.cfg.lease))
+		}
+	}()
+	for gi := 0; gi < len(groups); {
+		idx := groups[gi]
+		// reqs are the group's requests. A group taken by Acquire uses
+		// one1, which stays on the stack since only its value goes to the
+		// store; many, for AcquireMany, goes to the store itself.
+		var reqs, many []driver.Request
+		if p.many && c.caps.multi != nil {
+			many = make([]driver.Request, 0, len(idx))
+			for _, pt := range idx {
+				many = append(many, p.request(pt))
+			}
+			reqs = many
+		} else {
+			reqs = append(one1[:0], p.request(idx[0]))
+		}
+		send := c.now()
+		granted, remaining, grace, err := c.take(ctx, t, reqs[0], many, idx)
+		if err != nil {
+			if refused(err) {
+				// The store refused: nothing of this group was granted;
+				// the groups taken so far are released on the way out.
+				return nil, fmt.Errorf("leash: %s %q: %w", what, reqs[0].Name, err)
+			}
+			// The outcome is unknown: the server may have granted the lock.
+			// Keep releasing it in the background until its lease would end.
+			for _, r := range reqs {
+				c.retryRelease(r, send+int64(r.Lease), true)
+			}
+			if ctx.Err() != nil {
+				return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: ctx.Err()}
+			}
+			return nil, fmt.Errorf("leash: %s %q: %w", what, reqs[0].Name, err)
+		}
+		if granted {
+			placed = false
+			for _, pt := range idx {
+				sent[pt] = send
+			}
+			gi++
+			if gi == len(groups) {
+				break
+			}
+			held = append(held, reqs...)
+			heldIdx = append(heldIdx, idx...)
+			if renewAt < 0 {
+				renewAt = send + int64(every)
+			}
+			if w != nil {
+				c.waiters.leave(w)
+				w = nil
+			}
+			continue
+		}
+		if reqs[0].Wait > 0 {
+			placed, place = true, reqs[0]
+		}
+		if c.debugOn() {
+			c.log.Debug("lock busy", slog.String(attrLock, reqs[0].Name), slog.String(attrKind, t.kind.String()),
+				slog.Duration("remaining", remaining))
+		}
+		if !p.wait {
+			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: remaining, Grace: grace}
+		}
+		if w == nil {
+			// Subscribe, then try again before waiting: a release between the
+			// first attempt and the subscription is not missed.
+			names := make([]string, len(reqs))
+			for i, r := range reqs {
+				names[i] = r.Name
+			}
+			if w, err = c.watchFor(ctx, t.kind, names, t.owner); err != nil {
+				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
+			}
+			continue
+		}
+		// Sleep until a release, the holder's expiry, or the renewal of the
+		// groups already taken, whichever comes first.
+		d := p.fallback(remaining, w)
+		if renewAt >= 0 {
+			d = min(d, max(time.Duration(renewAt-c.now()), 0))
+		}
+		if err := c.sleep(ctx, w, &nap, d); err != nil {
+			return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
+		}
+		if renewAt >= 0 && c.now() >= renewAt {
+			next, err := c.renewHeld(ctx, t, held, heldIdx, sent, every)
+			if err != nil {
+				// A group taken earlier was lost while waiting: start over,
+				// watching the first group again.
+				c.release(ctx, held, c.now()+int64(t.cfg.lease))
+				held, heldIdx, gi, renewAt = nil, nil, 0, -1
+				c.waiters.leave(w)
+				w = nil
+				continue
+			}
+			renewAt = next
+		}
+	}
+	finished = true
+	return c.granted(ctx, t, slices.Min(sent), start)
+}
+
+// renewHeld renews the parts a MultiLock took while it waits for the rest
+// (held, at part indexes heldIdx), recording the send time of those renewed.
+// It returns when to renew them next, or an error if a part is gone or its
+// validity passed. A part not renewed this time (an unknown outcome) is
+// retried soon, as the watchdog retries.
+func (c *Client) renewHeld(ctx context.Context, t *tenure, held []driver.Request, heldIdx []int, sent []int64, every time.Duration) (int64, error) {
+	send := c.now()
+	res := c.renewAll(ctx, held)
+	for i, r := range res {
+		if r.Err == nil && r.Status == driver.Renewed {
+			sent[heldIdx[i]] = send
+		}
+	}
+	v := fold(res)
+	switch {
+	case v.lost != 0:
+		return 0, fmt.Errorf("leash: multilock: %q lost while waiting (%s)", held[v.part].Name, v.lost)
+	case v.err != nil:
+		// A part not renewed this time is still valid until its last
+		// renewal's validity ends.
+		for _, pt := range heldIdx {
+			if send-sent[pt] >= int64(t.cfg.lease-t.cfg.margin) {
+				return 0, errors.Join(fmt.Errorf("leash: multilock: %q expired while waiting", t.parts[pt].name), v.err)
+			}
+		}
+		return c.now() + int64(retryDelay(every)), nil
+	}
+	return send + int64(every), nil
+}
+
+// refused reports whether an Acquire error is the store's definite refusal,
+// after which nothing was granted and nothing needs releasing: the lock kind
+// is unsupported, the request is an upgrade, or the name is not a lock.
+func refused(err error) bool {
+	return errors.Is(err, ErrNotALock) || errors.Is(err, ErrUpgrade) || errors.Is(err, ErrUnsupported)
+}
+
+// waitEnded is the error of a wait that ctx or Close ended.
+func (c *Client) waitEnded(name string, remaining time.Duration, grace bool, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed
+	}
+	return &NotAcquiredError{Name: name, Remaining: remaining, Grace: grace, Err: err}
+}
+
+// fallback is how long a waiter sleeps when no notification comes: until the
+// holder's lease runs out, but no longer than a third of a queue place's life
+// (the attempt refreshes it), nor than a second when polling.
+func (p *plan) fallback(remaining time.Duration, w *waiter) time.Duration {
+	d := remaining
+	if d < 0 || d > p.t.cfg.lease {
+		d = p.t.cfg.lease
+	}
+	if p.queue > 0 {
+		d = min(d, p.queue/3)
+	}
+	if w.poll {
+		d = min(d, time.Second)
+	}
+	// A little slack past the holder's expiry, spread so that waiting
+	// clients do not retry in lock-step.
+	return d + time.Millisecond + rand.N(d/50+time.Millisecond)
+}
+
+// withdraw removes a waiter's queue place or writer mark, in the background
+// of a bounded, detached context.
+func (c *Client) withdraw(ctx context.Context, req driver.Request) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
+	defer cancel()
+	if err := c.caps.withdraw.Withdraw(rctx, req); err != nil {
+		c.log.Warn("withdraw from queue failed; the place expires on its own",
+			slog.String(attrLock, req.Name), slog.Duration("within", req.Wait), slog.Any(attrError, err))
+	}
+}
+
+// granted turns a successful acquire into the tenure's first hold, unless ctx
+// ended meanwhile or the Client closed, in which case it releases the lock
+// before returning. send is when the (first) granting request was sent,
+// start when the acquire call began (for the observer).
+func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Hold, error) {
+	t.grantAt = send
+	t.lastTouch.Store(send)
+	t.setValid(send)
+	t.mu.Lock()
+	t.state = stateHeld
+	h := t.newHold(ctx)
+	t.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		c.undo(ctx, t)
+		return nil, &NotAcquiredError{Name: t.name(), Remaining: -1, Err: err}
+	}
+	// Observed before the watchdog may lose it, so an observer sees the
+	// grant before the tenure's end.
+	c.observeGrant(t, start)
+	if !c.sched.add(t) {
+		c.undo(ctx, t)
+		c.observeEnd(t, OpLost, ReasonClosed, ErrClosed)
+		return nil, ErrClosed
+	}
+	if c.debugOn() {
+		c.log.Debug("lock acquired", slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()),
+			slog.String(attrOwner, t.owner), slog.Int64(attrToken, t.fence()))
+	}
+	return h, nil
+}
