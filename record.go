@@ -186,10 +186,17 @@ type publication struct {
 // at most driver.MaxRecordLocks of them, and marks every one recorded.
 func (s *scheduler) recordLocked(now int64, want time.Duration, fresh bool) publication {
 	r := &s.c.rec
+	fired := false
 	if check := r.check.Load(); check != 0 && now >= check {
 		r.check.CompareAndSwap(check, 0) // looked at now
+		fired = true
 	}
-	ttl, tails, ok, next := r.due(now, s.q.len() > 0, want, fresh)
+	// A record not yet published is due only once a lock has been held for
+	// its record delay (the check fired) or is being renewed: a tick that
+	// happens to run while a short lock is held (woken by another lock's
+	// release, say) publishes nothing.
+	held := s.q.len() > 0 && (fired || fresh || r.until.Load() != 0)
+	ttl, tails, ok, next := r.due(now, held, want, fresh)
 	if check := r.check.Load(); check != 0 {
 		next = min(next, check)
 	}
