@@ -238,9 +238,17 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			next, err := c.renewHeld(ctx, t, held, heldIdx, sent, every)
 			if err != nil {
 				// A group taken earlier was lost while waiting: start over,
-				// watching the first group again.
-				c.release(ctx, held, c.now()+int64(t.cfg.lease))
+				// watching the first group again — unless giving the rest
+				// back had an unknown outcome. Its background release names
+				// this tenure's owner, which the retakes use too, and would
+				// free them behind the holder's back.
+				errs := c.release(ctx, held, c.now()+int64(t.cfg.lease))
 				held, heldIdx, gi, renewAt = nil, nil, 0, -1
+				for _, rerr := range errs {
+					if unknown(rerr) {
+						return nil, fmt.Errorf("%w; giving back the names taken failed, and they are released in the background: %w", err, rerr)
+					}
+				}
 				c.waiters.leave(w)
 				w = nil
 				continue

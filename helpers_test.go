@@ -26,6 +26,7 @@ type faultStore struct {
 	renewErrOf  string                   // when set, only renewals of this name fail with renewErr
 	acquireHook func(driver.Grant) error // runs after a real acquire; its error is returned
 	releaseHook func(driver.Request)     // runs before a real release
+	renewHook   func([]driver.Request)   // runs before a real renewal
 	renewed     []driver.Request         // every renewal request seen
 	renewSizes  []int                    // the number of requests of each Renew call
 	noStore     bool                     // fail the test on any call
@@ -71,8 +72,11 @@ func (f *faultStore) Renew(ctx context.Context, reqs []driver.Request) []driver.
 	f.mu.Lock()
 	f.renewed = append(f.renewed, reqs...)
 	f.renewSizes = append(f.renewSizes, len(reqs))
-	err, only := f.renewErr, f.renewErrOf
+	err, only, hook := f.renewErr, f.renewErrOf, f.renewHook
 	f.mu.Unlock()
+	if hook != nil {
+		hook(reqs)
+	}
 	if err == nil {
 		return f.Store.Renew(ctx, reqs)
 	}

@@ -199,8 +199,8 @@ func (h *Hold) Unlock(ctx context.Context) error {
 				lostErr = &LostError{Name: reqs[i].Name, Fence: t.parts[i].fence, Reason: ReasonReleasedElsewhere, Err: cause}
 			}
 		default:
-			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; the lease ends on its own within %v)",
-				reqs[i].Name, err, t.cfg.lease))
+			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; %s)",
+				reqs[i].Name, err, c.endsWithin(t.cfg.lease)))
 		}
 	}
 	if c.debugOn() {
@@ -251,6 +251,15 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
 	defer cancel()
+	if r := c.sched.inFlight(t); r != nil {
+		// A renewal sent before the unlock, with the full lease, must not
+		// land after this one and cut the lock's tail short: wait for its
+		// answer (the round's own timeout bounds the wait).
+		select {
+		case <-r.sent:
+		case <-rctx.Done():
+		}
+	}
 	reqs := t.requests()
 	for i := range reqs {
 		reqs[i].Lease = d
@@ -260,8 +269,8 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		lostErr = &LostError{Name: reqs[v.part].Name, Fence: t.parts[v.part].fence, Reason: v.lost, Err: ErrNotHeld}
 		return lostErr
 	case v.err != nil:
-		return fmt.Errorf("leash: unlock %q after %v: %w (the lock ends on its own within %v)",
-			reqs[v.part].Name, d, v.err, max(d, t.cfg.lease))
+		return fmt.Errorf("leash: unlock %q after %v: %w (%s)",
+			reqs[v.part].Name, d, v.err, c.endsWithin(max(d, t.cfg.lease)))
 	}
 	c.log.Debug("lock left to expire", slog.String(attrLock, t.name()), slog.Duration("after", d))
 	c.rec.leftToExpire(c, t, d)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -93,6 +95,46 @@ func TestUnlockAfterZeroIsUnlock(t *testing.T) {
 		}
 		if heldBy(t, s, "job") != "" {
 			t.Errorf("lock held after UnlockAfter(0)")
+		}
+	})
+}
+
+// TestUnlockAfterWaitsForRoundInFlight: a watchdog renewal sent before
+// UnlockAfter, with the full lease, is answered before UnlockAfter sets the
+// tail, so that it cannot land last and cut the tail short.
+func TestUnlockAfterWaitsForRoundInFlight(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second})
+		defer c.Close()
+		h := mustLock(t, c.Mutex("tail"), context.Background())
+		gate, entered := make(chan struct{}), make(chan struct{})
+		s.mu.Lock()
+		s.renewHook = func(reqs []driver.Request) {
+			if reqs[0].Lease != time.Second {
+				return // UnlockAfter's own renewal
+			}
+			s.mu.Lock()
+			s.renewHook = nil
+			s.mu.Unlock()
+			close(entered)
+			<-gate
+		}
+		s.mu.Unlock()
+		<-entered // the watchdog's round (at 333ms) is in the store, not yet applied
+		done := make(chan error, 1)
+		go func() { done <- h.UnlockAfter(context.Background(), 5*time.Second) }()
+		synctest.Wait() // UnlockAfter is waiting for the round, or has sent its tail
+		close(gate)     // the round's 1s lease is applied now
+		if err := <-done; err != nil {
+			t.Fatalf("UnlockAfter: %v", err)
+		}
+		start := time.Now()
+		for heldBy(t, s, "tail") != "" {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if d := time.Since(start); d < 4900*time.Millisecond {
+			t.Errorf("lock free %v after UnlockAfter(5s), want 5s: the round in flight cut the tail short", d)
 		}
 	})
 }

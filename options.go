@@ -53,7 +53,8 @@ type Options struct {
 	// MaxHold bounds how long a lock may be held in total, renewals included,
 	// so that a hung holder cannot keep it forever. When reached, the holder
 	// is told (ReasonMaxHold) and renewal stops; the lease then runs out on
-	// the server. Default 0: no bound.
+	// the server (on a session store, which would keep it alive, the Client
+	// releases it). Default 0: no bound.
 	MaxHold time.Duration
 
 	// Liveness, when set, opts into fake-alive detection: the holder must call

@@ -21,14 +21,15 @@ type entry struct {
 	// without the scheduler (Hold.Touch, Hold.Renew), and the scheduler
 	// then finds nothing to do and sets at again.
 	at         int64
-	dueAt      int64 // renewal due (monotonic ns)
-	eligibleAt int64 // renewed with any round that is due, from then
-	lastErr    error // the last renewal's failure; nil after a success
-	pos        int32 // index in queue.byTime, or queue.fresh when fresh; -1 once no longer tracked
-	epos       int32 // index in queue.eligible; -1 when not in it
-	fresh      bool  // in queue.fresh, not yet in the heaps
-	renewing   bool  // in a round in flight
-	recorded   bool  // listed in a published driver.ClientRecord (see record.go)
+	dueAt      int64  // renewal due (monotonic ns)
+	eligibleAt int64  // renewed with any round that is due, from then
+	lastErr    error  // the last renewal's failure; nil after a success
+	pos        int32  // index in queue.byTime, or queue.fresh when fresh; -1 once no longer tracked
+	epos       int32  // index in queue.eligible; -1 when not in it
+	fresh      bool   // in queue.fresh, not yet in the heaps
+	renewing   bool   // in a round in flight
+	round      *round // that round, while renewing
+	recorded   bool   // listed in a published driver.ClientRecord (see record.go)
 }
 
 // init makes e the untracked entry of t.

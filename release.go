@@ -17,7 +17,8 @@ import (
 // it gave up, every lock left at Close — goes through release; a release
 // whose outcome is unknown, and an acquire whose outcome is unknown, go on
 // in the background (retries) until the lease would have run out on the
-// server anyway.
+// server anyway — on a session store, which keeps a lock alive while the
+// Client keeps its session, until the store answers.
 
 // releaseInline is how many requests release sends one after another; more
 // are sent by up to releaseWorkers goroutines at once.
@@ -105,7 +106,7 @@ func (c *Client) undo(ctx context.Context, t *tenure) {
 }
 
 // retries are the Client's background releases of locks whose state is
-// unknown. The scheduler's goroutine runs them (see scheduler.tick); this
+// unknown. A goroutine the scheduler starts runs them (see scheduler.tick); this
 // type owns their state.
 type retries struct {
 	mu      sync.Mutex

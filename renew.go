@@ -15,7 +15,8 @@ import (
 // scheduler is the Client's watchdog: one goroutine, whatever the number of
 // held locks, with no timer per lock. It renews every held lock once per
 // renew interval, batching all the locks that are due together into one
-// driver.Store.Renew call; it declares locks lost when their validity deadline,
+// renewal call (one Renew; on a session store, one keep-alive and one Renew
+// that checks); it declares locks lost when their validity deadline,
 // MaxHold or liveness deadline passes; and its goroutine runs the
 // background releases (release.go) and publishes the holder record
 // (record.go). What it tracks is in its queue (queue.go).
@@ -40,12 +41,13 @@ type scheduler struct {
 	stopped bool
 }
 
-// A round is one driver.Store.Renew call in flight.
+// A round is one renewal call in flight (see renewAll).
 type round struct {
 	es     []*entry
 	send   int64
 	jitter float64 // fraction of the interval to renew early next time
 	res    []driver.RenewResult
+	sent   chan struct{} // closed when the store call has returned
 }
 
 const (
@@ -246,7 +248,10 @@ func (s *scheduler) tick() int64 {
 	}
 	var r *round
 	if len(batch) > 0 {
-		r = &round{es: batch, send: now, jitter: rand.Float64() * jitterFrac}
+		r = &round{es: batch, send: now, jitter: rand.Float64() * jitterFrac, sent: make(chan struct{})}
+		for _, e := range batch {
+			e.round = r
+		}
 	}
 	todo, next := s.c.retries.take(now)
 	if q.byTime.len() > 0 {
@@ -294,6 +299,7 @@ func (s *scheduler) renew(r *round) {
 	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, time.Millisecond))
 	r.res = s.c.renewAll(ctx, reqs)
 	cancel()
+	close(r.sent)
 	select {
 	case s.done <- r:
 	case <-s.ctx.Done():
@@ -362,7 +368,7 @@ func (s *scheduler) finish(r *round) {
 		t := e.t
 		v := fold(r.res[off : off+len(t.parts)])
 		off += len(t.parts)
-		e.renewing = false
+		e.renewing, e.round = false, nil
 		if e.pos < 0 {
 			continue // released or lost meanwhile
 		}
@@ -399,4 +405,14 @@ func (s *scheduler) finish(r *round) {
 // retryDelay is how soon a failed renewal is retried.
 func retryDelay(interval time.Duration) time.Duration {
 	return min(max(interval/8, 5*time.Millisecond), time.Second)
+}
+
+// inFlight returns the renewal round in flight that renews t, or nil.
+func (s *scheduler) inFlight(t *tenure) *round {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := t.sched; e.renewing {
+		return e.round
+	}
+	return nil
 }

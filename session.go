@@ -41,9 +41,11 @@ func (c *Client) renewStore(ctx context.Context, reqs []driver.Request) []driver
 	return res
 }
 
-// sessionEnded loses every lock the Client holds at once: the store's
+// sessionEnded loses every lock the watchdog tracks at once: the store's
 // session ended (it expired on the server), and every lock it kept with it,
-// whichever renewal round each lock is in.
+// whichever renewal round each lock is in. A lock granted but not yet
+// tracked, or a MultiLock part held while it waits, is found at its own
+// next renewal.
 func (c *Client) sessionEnded(cause error) {
 	var ts []*tenure
 	c.sched.mu.Lock()
@@ -81,4 +83,13 @@ func (c *Client) endKept(t *tenure, reason Reason) {
 			c.retryRelease(r, forever, false)
 		}
 	}
+}
+
+// endsWithin says, for an error message, when a lock the Client could not
+// release ends without it.
+func (c *Client) endsWithin(lease time.Duration) string {
+	if c.caps.session != nil {
+		return "the store keeps it until the release succeeds or the session ends"
+	}
+	return fmt.Sprintf("the lease ends on its own within %v", lease)
 }
