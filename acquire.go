@@ -165,6 +165,10 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		} else {
 			reqs = append(one1[:0], p.request(idx[0]))
 		}
+		if err := ctx.Err(); err != nil {
+			// Not sent: nothing to give back but the groups taken so far.
+			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: err}
+		}
 		send := c.now()
 		granted, remaining, grace, err := c.take(ctx, t, reqs[0], many, idx)
 		if err != nil {
