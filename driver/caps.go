@@ -155,7 +155,10 @@ type OwnerHolds struct {
 // Every hold keeps its own validity deadline: the send time of the last
 // successful keep-alive plus the lock's lease, minus the safety margin.
 // A lock kept by a session cannot outlive it, so Hold.UnlockAfter (leave
-// the lock to expire later) is refused with ErrUnsupported.
+// the lock to expire later) is refused with ErrUnsupported; and since the
+// session would keep alive a lock whose hold the core gave up (its deadline,
+// MaxHold or liveness passed), the core releases such a lock, and retries a
+// release whose outcome is unknown until the store answers.
 type SessionStore interface {
 	// KeepAlive renews, in one step, every lock the store holds for client
 	// (the client id that starts every owner, see OwnerClient), each for at
