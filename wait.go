@@ -242,10 +242,6 @@ func (ws *waiters) wakeLocked(g *waitGroup, msg driver.Wake) {
 				return
 			}
 		}
-	default: // WakeAll, and a message this version does not know
-		for _, w := range g.list {
-			signal(w)
-		}
 	case driver.WakeReaders:
 		for _, w := range g.list {
 			if w.kind == driver.KindRead {
@@ -264,6 +260,10 @@ func (ws *waiters) wakeLocked(g *waitGroup, msg driver.Wake) {
 				signal(w)
 				return
 			}
+		}
+	default: // WakeAll, and a message this version does not know
+		for _, w := range g.list {
+			signal(w)
 		}
 	}
 }
