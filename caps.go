@@ -16,7 +16,6 @@ type caps struct {
 	admin    driver.Admin
 	permits  driver.PermitSetter
 	session  driver.SessionStore
-	names    driver.NameChecker
 }
 
 // discover finds store's capabilities, and refuses a store whose claims do
@@ -29,7 +28,6 @@ func discover(store driver.Store) (caps, error) {
 	c.admin, _ = store.(driver.Admin)
 	c.permits, _ = store.(driver.PermitSetter)
 	c.session, _ = store.(driver.SessionStore)
-	c.names, _ = store.(driver.NameChecker)
 	for _, k := range []driver.Kind{driver.KindFair, driver.KindWrite} {
 		if driver.Supports(store, k) && c.withdraw == nil {
 			return caps{}, fmt.Errorf("%w: leash.New: %s grants %s locks but is not a driver.Withdrawer: its waiters' places could not be removed",
