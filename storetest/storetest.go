@@ -350,18 +350,5 @@ func wantFree(t *testing.T, s driver.Store, n *namer, kind driver.Kind, name str
 // are what the test waits for.
 func acquireWithin(t *testing.T, s driver.Store, r driver.Request, d time.Duration) driver.Grant {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		g, err := s.Acquire(ctx(t), r)
-		if err != nil {
-			t.Fatalf("Acquire(%v %q, %q) error: %v", r.Kind, r.Name, r.Owner, err)
-		}
-		if g.Acquired {
-			return g
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Acquire(%v %q, %q) still refused after %v (remaining %v)", r.Kind, r.Name, r.Owner, d, g.Remaining)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return grantedAfter(t, s, r, d, func() {})
 }
