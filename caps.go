@@ -16,6 +16,7 @@ type caps struct {
 	admin    driver.Admin
 	permits  driver.PermitSetter
 	session  driver.SessionStore
+	kinds    [driver.KindPermit + 1]bool // the kinds the store grants
 }
 
 // discover finds store's capabilities, and refuses a store whose claims do
@@ -28,13 +29,16 @@ func discover(store driver.Store) (caps, error) {
 	c.admin, _ = store.(driver.Admin)
 	c.permits, _ = store.(driver.PermitSetter)
 	c.session, _ = store.(driver.SessionStore)
+	for k := range c.kinds {
+		c.kinds[k] = driver.Supports(store, driver.Kind(k))
+	}
 	for _, k := range []driver.Kind{driver.KindFair, driver.KindWrite} {
-		if driver.Supports(store, k) && c.withdraw == nil {
+		if c.kinds[k] && c.withdraw == nil {
 			return caps{}, fmt.Errorf("%w: leash.New: %s grants %s locks but is not a driver.Withdrawer: its waiters' places could not be removed",
 				ErrInvalidArgument, driver.Describe(store), k)
 		}
 	}
-	if driver.Supports(store, driver.KindRead) != driver.Supports(store, driver.KindWrite) {
+	if c.kinds[driver.KindRead] != c.kinds[driver.KindWrite] {
 		return caps{}, fmt.Errorf("%w: leash.New: %s lists only one of the read and write kinds; an RWMutex needs both",
 			ErrInvalidArgument, driver.Describe(store))
 	}
@@ -42,9 +46,10 @@ func discover(store driver.Store) (caps, error) {
 }
 
 // kind returns an error matching ErrUnsupported when the store does not
-// grant locks of kind k.
-func (c caps) kind(k driver.Kind) error {
-	if driver.Supports(c.store, k) {
+// grant locks of kind k. It asks the kinds found by discover: a store's
+// Kinds may build its list on every call.
+func (c *caps) kind(k driver.Kind) error {
+	if int(k) < len(c.kinds) && c.kinds[k] {
 		return nil
 	}
 	return driver.Unsupported(c.store, k.String()+" locks")
@@ -52,7 +57,7 @@ func (c caps) kind(k driver.Kind) error {
 
 // adminOp returns the store's administration, or an error matching
 // ErrUnsupported when it has none.
-func (c caps) adminOp() (driver.Admin, error) {
+func (c *caps) adminOp() (driver.Admin, error) {
 	if c.admin == nil {
 		return nil, driver.Unsupported(c.store, "administration (inspect, list, force release)")
 	}
