@@ -1,0 +1,89 @@
+package pgstore_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/leash-go/leash/internal/leakcheck"
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/pgstore"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Close()
+	os.Exit(leakcheck.Check(code))
+}
+
+// shared is the package's lazily started PostgreSQL for the tests that do
+// not inject faults into the server itself.
+var shared testserver.SharedPostgres
+
+func sharedPostgres(t testing.TB) *testserver.Postgres {
+	t.Helper()
+	return shared.Postgres(t)
+}
+
+// newPool returns a pool on url, closed at cleanup.
+func newPool(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 32
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// tableName returns a table name of the test's own, so that tests never
+// share tables.
+func tableName(t testing.TB) string {
+	name := strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+			return r
+		}
+		if 'A' <= r && r <= 'Z' {
+			return r - 'A' + 'a'
+		}
+		return '_'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return "t_" + name
+}
+
+// newStore returns a migrated Store on its own table of the shared server,
+// closed at cleanup.
+func newStore(t testing.TB, opts *pgstore.Options) *pgstore.Store {
+	t.Helper()
+	pool := newPool(t, sharedPostgres(t).URL())
+	o := pgstore.Options{Table: tableName(t)}
+	if opts != nil {
+		o = *opts
+		if o.Table == "" {
+			o.Table = tableName(t)
+		}
+	}
+	s := pgstore.New(pool, &o)
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func bg(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
