@@ -181,7 +181,10 @@ func (n *notifier) run() {
 func (n *notifier) connect() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.ListenTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, n.s.pool.Config().ConnConfig)
+	cfg := n.s.pool.Config().ConnConfig
+	// Named for pg_stat_activity (the server truncates it to 63 bytes).
+	cfg.RuntimeParams["application_name"] = listenerAppName(n.s.channel)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +193,12 @@ func (n *notifier) connect() (*pgx.Conn, error) {
 		return nil, err
 	}
 	return conn, nil
+}
+
+// listenerAppName is the application_name of a Store's listening
+// connection: "leash listener" and the channel's schema and table.
+func listenerAppName(channel string) string {
+	return "leash listener " + strings.TrimPrefix(channel, "leash:")
 }
 
 // listen routes notifications from conn until it fails or the Store closes.

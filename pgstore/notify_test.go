@@ -1,0 +1,140 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/internal/testkit"
+	"github.com/leash-go/leash/pgstore"
+)
+
+// wakes collects a watcher's wake-ups.
+type wakes chan driver.Wake
+
+func (w wakes) wake(m driver.Wake) {
+	select {
+	case w <- m:
+	default:
+	}
+}
+
+// want waits for the wake-up want, skipping others when skip says so.
+func (w wakes) want(t *testing.T, what string, want driver.Wake, skip func(driver.Wake) bool) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m := <-w:
+			if m == want {
+				return
+			}
+			if skip == nil || !skip(m) {
+				t.Fatalf("%s: woken with %+v, want %+v", what, m, want)
+			}
+		case <-timeout:
+			t.Fatalf("%s: not woken with %+v within 30s", what, want)
+		}
+	}
+}
+
+func wakeAllOnly(m driver.Wake) bool { return m.To == driver.WakeAll }
+
+// listenerPIDs returns the backends of the listening connections of the
+// store on table.
+func listenerPIDs(t *testing.T, s *pgstore.Store, schema, table string) []int32 {
+	t.Helper()
+	rows, err := s.Pool().Query(bg(t), "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+		pgstore.ListenerAppName(schema, table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int32
+	for rows.Next() {
+		var pid int32
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// TestListenerReconnects kills the store's listening connection on the
+// server: every watcher is woken (a release may have been missed), and
+// releases are heard again on the new connection.
+func TestListenerReconnects(t *testing.T) {
+	s := newStore(t, nil)
+	w := make(wakes, 16)
+	stop, err := s.Watch(bg(t), driver.KindMutex, "job", w.wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	pids := listenerPIDs(t, s, "public", tableName(t))
+	if len(pids) != 1 {
+		t.Fatalf("%d listening connections, want 1", len(pids))
+	}
+	if _, err := s.Pool().Exec(bg(t), "SELECT pg_terminate_backend($1)", pids[0]); err != nil {
+		t.Fatal(err)
+	}
+	w.want(t, "listener killed", driver.Wake{To: driver.WakeAll}, nil)
+	r := driver.Request{Name: "job", Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+	if g, err := s.Acquire(bg(t), r); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	if err := s.Release(bg(t), r); err != nil {
+		t.Fatal(err)
+	}
+	w.want(t, "release after the reconnect", driver.Wake{To: driver.WakeOne}, wakeAllOnly)
+}
+
+// newClient returns a leash Client on s, closed at cleanup.
+func newClient(t *testing.T, s *pgstore.Store, opts *leash.Options) *leash.Client {
+	t.Helper()
+	c, err := leash.New(s, opts)
+	return testkit.Closing(t, c, err)
+}
+
+// TestWaiterWokenByRelease: a Lock waiting for a lock held with a lease of
+// ten minutes gets it when the holder unlocks: the release's notification
+// woke it, since the waiter's context ends long before the lease would.
+func TestWaiterWokenByRelease(t *testing.T) {
+	s1 := newStore(t, nil)
+	s2 := pgstore.New(newPool(t, sharedPostgres(t).URL()), &pgstore.Options{Table: tableName(t)})
+	c1 := newClient(t, s1, &leash.Options{Lease: 10 * time.Minute})
+	c2 := newClient(t, s2, &leash.Options{Lease: 10 * time.Minute})
+	h1, err := c1.Mutex("job").Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		h2, err := c2.Mutex("job").Lock(ctx)
+		if err == nil {
+			if h2.Fence() <= h1.Fence() {
+				err = errors.New("the waiter's token is not above the holder's")
+			}
+			_ = h2.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	// The waiter watches once its store's listener is up.
+	for len(listenerPIDs(t, s1, "public", tableName(t))) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := h1.Unlock(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting Lock: %v", err)
+	}
+}
