@@ -286,10 +286,10 @@ BEGIN
         UPDATE public.leash_locks_holds h SET expires = t_now + req.lease * interval '1 microsecond'
         FROM req
         WHERE h.name = req.name AND h.owner = req.owner AND h.role = ANY (req.roles) AND h.expires > t_now
-        RETURNING req.i
+        RETURNING h.name, h.owner, h.role
     )
     SELECT req.i, (CASE
-        WHEN EXISTS (SELECT 1 FROM renewed WHERE renewed.i = req.i) THEN 1
+        WHEN EXISTS (SELECT 1 FROM renewed r WHERE r.name = req.name AND r.owner = req.owner AND r.role = ANY (req.roles)) THEN 1
         WHEN req.kind NOT IN (2, 4) AND EXISTS (
             SELECT 1 FROM public.leash_locks_holds h
             WHERE h.name = req.name AND h.role IN ('x', 'w', 'r') AND h.expires > t_now) THEN 3

@@ -113,6 +113,11 @@ func parseURL(raw string) (*pgxpool.Config, *Options, string, error) {
 		}
 		opts.BatchSize = n
 	}
+	for name := range q {
+		if strings.HasPrefix(name, "leash_") {
+			problems = append(problems, fmt.Sprintf("unknown parameter %s: the store's own are %s", name, strings.Join(URLParams(), ", ")))
+		}
+	}
 	if len(problems) > 0 {
 		return nil, nil, desc, &urlError{desc, strings.Join(problems, "; ")}
 	}
