@@ -88,3 +88,13 @@ func TestURLServerDown(t *testing.T) {
 		t.Errorf("Ping of a server that is down = %v, want an error that is not ErrBadURL and shows no password", err)
 	}
 }
+
+// TestURLMultiHost: pgx's host lists (for failover with
+// target_session_attrs) open.
+func TestURLMultiHost(t *testing.T) {
+	s, err := driver.Open(bg(t), "postgres://u@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=read-write&leash_table=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
