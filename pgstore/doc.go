@@ -75,8 +75,11 @@
 // order rules out deadlocks between any number of clients. No row lock
 // outlives a call: a client paused or cut off between two operations holds
 // none, so no client can block a name by stopping (a call in flight still
-// runs to its end on the server). A DBA's own transaction that locks the
-// tables' rows would block the store's statements while it lasts.
+// runs to its end on the server). Each function waits at most 5s for a row
+// lock (lock_timeout, set on the function): a transaction of someone
+// else's that locks rows of the tables makes the store's calls on those
+// names fail (an unknown outcome, which the core retries) until it ends,
+// but cannot make them hang.
 //
 // Renewal of many locks is one statement per Options.BatchSize locks (arrays
 // of names, owners, kinds and leases), with each lock's own outcome. A

@@ -13,7 +13,9 @@
 --     statement of a function takes a fresh snapshot, so what it reads
 --     after the lock is the latest committed state; the fixed order rules
 --     out deadlocks. The client sends one statement per operation, so no row
---     lock outlives a function call: a paused client holds none.
+--     lock outlives a function call: a paused client holds none. A function
+--     waits at most lock_timeout (5s) for a row lock, so that a transaction
+--     of someone else's that holds a row makes calls fail, not hang.
 --   * Lease time is the server's clock_timestamp(), read once per call.
 --   * Expired holds of a name are deleted by the calls that lock that name;
 --     the name's row, which keeps its fencing counter, is never deleted.
@@ -72,7 +74,7 @@ CREATE FUNCTION public.leash_locks_acquire(
     p_kind smallint, p_name text, p_owner text, p_parent text,
     p_lease bigint, p_wait bigint, p_permits integer,
     OUT acquired boolean, OUT fence bigint, OUT remaining bigint, OUT refused text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now      timestamptz := clock_timestamp();
     l        public.leash_locks%ROWTYPE;
@@ -221,7 +223,7 @@ $$;
 CREATE FUNCTION public.leash_locks_acquire_many(
     p_names text[], p_owner text, p_leases bigint[],
     OUT acquired boolean, OUT fences bigint[], OUT remaining bigint, OUT refused text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now     timestamptz := clock_timestamp();
     blocked timestamptz;
@@ -272,7 +274,7 @@ $$;
 CREATE FUNCTION public.leash_locks_renew(
     p_names text[], p_owners text[], p_kinds smallint[], p_leases bigint[])
 RETURNS TABLE (i integer, status smallint)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now timestamptz := clock_timestamp();
 BEGIN
@@ -313,7 +315,7 @@ $$;
 CREATE FUNCTION public.leash_locks_release(
     p_kind smallint, p_name text, p_owner text, p_channel text,
     OUT released boolean, OUT refused text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now  timestamptz := clock_timestamp();
     l    public.leash_locks%ROWTYPE;
@@ -368,7 +370,7 @@ $$;
 -- mark on p_name, and wakes whoever that lets in.
 CREATE FUNCTION public.leash_locks_withdraw(p_name text, p_owner text, p_channel text)
 RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now   timestamptz := clock_timestamp();
     head  text;
@@ -399,7 +401,7 @@ $$;
 -- leash_locks_force deletes every hold, place and mark on p_name, keeping
 -- its fencing counter, and wakes every waiter. Returns whether there was any.
 CREATE FUNCTION public.leash_locks_force(p_name text, p_channel text, OUT deleted boolean)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now timestamptz := clock_timestamp();
 BEGIN
@@ -421,7 +423,7 @@ $$;
 -- creating it if there is none, and wakes its waiters. refused says what the
 -- name holds when it is a lock.
 CREATE FUNCTION public.leash_locks_set_permits(p_name text, p_permits integer, p_channel text, OUT refused text)
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now timestamptz := clock_timestamp();
     l   public.leash_locks%ROWTYPE;
