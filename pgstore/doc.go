@@ -57,8 +57,8 @@
 // for other names, and [Store.Migrate] runs it (in one transaction, under an
 // advisory lock, so every instance may call it at start). A DBA who keeps
 // DDL apart from the application runs DDL's output as the tables' owner and
-// gives the application's role SELECT, INSERT, UPDATE and DELETE on the
-// tables and EXECUTE on the functions. Every method checks once, before its
+// gives the application's role USAGE on the schema, SELECT, INSERT,
+// UPDATE and DELETE on the tables, and EXECUTE on the functions. Every method checks once, before its
 // first statement, that the tables are leash's and at this SchemaVersion
 // ([Store.Check]); a table of one of the store's names that is not leash's
 // (an application's own table) is refused with [ErrSchema], and never

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -14,6 +15,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if _, err := testserver.PostgresBinDir(); err != nil && !testserver.RequireServers() {
+		// The tests skip themselves without PostgreSQL; an Example cannot,
+		// and needs a server to print its output.
+		_ = flag.Set("test.skip", "^Example")
+	}
 	code := m.Run()
 	shared.Close()
 	os.Exit(leakcheck.Check(code))
