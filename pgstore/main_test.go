@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(churnEnv); url != "" {
+		os.Exit(runChurn(url))
+	}
 	flag.Parse()
 	if _, err := testserver.PostgresBinDir(); err != nil && !testserver.RequireServers() {
 		// The tests skip themselves without PostgreSQL; an Example cannot,
