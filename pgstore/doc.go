@@ -127,8 +127,8 @@
 // 63 bytes); the payload names the lock and whom to wake (one waiter,
 // every one, the readers, a writer, or the fair queue's head). Each Store
 // LISTENs on one connection of its own, dialled from the pool's
-// configuration when the first waiter watches (it takes no connection from
-// the pool), with application_name "leash listener <schema>.<table>". Watch
+// configuration, with its BeforeConnect and AfterConnect hooks, when the
+// first waiter watches (it takes no connection from the pool), with application_name "leash listener <schema>.<table>". Watch
 // returns once the LISTEN is acknowledged. A connection quiet for
 // Options.HealthCheck is sent a query; one that fails is replaced, and then
 // every waiter is woken, since a release may have gone unheard. Waiters

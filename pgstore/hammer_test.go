@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +60,51 @@ func (h *history) released(kind driver.Kind) {
 	}
 }
 
+// storesOnPools returns four stores on the test's tables, each on a pool of
+// its own (so on connections of its own), closed at cleanup.
+func storesOnPools(t *testing.T) []*pgstore.Store {
+	t.Helper()
+	stores := []*pgstore.Store{newStore(t, nil)}
+	for range 3 {
+		s := pgstore.New(newPool(t, sharedPostgres(t).URL()), &pgstore.Options{Table: tableName(t)})
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	return stores
+}
+
+// hammer runs work on workers goroutines at once, worker w on stores[w %
+// len(stores)], and returns the errors they reported.
+func hammer(stores []*pgstore.Store, workers int, work func(w int, s *pgstore.Store, report func(error))) []error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	report := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for w := range workers {
+		wg.Go(func() { work(w, stores[w%len(stores)], report) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// acquireEventually tries r until it is granted, with a short random pause
+// between tries.
+func acquireEventually(ctx context.Context, s *pgstore.Store, r driver.Request) (driver.Grant, error) {
+	for {
+		g, err := s.Acquire(ctx, r)
+		if err != nil || g.Acquired {
+			return g, err
+		}
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+	}
+}
+
 // isDeadlock reports whether err is PostgreSQL's deadlock_detected (or a
 // lock timeout): what the fixed lock order must rule out.
 func isDeadlock(err error) bool {
@@ -73,63 +117,35 @@ func isDeadlock(err error) bool {
 // as the core does: no statement may fail (a deadlock would), no two
 // holders may overlap, and tokens only grow.
 func TestHammerOneName(t *testing.T) {
-	srv := sharedPostgres(t)
-	first := newStore(t, nil)
-	opts := &pgstore.Options{Table: tableName(t)}
-	stores := []*pgstore.Store{first}
-	for range 3 {
-		s := pgstore.New(newPool(t, srv.URL()), opts)
-		t.Cleanup(func() { s.Close() })
-		stores = append(stores, s)
-	}
-	const (
-		workers = 24
-		grants  = 15 // per worker
-	)
-	name := "hammer"
+	const workers, grants = 24, 15
 	var h history
 	kinds := []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite}
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		s := stores[w%len(stores)]
-		wg.Go(func() {
-			ctx := context.Background()
-			for g := range grants {
-				kind := kinds[(w+g)%len(kinds)]
-				r := driver.Request{Kind: kind, Name: name, Owner: fmt.Sprintf("00000000-0000-4000-8000-%012d:%d", w, g),
-					Lease: 10 * time.Second, Wait: 2 * time.Second}
-				var fence int64
-				for {
-					gr, err := s.Acquire(ctx, r)
-					if err != nil {
-						errs <- fmt.Errorf("acquire %v: %w", kind, err)
-						return
-					}
-					if gr.Acquired {
-						fence = gr.Fence
-						break
-					}
-					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-				}
-				h.granted(kind, fence)
-				if g2, err := s.Acquire(ctx, r); err != nil || !g2.Acquired || g2.Fence != fence {
-					errs <- fmt.Errorf("retried %v acquire = %+v, %v; want the same token %d", kind, g2, err, fence)
-				}
-				if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.Renewed {
-					errs <- fmt.Errorf("renew %v = %+v", kind, res[0])
-				}
-				h.released(kind)
-				if err := s.Release(ctx, r); err != nil {
-					errs <- fmt.Errorf("release %v: %w", kind, err)
-					return
-				}
+	errs := hammer(storesOnPools(t), workers, func(w int, s *pgstore.Store, report func(error)) {
+		ctx := context.Background()
+		for g := range grants {
+			kind := kinds[(w+g)%len(kinds)]
+			r := driver.Request{Kind: kind, Name: "hammer", Owner: fmt.Sprintf("00000000-0000-4000-8000-%012d:%d", w, g),
+				Lease: 10 * time.Second, Wait: 2 * time.Second}
+			gr, err := acquireEventually(ctx, s, r)
+			if err != nil {
+				report(fmt.Errorf("acquire %v: %w", kind, err))
+				return
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+			h.granted(kind, gr.Fence)
+			if g2, err := s.Acquire(ctx, r); err != nil || !g2.Acquired || g2.Fence != gr.Fence {
+				report(fmt.Errorf("retried %v acquire = %+v, %v; want the same token %d", kind, g2, err, gr.Fence))
+			}
+			if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.Renewed {
+				report(fmt.Errorf("renew %v = %+v", kind, res[0]))
+			}
+			h.released(kind)
+			if err := s.Release(ctx, r); err != nil {
+				report(fmt.Errorf("release %v: %w", kind, err))
+				return
+			}
+		}
+	})
+	for _, err := range errs {
 		if isDeadlock(err) {
 			t.Errorf("deadlock or lock timeout: %v", err)
 		} else {
@@ -146,86 +162,111 @@ func TestHammerOneName(t *testing.T) {
 // random orders, releases and force releases: the row locks are taken in
 // name order everywhere, so no statement may deadlock.
 func TestHammerManyNames(t *testing.T) {
-	srv := sharedPostgres(t)
-	first := newStore(t, nil)
-	opts := &pgstore.Options{Table: tableName(t)}
-	stores := []*pgstore.Store{first}
-	for range 3 {
-		s := pgstore.New(newPool(t, srv.URL()), opts)
-		t.Cleanup(func() { s.Close() })
-		stores = append(stores, s)
-	}
 	names := make([]string, 12)
 	for i := range names {
 		names[i] = fmt.Sprintf("many/%02d", i)
 	}
 	const workers, rounds = 16, 20
-	errs := make(chan error, workers*rounds)
-	var wg sync.WaitGroup
-	for w := range workers {
-		s := stores[w%len(stores)]
-		wg.Go(func() {
-			ctx := context.Background()
-			for g := range rounds {
-				owner := fmt.Sprintf("00000000-0000-4000-8000-%012d:%d", w, g)
-				pick := slices.Clone(names)
-				rand.Shuffle(len(pick), func(i, j int) { pick[i], pick[j] = pick[j], pick[i] })
-				pick = pick[:2+rand.IntN(4)]
-				reqs := make([]driver.Request, len(pick))
-				for i, n := range pick {
-					reqs[i] = driver.Request{Name: n, Owner: owner, Lease: 5 * time.Second}
+	errs := hammer(storesOnPools(t), workers, func(w int, s *pgstore.Store, report func(error)) {
+		ctx := context.Background()
+		for g := range rounds {
+			owner := fmt.Sprintf("00000000-0000-4000-8000-%012d:%d", w, g)
+			reqs := make([]driver.Request, len(names))
+			for i, n := range names {
+				reqs[i] = driver.Request{Name: n, Owner: owner, Lease: 5 * time.Second}
+			}
+			rand.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+			switch w % 3 {
+			case 0: // multi-name acquire of a few, and their releases
+				some := reqs[:2+rand.IntN(4)]
+				mg, err := s.AcquireMany(ctx, some)
+				if err != nil {
+					report(err)
+					continue
 				}
-				switch w % 3 {
-				case 0: // multi-name acquire and release
-					mg, err := s.AcquireMany(ctx, reqs)
-					if err != nil {
-						errs <- err
-						continue
-					}
-					if mg.Acquired {
-						for _, r := range reqs {
-							if err := s.Release(ctx, r); err != nil {
-								errs <- err
-							}
-						}
-					}
-				case 1: // renewals of every name, held or not, in random order
-					all := make([]driver.Request, len(names))
-					for i, n := range slices.Clone(names) {
-						all[i] = driver.Request{Name: n, Owner: owner, Lease: 5 * time.Second}
-					}
-					rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-					for _, res := range s.Renew(ctx, all) {
-						if res.Err != nil {
-							errs <- res.Err
-						}
-					}
-				case 2: // single acquires, releases and the odd force release
-					r := reqs[0]
-					if g, err := s.Acquire(ctx, r); err != nil {
-						errs <- err
-					} else if g.Acquired {
+				if mg.Acquired {
+					for _, r := range some {
 						if err := s.Release(ctx, r); err != nil {
-							errs <- err
+							report(err)
 						}
 					}
-					if g%7 == 0 {
-						if _, err := s.ForceRelease(ctx, reqs[1].Name); err != nil {
-							errs <- err
-						}
+				}
+			case 1: // renewals of every name, held or not, in random order
+				for _, res := range s.Renew(ctx, reqs) {
+					if res.Err != nil {
+						report(res.Err)
+					}
+				}
+			case 2: // single acquires, releases and the odd force release
+				if gr, err := s.Acquire(ctx, reqs[0]); err != nil {
+					report(err)
+				} else if gr.Acquired {
+					if err := s.Release(ctx, reqs[0]); err != nil {
+						report(err)
+					}
+				}
+				if g%7 == 0 {
+					if _, err := s.ForceRelease(ctx, reqs[1].Name); err != nil {
+						report(err)
 					}
 				}
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		}
+	})
+	for _, err := range errs {
 		switch {
 		case isDeadlock(err):
 			t.Errorf("deadlock or lock timeout: %v", err)
 		case !errors.Is(err, driver.ErrNotHeld): // a force release took it
 			t.Error(err)
 		}
+	}
+}
+
+// TestHammerSemaphore takes permits of one semaphore from many goroutines
+// on several pools, and resizes it meanwhile: never more holders than the
+// largest count it had, every token unique, and no statement fails.
+func TestHammerSemaphore(t *testing.T) {
+	const workers, grants, most = 16, 12, 3
+	var (
+		mu      sync.Mutex
+		holding int
+		tokens  = map[int64]bool{}
+	)
+	errs := hammer(storesOnPools(t), workers, func(w int, s *pgstore.Store, report func(error)) {
+		ctx := context.Background()
+		for g := range grants {
+			if w == 0 && g%4 == 0 { // resize between 2 and the most
+				if err := s.SetPermits(ctx, "sem", 2+g%2); err != nil {
+					report(err)
+				}
+			}
+			r := driver.Request{Kind: driver.KindPermit, Name: "sem", Owner: fmt.Sprintf("00000000-0000-4000-8000-%012d:%d", w, g),
+				Lease: 10 * time.Second, Permits: most}
+			gr, err := acquireEventually(ctx, s, r)
+			if err != nil {
+				report(err)
+				return
+			}
+			mu.Lock()
+			holding++
+			if holding > most || tokens[gr.Fence] {
+				report(fmt.Errorf("%d permits held at once (most %d), token %d seen before: %v", holding, most, gr.Fence, tokens[gr.Fence]))
+			}
+			tokens[gr.Fence] = true
+			mu.Unlock()
+			if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.Renewed {
+				report(fmt.Errorf("renew of a permit = %+v", res[0]))
+			}
+			mu.Lock()
+			holding--
+			mu.Unlock()
+			if err := s.Release(ctx, r); err != nil {
+				report(err)
+			}
+		}
+	})
+	for _, err := range errs {
+		t.Error(err)
 	}
 }

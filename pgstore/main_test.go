@@ -3,8 +3,11 @@ package pgstore_test
 import (
 	"context"
 	"flag"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,9 +57,16 @@ func newPool(t testing.TB, url string) *pgxpool.Pool {
 	return pool
 }
 
-// tableName returns a table name of the test's own, so that tests never
-// share tables.
+// tableNames are the tests' table names, one per test, unique to this run
+// (a test may run again in the process, with -count, on the same server).
+var tableNames sync.Map // testing.TB -> string
+
+// tableName returns the table name of the test's own: tests never share
+// tables.
 func tableName(t testing.TB) string {
+	if name, ok := tableNames.Load(t); ok {
+		return name.(string)
+	}
 	name := strings.Map(func(r rune) rune {
 		if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
 			return r
@@ -66,10 +76,12 @@ func tableName(t testing.TB) string {
 		}
 		return '_'
 	}, t.Name())
-	if len(name) > 40 {
-		name = name[len(name)-40:]
+	if len(name) > 36 {
+		name = name[len(name)-36:]
 	}
-	return "t_" + name
+	name = fmt.Sprintf("t_%s_%04x", name, rand.N(1<<16))
+	actual, _ := tableNames.LoadOrStore(t, name)
+	return actual.(string)
 }
 
 // newStore returns a migrated Store on its own table of the shared server,

@@ -15,8 +15,9 @@ import (
 )
 
 // notifier multiplexes every watched lock of a Store over one connection of
-// its own, dialled from the pool's configuration (so it takes no connection
-// from the pool), that LISTENs on the store's channel: one channel for all
+// its own, dialled from the pool's configuration and with its BeforeConnect
+// and AfterConnect hooks (so it takes no connection from the pool), that
+// LISTENs on the store's channel: one channel for all
 // names, each payload naming its lock. It starts with the first Watch and
 // ends with Close. One goroutine reads the connection; when it has heard
 // nothing for HealthCheck it sends a query, and a connection that fails it
@@ -181,12 +182,26 @@ func (n *notifier) run() {
 func (n *notifier) connect() (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.ListenTimeout)
 	defer cancel()
-	cfg := n.s.pool.Config().ConnConfig
+	pc := n.s.pool.Config()
+	cfg := pc.ConnConfig
 	// Named for pg_stat_activity (the server truncates it to 63 bytes).
 	cfg.RuntimeParams["application_name"] = listenerAppName(n.s.channel)
+	// Made as the pool makes its connections (a BeforeConnect hook may
+	// fetch a short-lived password, say).
+	if pc.BeforeConnect != nil {
+		if err := pc.BeforeConnect(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	if pc.AfterConnect != nil {
+		if err := pc.AfterConnect(ctx, conn); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, err
+		}
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{n.s.channel}.Sanitize()); err != nil {
 		_ = conn.Close(context.Background())

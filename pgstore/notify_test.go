@@ -3,9 +3,13 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testkit"
@@ -136,5 +140,46 @@ func TestWaiterWokenByRelease(t *testing.T) {
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("waiting Lock: %v", err)
+	}
+}
+
+// TestListenerUsesPoolHooks: the listening connection is made as the
+// pool's are, with its BeforeConnect hook (here the one that names the
+// user; the URL's user does not exist).
+func TestListenerUsesPoolHooks(t *testing.T) {
+	newStore(t, nil) // the tables
+	cfg, err := pgxpool.ParseConfig(strings.Replace(sharedPostgres(t).URL(), "postgres://postgres@", "postgres://nobody@", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooked atomic.Int64
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		hooked.Add(1)
+		cc.User = "postgres"
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := pgstore.New(pool, &pgstore.Options{Table: tableName(t)})
+	t.Cleanup(func() { s.Close() })
+	w := make(wakes, 16)
+	stop, err := s.Watch(bg(t), driver.KindMutex, "job", w.wake)
+	if err != nil {
+		t.Fatalf("Watch through a pool whose hook names the user: %v", err)
+	}
+	defer stop()
+	r := driver.Request{Name: "job", Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+	if g, err := s.Acquire(bg(t), r); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	if err := s.Release(bg(t), r); err != nil {
+		t.Fatal(err)
+	}
+	w.want(t, "release", driver.Wake{To: driver.WakeOne}, wakeAllOnly)
+	if hooked.Load() < 2 {
+		t.Errorf("BeforeConnect called %d times, want for the pool's connection and the listener's", hooked.Load())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,9 +157,8 @@ func (p *Postgres) command(name string, args ...string) *exec.Cmd {
 		attr = &syscall.SysProcAttr{}
 	}
 	attr.Credential = p.cred
-	// Its own group, so that Kill and Pause reach the backends too: a
-	// backend outlives a SIGKILLed postmaster for a moment, and a paused
-	// server must not keep serving open connections.
+	// A group of its own: a signal to the test's group (a terminal's ^C)
+	// is for the test, which kills its servers itself.
 	attr.Setpgid = true
 	cmd.SysProcAttr = attr
 	cmd.Dir = p.Dir
@@ -212,8 +212,9 @@ func (p *Postgres) Start() error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			pids, _ := signalFamily(cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
+			eventually(func() bool { return !alive(pids) })
 			return fmt.Errorf("testserver: postgres not accepting connections on %s after %v: %s", p.Addr, startTimeout, p.logTail())
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -226,11 +227,23 @@ func (p *Postgres) Start() error {
 // postgres user (trust authentication): the server is ready when it answers
 // ReadyForQuery.
 func pgReady(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, _, err := pgConnect(addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	_, _ = c.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
+	return nil
+}
+
+// pgConnect opens a connection to addr and completes a startup as the
+// postgres user (trust authentication), up to ReadyForQuery. The returned
+// reader holds what the server sends next.
+func pgConnect(addr string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	var body []byte
 	body = binary.BigEndian.AppendUint32(body, 3<<16) // protocol 3.0
@@ -240,9 +253,21 @@ func pgReady(addr string) error {
 	body = append(body, 0)
 	msg := binary.BigEndian.AppendUint32(nil, uint32(len(body)+4))
 	if _, err := c.Write(append(msg, body...)); err != nil {
-		return err
+		c.Close()
+		return nil, nil, err
 	}
 	r := bufio.NewReader(c)
+	if err := pgAwaitReady(r); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, r, nil
+}
+
+// pgAwaitReady reads messages up to ReadyForQuery, failing on an
+// ErrorResponse or a request for a password.
+func pgAwaitReady(r *bufio.Reader) error {
 	for {
 		var hdr [5]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -258,7 +283,6 @@ func pgReady(addr string) error {
 		}
 		switch hdr[0] {
 		case 'Z':
-			_, _ = c.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
 			return nil
 		case 'E':
 			return fmt.Errorf("testserver: postgres: %s", strings.ReplaceAll(string(payload), "\x00", " "))
@@ -282,41 +306,109 @@ func (p *Postgres) PID() int {
 	return p.cmd.Process.Pid
 }
 
-// signal sends sig to the server's process group: the postmaster and every
-// backend.
-func (p *Postgres) signal(sig syscall.Signal) error {
+// family returns the postmaster's pid and those of its live children (the
+// backends and auxiliary processes), which run in process groups of their
+// own, from ps.
+func family(postmaster int) ([]int, error) {
+	out, err := exec.Command("ps", "-A", "-o", "pid=", "-o", "ppid=", "-o", "stat=").Output()
+	if err != nil {
+		return nil, fmt.Errorf("testserver: ps: %w", err)
+	}
+	pids := []int{postmaster}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.HasPrefix(f[2], "Z") {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		ppid, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil && ppid == postmaster {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// alive reports whether any of pids is a live process (not a zombie).
+func alive(pids []int) bool {
+	out, err := exec.Command("ps", "-A", "-o", "pid=", "-o", "stat=").Output()
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[1], "Z") {
+			continue
+		}
+		if pid, err := strconv.Atoi(f[0]); err == nil && slices.Contains(pids, pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// signalAll sends sig to the running server's postmaster and every child
+// it has (see signalFamily), and returns their pids.
+func (p *Postgres) signalAll(sig syscall.Signal) ([]int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
-		return errors.New("testserver: postgres is not running")
+		return nil, errors.New("testserver: postgres is not running")
 	}
-	return syscall.Kill(-p.cmd.Process.Pid, sig)
+	return signalFamily(p.cmd.Process.Pid, sig)
 }
 
-// Pause freezes the server, backends included, with SIGSTOP. Clients can
-// still connect (the kernel accepts), but nothing is answered until Resume.
-func (p *Postgres) Pause() error { return p.signal(syscall.SIGSTOP) }
+// signalFamily stops the postmaster pm (so that it starts no new process),
+// sends sig to it and every child it has, and returns their pids. Each
+// PostgreSQL child makes itself a process group leader, so a signal to the
+// postmaster's group would not reach it.
+func signalFamily(pm int, sig syscall.Signal) ([]int, error) {
+	if err := syscall.Kill(pm, syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	pids, err := family(pm)
+	if err != nil {
+		_ = syscall.Kill(pm, syscall.SIGCONT)
+		return nil, err
+	}
+	for _, pid := range pids[1:] {
+		_ = syscall.Kill(pid, sig) // a child may have just exited
+	}
+	return pids, syscall.Kill(pm, sig)
+}
+
+// Pause freezes the server, its postmaster and every backend, with SIGSTOP.
+// Clients can still connect (the kernel accepts), but nothing is answered
+// until Resume.
+func (p *Postgres) Pause() error {
+	_, err := p.signalAll(syscall.SIGSTOP)
+	return err
+}
 
 // Resume continues a paused server with SIGCONT.
-func (p *Postgres) Resume() error { return p.signal(syscall.SIGCONT) }
+func (p *Postgres) Resume() error {
+	_, err := p.signalAll(syscall.SIGCONT)
+	return err
+}
 
-// Kill ends the server and every backend with SIGKILL, as a crash would, and
-// waits until none is left.
+// Kill ends the server, its postmaster and every backend, with SIGKILL, as
+// a crash would, and waits until none is left, so that a restart finds no
+// one attached to the old shared memory.
 func (p *Postgres) Kill() error {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
-	p.cmd, p.exited = nil, nil
 	p.mu.Unlock()
 	if cmd == nil {
 		return nil
 	}
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGCONT) // a stopped process does not die until continued
-	err := syscall.Kill(-pgid, syscall.SIGKILL)
+	pids, err := p.signalAll(syscall.SIGKILL)
 	<-exited
-	// The backends are not our children: wait until the group is empty, so
-	// that a restart finds no one attached to the old shared memory.
-	eventually(func() bool { return syscall.Kill(-pgid, 0) == syscall.ESRCH })
+	p.mu.Lock()
+	p.cmd, p.exited = nil, nil
+	p.mu.Unlock()
+	if !eventually(func() bool { return !alive(pids) }) {
+		return fmt.Errorf("testserver: postgres processes %v still alive %v after SIGKILL", pids, startTimeout)
+	}
 	if err != nil && err != syscall.ESRCH {
 		return err
 	}
