@@ -18,11 +18,12 @@ import (
 // exclusive holders at once, no reader beside a writer, and every token
 // greater than every token granted before.
 type history struct {
-	mu         sync.Mutex
-	exclusive  int
-	readers    int
-	last       int64 // the greatest token recorded
-	violations []string
+	mu            sync.Mutex
+	exclusive     int
+	readers       int
+	last          int64 // the greatest token recorded
+	lastExclusive int64 // the last exclusive grant's token
+	violations    []string
 }
 
 // granted records a grant, before its holder releases it.
@@ -36,12 +37,21 @@ func (h *history) granted(kind driver.Kind, fence int64) {
 	case !read && h.readers > 0:
 		h.violations = append(h.violations, fmt.Sprintf("%v granted (token %d) while %d readers hold", kind, fence, h.readers))
 	}
-	// Readers granted together may record out of order; everything else
-	// follows a release that recorded before it.
-	if fence <= h.last && !(read && h.readers > 0) {
+	// An exclusive grant follows the release of every earlier grant, which
+	// recorded before it: its token is above all. A reader's grant may
+	// record after other readers' later grants (and releases), but no
+	// exclusive grant can come between its grant and its record: its token
+	// is above every exclusive one.
+	switch {
+	case !read && fence <= h.last:
 		h.violations = append(h.violations, fmt.Sprintf("%v token %d after token %d", kind, fence, h.last))
+	case read && fence <= h.lastExclusive:
+		h.violations = append(h.violations, fmt.Sprintf("read token %d after exclusive token %d", fence, h.lastExclusive))
 	}
 	h.last = max(h.last, fence)
+	if !read {
+		h.lastExclusive = fence
+	}
 	if read {
 		h.readers++
 	} else {
