@@ -247,7 +247,10 @@ func (n *notifier) listen(conn *pgx.Conn) {
 
 // parsePayload decodes a notification's payload (see the Table+"_notify"
 // function): the watch group, whom to wake, the byte length of the head
-// owner, ':', the head owner, and the name.
+// owner, ':', the head owner, and the name. The longest is well under
+// PostgreSQL's 8000 bytes: a name is at most leash.MaxNameLen (512) bytes,
+// an owner a client id, a counter and at most leash.MaxOwnerLen (128)
+// bytes.
 func parsePayload(p string) (watchKey, driver.Wake, bool) {
 	if len(p) < 4 {
 		return watchKey{}, driver.Wake{}, false

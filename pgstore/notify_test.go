@@ -183,3 +183,34 @@ func TestListenerUsesPoolHooks(t *testing.T) {
 		t.Errorf("BeforeConnect called %d times, want for the pool's connection and the listener's", hooked.Load())
 	}
 }
+
+// TestLongestPayload: the longest name leash accepts and the longest owner
+// (a client id, a counter and the longest explicit owner) fit a
+// notification's payload (8000 bytes): the fair queue's head is woken by
+// name.
+func TestLongestPayload(t *testing.T) {
+	s := newStore(t, nil)
+	name := strings.Repeat("n", leash.MaxNameLen)
+	head := "00000000-0000-4000-8000-000000000002:18446744073709551615@" + strings.Repeat("o", leash.MaxOwnerLen)
+	if n := len(payload('f', 'h', head, name)); n >= 8000 {
+		t.Fatalf("payload of %d bytes, PostgreSQL's limit is 8000", n)
+	}
+	w := make(wakes, 16)
+	stop, err := s.Watch(bg(t), driver.KindFair, name, w.wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	holder := driver.Request{Kind: driver.KindFair, Name: name, Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+	if g, err := s.Acquire(bg(t), holder); err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
+	}
+	waiter := driver.Request{Kind: driver.KindFair, Name: name, Owner: head, Lease: time.Minute, Wait: time.Minute}
+	if g, err := s.Acquire(bg(t), waiter); err != nil || g.Acquired {
+		t.Fatalf("Acquire by the waiter = %+v, %v; want a place in the queue", g, err)
+	}
+	if err := s.Release(bg(t), holder); err != nil {
+		t.Fatal(err)
+	}
+	w.want(t, "release", driver.Wake{To: driver.WakeHead, Head: head}, wakeAllOnly)
+}
