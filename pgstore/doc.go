@@ -57,13 +57,13 @@
 // for other names, and [Store.Migrate] runs it (in one transaction, under an
 // advisory lock, so every instance may call it at start). A DBA who keeps
 // DDL apart from the application runs DDL's output as the tables' owner and
-// gives the application's role USAGE on the schema, SELECT, INSERT,
-// UPDATE and DELETE on the tables, and EXECUTE on the functions. Every method checks once, before its
-// first statement, that the tables are leash's and at this SchemaVersion
-// ([Store.Check]); a table of one of the store's names that is not leash's
-// (an application's own table) is refused with [ErrSchema], and never
-// written to, Migrate included. A later schema version will come with a
-// migration from this one.
+// gives the application's role USAGE on the schema, SELECT, INSERT, UPDATE
+// and DELETE on the tables, and EXECUTE on the functions. Before its first
+// statement on the tables, a Store checks once that they are leash's and at
+// this SchemaVersion ([Store.Check]); a table of one of the store's names
+// that is not leash's (an application's own table) is refused with
+// [ErrSchema], and never written to, Migrate included. The version row is
+// there so that a later schema version can migrate from this one.
 //
 // # How each operation runs
 //
@@ -133,9 +133,9 @@
 // Options.HealthCheck is sent a query; one that fails is replaced, and then
 // every waiter is woken, since a release may have gone unheard. Waiters
 // also try again when the holder's lease ends, as the core does for every
-// store. LISTEN needs a session: through PgBouncer, use session pooling (or
-// a direct connection) for the pool. Inspect cannot tell how many clients
-// wait (Info.Waiters is -1).
+// store. LISTEN needs a session of its own: through PgBouncer, give the
+// pool session pooling (or a direct connection). Inspect cannot tell how
+// many clients wait (Info.Waiters is -1).
 //
 // # Data safety
 //
