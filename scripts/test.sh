@@ -32,14 +32,35 @@ need() {
 	command -v "$bin" >/dev/null 2>&1 || die "$bin is not installed and could not be installed (apt-get install $pkg, as root); the tests need it"
 }
 
+# pg_bin prints the newest PostgreSQL server binaries' directory (Debian
+# keeps them off PATH, in /usr/lib/postgresql/<major>/bin), as
+# internal/testserver finds them; nothing when there are none.
+pg_bin() {
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n -r) \
+		"$(pg_config --bindir 2>/dev/null)" "$(dirname "$(command -v postgres 2>/dev/null || echo .)")"; do
+		[ -x "$d/initdb" ] && [ -x "$d/postgres" ] && { echo "$d"; return 0; }
+	done
+	return 0
+}
+
 need go golang
 need redis-server redis-server
+if [ -z "$(pg_bin)" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		say "installing postgresql (for initdb and postgres)"
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } ||
+			die "apt-get could not install postgresql; the tests need initdb and postgres"
+	fi
+	[ -n "$(pg_bin)" ] || die "PostgreSQL's initdb and postgres are not installed and could not be installed (apt-get install postgresql, as root); the tests need them"
+fi
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say "versions"
 go version
 redis-server --version
+"$(pg_bin)/postgres" --version
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -48,7 +69,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"

@@ -230,8 +230,11 @@ func command(addr, cmd string) error {
 // ping sends PING and expects +PONG.
 func ping(addr string) error { return command(addr, "PING") }
 
-func (r *Redis) logTail() string {
-	b, err := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
+func (r *Redis) logTail() string { return logTail(filepath.Join(r.Dir, "redis.log")) }
+
+// logTail returns the last lines of a server's log file, joined on one line.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log)"
 	}

@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	shared.Close()
+	sharedPG.Close()
 	if bin.dir != "" {
 		os.RemoveAll(bin.dir)
 	}

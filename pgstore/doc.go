@@ -1,0 +1,171 @@
+// Package pgstore is the PostgreSQL [driver.Store]. It works with pgx v5:
+// you pass your own *pgxpool.Pool, and the store runs its statements on it.
+// It grants every lock kind (Mutex, FairMutex, RWMutex, Semaphore),
+// MultiLock in one statement, administration (leash show, ls, unlock) and
+// holder records; it is not a session store.
+//
+//	pool, err := pgxpool.New(ctx, "postgres://app@db.example:5432/app")
+//	…
+//	store := pgstore.New(pool, nil)   // tables public.leash_locks…
+//	if err := store.Migrate(ctx); err != nil { … }
+//	c, err := leash.New(store, nil)   // c.Close closes the store, not the pool
+//
+// # Tables
+//
+// The store keeps its locks in tables of its own, in Options.Schema (default
+// public), named after Options.Table (default leash_locks):
+//
+//	CREATE TABLE public.leash_locks_version (
+//	    version integer NOT NULL
+//	);
+//
+//	CREATE TABLE public.leash_locks (
+//	    name    text PRIMARY KEY,
+//	    kind    text NOT NULL DEFAULT 'l' CHECK (kind IN ('l', 's')),
+//	    fence   bigint NOT NULL DEFAULT 0,
+//	    permits integer NOT NULL DEFAULT 0
+//	) WITH (fillfactor = 80);
+//
+//	CREATE TABLE public.leash_locks_holds (
+//	    name    text NOT NULL,
+//	    role    text NOT NULL CHECK (role IN ('x', 'w', 'r', 'p', 'q', 'm')),
+//	    owner   text NOT NULL,
+//	    expires timestamptz NOT NULL,
+//	    fence   bigint NOT NULL DEFAULT 0,
+//	    seq     bigint NOT NULL DEFAULT 0,
+//	    PRIMARY KEY (name, role, owner)
+//	) WITH (fillfactor = 80);
+//
+//	CREATE TABLE public.leash_locks_clients (
+//	    id      text PRIMARY KEY,
+//	    record  jsonb NOT NULL,
+//	    expires timestamptz NOT NULL
+//	);
+//
+// leash_locks has one row per name ever locked: its kind (a lock or a
+// semaphore), its permit count, and its fencing counter. leash_locks_holds
+// has a row per hold (exclusive, writer, reader, permit) and per waiting
+// place (fair queue place, waiting writer's mark), each with its end by the
+// server's clock. leash_locks_clients keeps holder records (JSON), which
+// only operators read. leash_locks_version says the tables are leash's and
+// which schema version they have ([SchemaVersion]). Beside the tables,
+// plpgsql functions named leash_locks_acquire, _acquire_many, _renew,
+// _release, _withdraw, _force, _set_permits and _notify do the work, one
+// call per operation.
+//
+// The complete DDL is the file schema.sql in this package; [DDL] returns it
+// for other names, and [Store.Migrate] runs it (in one transaction, under an
+// advisory lock, so every instance may call it at start). A DBA who keeps
+// DDL apart from the application runs DDL's output as the tables' owner and
+// gives the application's role USAGE on the schema, SELECT, INSERT, UPDATE
+// and DELETE on the tables, and EXECUTE on the functions. Before its first
+// statement on the tables, a Store checks once that they are leash's and at
+// this SchemaVersion ([Store.Check]); a table of one of the store's names
+// that is not leash's (an application's own table) is refused with
+// [ErrSchema], and never written to, Migrate included. The version row is
+// there so that a later schema version can migrate from this one.
+//
+// # How each operation runs
+//
+// Every operation is one statement: a call of one of the functions, which
+// locks the row of each name it touches in leash_locks (FOR UPDATE; several
+// names in name order) before it reads or writes that name's holds. Under
+// the default isolation (READ COMMITTED) each statement in the function
+// reads the latest committed state once the row is locked, and the fixed
+// order rules out deadlocks between any number of clients. No row lock
+// outlives a call: a client paused or cut off between two operations holds
+// none, so no client can block a name by stopping (a call in flight still
+// runs to its end on the server). Each function waits at most 5s for a row
+// lock (lock_timeout, set on the function): a transaction of someone
+// else's that locks rows of the tables makes the store's calls on those
+// names fail (an unknown outcome, which the core retries) until it ends,
+// but cannot make them hang.
+//
+// Renewal of many locks is one statement per Options.BatchSize locks (arrays
+// of names, owners, kinds and leases), with each lock's own outcome. A
+// multi-name acquire is one statement, all or nothing. Expired holds of a
+// name are deleted by the statements that lock that name: there is no
+// sweeper, and a name's row, which keeps its fencing counter, is never
+// deleted (one row per distinct name ever locked; if your names are
+// unbounded, delete rows with no holds now and then: a name's counter then
+// restarts from the server's clock, which keeps tokens growing under the
+// assumption below).
+//
+// # Clock and fencing
+//
+// Leases are measured by the server's clock_timestamp() (never now(), the
+// transaction's start, and never the client's clock), read once per call:
+// a lease of d runs at least d from when the statement ran, after the
+// request was sent. Each fresh grant's fencing token is max(counter + 1,
+// server time in µs): tokens keep growing when the counter is lost (a
+// backup restored, a failover to a replica that had not received the last
+// grants), as long as the server's clock never steps back past a token
+// issued before the loss and a name gets fewer than a million grants a
+// second. A force release or an expiry keeps the counter.
+//
+// # Restarts, failover and durability
+//
+// Locks are rows: a grant the server committed survives a crash and a
+// restart, and its holder keeps it. With synchronous_commit = off (or fsync
+// off) a crash of the server may lose the last commits it acknowledged: a
+// grant or renewal its holder counts on may be forgotten, and the lock
+// granted again while the holder still works (tokens still grow, by the
+// clock). The same holds for a failover to an asynchronous standby that had
+// not received them; use synchronous replication (synchronous_commit = on
+// or remote_apply with synchronous_standby_names) where that matters, and
+// point the pool at the primary (a multi-host URL with
+// target_session_attrs=read-write). While the server is down, acquires and
+// renewals fail (an unknown outcome to the core, which retries until the
+// hold's validity ends).
+//
+// # Waiting: LISTEN/NOTIFY
+//
+// A release, withdrawal, semaphore resize or force release sends a
+// notification (pg_notify) in the same transaction, so waiters hear of it
+// only once it is committed. All names of one table share one channel,
+// "leash:<schema>.<table>" (or "leash:" and a hash, when that would pass
+// 63 bytes); the payload names the lock and whom to wake (one waiter,
+// every one, the readers, a writer, or the fair queue's head). Each Store
+// LISTENs on one connection of its own, dialled from the pool's
+// configuration, with its BeforeConnect and AfterConnect hooks, when the
+// first waiter watches (it takes no connection from the pool), with application_name "leash listener <schema>.<table>". Watch
+// returns once the LISTEN is acknowledged. A connection quiet for
+// Options.HealthCheck is sent a query; one that fails is replaced, and then
+// every waiter is woken, since a release may have gone unheard. Waiters
+// also try again when the holder's lease ends, as the core does for every
+// store. LISTEN needs a session of its own: through PgBouncer, give the
+// pool session pooling (or a direct connection). Inspect cannot tell how
+// many clients wait (Info.Waiters is -1).
+//
+// # Data safety
+//
+// The tables are leash's own, and each name holds one kind of lock: a
+// semaphore where a lock is asked for, and the reverse, is refused with a
+// *driver.NotALockError saying what the name holds, and nothing changes.
+//
+// # Opening by URL
+//
+// Importing the package registers the URL schemes postgres and postgresql
+// with driver.Register, so that driver.Open (and the leash CLI's --store)
+// opens a Store, with a pool of its own, from a URL:
+//
+//	postgres://[user[:password]@]host[:port][,host[:port]…]/database[?param=value&…]
+//
+// pgx's URL parameters (sslmode, connect_timeout, target_session_attrs,
+// pool_max_conns, application_name, …, and server settings such as
+// search_path) pass through to pgx; these are the Store's own, taken out
+// before pgx parses the URL:
+//
+//	leash_schema=S       Options.Schema (default public)
+//	leash_table=T        Options.Table (default leash_locks)
+//	leash_batch_size=N   Options.BatchSize (default 1000)
+//
+// Any other parameter starting with leash_ is an error. Unless the URL sets
+// connect_timeout, each connection attempt is bounded by 5s. Opening makes
+// no network call, and a URL that cannot name a Store is an error that
+// matches driver.ErrBadURL, without the password. The opened store does
+// not create its tables: its Ping(ctx) method checks that the server
+// answers and that the tables are ready, and its error says how to create
+// them; it has Migrate too. Its Close closes its pool; its String is the URL
+// without passwords.
+package pgstore
