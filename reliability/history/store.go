@@ -11,15 +11,38 @@ import (
 
 // Store is a driver.Store that records every call to the store it wraps:
 // one operation per acquire and release, and one per lock of a batched
-// renewal. It passes Validate, CheckName and Close through.
+// renewal. It passes Validate, CheckName and Close through, and the
+// capabilities described at [Wrap].
 type Store struct {
 	inner driver.Store
 	rec   *Recorder
 }
 
-// Wrap returns a Store that records inner's operations in rec. inner must
-// have every capability Store passes through (redisstore does).
-func Wrap(inner driver.Store, rec *Recorder) *Store { return &Store{inner: inner, rec: rec} }
+// Wrap returns a store that records inner's operations in rec, for any
+// store, and that the core treats as it would treat inner:
+//
+//   - it is a driver.Watcher exactly when inner is one, so that waiters are
+//     notified, or poll, as they would be on inner;
+//   - its Kinds, Withdraw, Inspect, List and ForceRelease pass through when
+//     inner has them, and otherwise answer as a store without them would
+//     (only KindMutex; errors matching driver.ErrUnsupported).
+//
+// A driver.SessionStore's session is not passed through: a session store's
+// Renew does not extend leases, so its locks would expire under the wrapper.
+func Wrap(inner driver.Store, rec *Recorder) driver.Store {
+	s := &Store{inner: inner, rec: rec}
+	if w, ok := inner.(driver.Watcher); ok {
+		return watching{s, w}
+	}
+	return s
+}
+
+// watching is a Store whose inner store is a driver.Watcher: waits are not
+// recorded (they hold nothing), so Watch goes straight through.
+type watching struct {
+	*Store
+	driver.Watcher
+}
 
 var _ driver.Store = (*Store)(nil)
 
@@ -103,36 +126,61 @@ func failed(o *Op, err error) {
 	o.Ambiguous = true
 }
 
-// The capabilities below pass through to the wrapped store, which must have
-// them: the suite wraps redisstore.
+// The capabilities below pass through to the wrapped store when it has
+// them; otherwise they answer as a store without them would.
 
-// Kinds implements driver.KindStore.
-func (s *Store) Kinds() []driver.Kind { return s.inner.(driver.KindStore).Kinds() }
+// Kinds implements driver.KindStore: only KindMutex when the wrapped store
+// is not a driver.KindStore.
+func (s *Store) Kinds() []driver.Kind {
+	if ks, ok := s.inner.(driver.KindStore); ok {
+		return ks.Kinds()
+	}
+	return []driver.Kind{driver.KindMutex}
+}
 
 // Withdraw implements driver.Withdrawer: a waiter leaving a queue, no hold
 // changes, so nothing is recorded.
 func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
-	return s.inner.(driver.Withdrawer).Withdraw(ctx, req)
+	if w, ok := s.inner.(driver.Withdrawer); ok {
+		return w.Withdraw(ctx, req)
+	}
+	return driver.Unsupported(s.inner, "waiting places")
 }
 
-// Watch implements driver.Watcher.
-func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
-	return s.inner.(driver.Watcher).Watch(ctx, kind, name, wake)
+// admin returns the wrapped store's administration, or the error of a store
+// without it.
+func (s *Store) admin() (driver.Admin, error) {
+	if a, ok := s.inner.(driver.Admin); ok {
+		return a, nil
+	}
+	return nil, driver.Unsupported(s.inner, "administration (inspect, list, force release)")
 }
 
 // Inspect implements driver.Admin.
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	return s.inner.(driver.Admin).Inspect(ctx, name)
+	a, err := s.admin()
+	if err != nil {
+		return driver.Info{}, err
+	}
+	return a.Inspect(ctx, name)
 }
 
 // List implements driver.Admin.
 func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
-	return s.inner.(driver.Admin).List(ctx, pattern)
+	a, err := s.admin()
+	if err != nil {
+		return nil, err
+	}
+	return a.List(ctx, pattern)
 }
 
 // ForceRelease implements driver.Admin.
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
-	return s.inner.(driver.Admin).ForceRelease(ctx, name)
+	a, err := s.admin()
+	if err != nil {
+		return false, err
+	}
+	return a.ForceRelease(ctx, name)
 }
 
 // Validate passes the wrapped store's construction error through.

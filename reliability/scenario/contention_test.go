@@ -6,28 +6,29 @@ import (
 	"time"
 
 	"github.com/leash-go/leash/internal/faultproxy"
-	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/reliability/history"
 )
 
 // TestBaselineContention: six clients contend for two locks with no fault.
 // Every grant must be safe and every holder's deadline respected.
 func TestBaselineContention(t *testing.T) {
-	e := newEnv(t)
-	srv := e.redis(testserver.RedisOptions{})
-	locks := e.lockNames(2)
-	const lease = time.Second
-	var waits []func()
-	for i := range 6 {
-		cfg := e.config(fmt.Sprintf("client-%d", i), srv.Addr, locks, lease, time.Duration(scale())*8*time.Second)
-		cfg.Reenter = 1
-		cfg.HoldMin, cfg.HoldMax = lease/100, lease/25
-		waits = append(waits, e.goWorker(cfg))
-	}
-	for _, w := range waits {
-		w()
-	}
-	e.verify("baseline contention", 0, expect{})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b)
+		srv := e.server()
+		locks := e.lockNames(2)
+		const lease = time.Second
+		var waits []func()
+		for i := range 6 {
+			cfg := e.config(fmt.Sprintf("client-%d", i), srv.Addr, locks, lease, time.Duration(scale())*8*time.Second)
+			cfg.Reenter = 1
+			cfg.HoldMin, cfg.HoldMax = lease/100, lease/25
+			waits = append(waits, e.goWorker(cfg))
+		}
+		for _, w := range waits {
+			w()
+		}
+		e.verify("baseline contention", 0, expect{})
+	})
 }
 
 // nemesis injects one random network fault at a time into random proxies
@@ -60,10 +61,16 @@ func (e *env) nemesis(proxies []*faultproxy.Proxy, lease time.Duration, until in
 	return n
 }
 
-// partitioned runs workers each behind its own proxy under the nemesis.
+// partitioned runs workers each behind its own proxy under the nemesis, on
+// each backend.
 func partitioned(t *testing.T, scenario string, clients, locks, reenter int) {
-	e := newEnv(t)
-	srv := e.redis(testserver.RedisOptions{})
+	forEachBackend(t, func(t *testing.T, b backend) { partitionedOn(t, b, scenario, clients, locks, reenter) })
+}
+
+// partitionedOn runs partitioned's scenario on b.
+func partitionedOn(t *testing.T, b backend, scenario string, clients, locks, reenter int) {
+	e := newEnvOn(t, b)
+	srv := e.server()
 	names := e.lockNames(locks)
 	const lease = time.Second
 	d := time.Duration(scale()) * 20 * time.Second

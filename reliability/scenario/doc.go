@@ -1,8 +1,18 @@
-// Package scenario is leash's reliability suite: real redis-servers, real
+// Package scenario is leash's reliability suite: real lock servers, real
 // holder processes, and faults — partitions, pauses, kills, restarts,
 // script-cache flushes, busy scripts — injected while clients contend for
 // locks. Each test records a history (package history) and checks it
 // (package check); RELIABILITY.md is built from the figures it reports.
+//
+// The scenarios that apply to every lock server (contention, partitions
+// through the fault proxy, holder pause and death, server pause and
+// restart, the skewed-client control) run once per backend: a kind of lock
+// server with its store. To add one, add an entry to the backends table in
+// backend_test.go; the comment on its backend type says what the entry must
+// give and what each scenario expects of it. The fenced resource the
+// holders write to is always a redis-server. The Redis-specific scenarios
+// (script flush and BUSY, the watchdog under latency, the restart modes with
+// and without persistence and grace) run on Redis only.
 //
 // The scenarios are meant to pass on a slow, busy machine, every time: a
 // worker's run window starts when the worker is ready (a child process says

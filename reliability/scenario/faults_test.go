@@ -21,7 +21,7 @@ import (
 // checking its hold. The negative control makes the resource unfenced: the
 // careless holder's stale write is then accepted, and the checker says so.
 func TestHolderPause(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		name               string
 		careless, unfenced bool
 		want               expect
@@ -32,49 +32,55 @@ func TestHolderPause(t *testing.T) {
 			Note: "the paused holder ignores its validity and writes after SIGCONT; the fence rejects every such write"}},
 		{"careless, unfenced resource (negative control)", true, true, expect{LateWhenPaused: true, StaleWrite: true,
 			Note: "control: without the fence the stale write lands"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			srv := e.redis(testserver.RedisOptions{})
-			locks := e.lockNames(1)
-			const lease = time.Second
-			runs := 2 * scale()
-			for i := range runs {
-				cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
-				cfg.HoldMin, cfg.HoldMax, cfg.Writes = 4*lease, 4*lease, 40 // a write every 100ms
-				cfg.Careless, cfg.Unfenced = tc.careless, tc.unfenced
-				h := e.startChild(cfg)
-				h.await("held", 30*time.Second)
-				time.Sleep(lease / 4)
-				h.stop()
-				paused := time.Now()
-				other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
-				other.HoldMin, other.HoldMax, other.Unfenced = lease/4, lease/4, tc.unfenced
-				e.goWorker(other)()                               // waits out the paused holder's lease, then holds and writes
-				time.Sleep(time.Until(paused.Add(3 * lease / 2))) // a pause of at least 1.5 leases
-				h.cont()
-				h.wait(30 * time.Second)
-			}
-			r := e.verify("holder pause past its lease ("+tc.name+")", runs, tc.want)
-			if r.OverlapMS <= 0 {
-				t.Errorf("believed overlap %.0fms, want > 0: a paused holder believes it holds", r.OverlapMS)
-			}
-		})
 	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				e := newEnvOn(t, b)
+				srv := e.server()
+				locks := e.lockNames(1)
+				const lease = time.Second
+				runs := 2 * scale()
+				for i := range runs {
+					cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
+					cfg.HoldMin, cfg.HoldMax, cfg.Writes = 4*lease, 4*lease, 40 // a write every 100ms
+					cfg.Careless, cfg.Unfenced = tc.careless, tc.unfenced
+					h := e.startChild(cfg)
+					h.await("held", 30*time.Second)
+					time.Sleep(lease / 4)
+					h.stop()
+					paused := time.Now()
+					other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
+					other.HoldMin, other.HoldMax, other.Unfenced = lease/4, lease/4, tc.unfenced
+					e.goWorker(other)()                               // waits out the paused holder's lease, then holds and writes
+					time.Sleep(time.Until(paused.Add(3 * lease / 2))) // a pause of at least 1.5 leases
+					h.cont()
+					h.wait(30 * time.Second)
+				}
+				r := e.verify("holder pause past its lease ("+tc.name+")", runs, tc.want)
+				if r.OverlapMS <= 0 {
+					t.Errorf("believed overlap %.0fms, want > 0: a paused holder believes it holds", r.OverlapMS)
+				}
+			})
+		}
+	})
 }
 
 // contend runs n in-process workers on the lock server at addr for d, with
-// a lease of 1s and the restart grace grace (as the user noInfoUser when
-// noInfo), while fault runs; it returns what fault returned.
-func (e *env) contend(addr string, n int, d time.Duration, grace time.Duration, noInfo bool, fault func(until int64) int) int {
+// a lease of 1s and the settings of worker (if not nil), while fault runs;
+// it returns what fault returned.
+func (e *env) contend(addr string, n int, d time.Duration, worker func(*workerConfig), fault func(until int64) int) int {
 	locks := e.lockNames(1)
 	const lease = time.Second
 	until := history.Now() + int64(d)
 	var waits []func()
 	for i := range n {
 		cfg := e.config(fmt.Sprintf("client-%d", i), addr, locks, lease, d)
-		cfg.Margin, cfg.Grace, cfg.NoInfo = lease/5, grace, noInfo
+		cfg.Margin = lease / 5
 		cfg.HoldMin, cfg.HoldMax, cfg.Writes = lease/10, lease, 4
+		if worker != nil {
+			worker(&cfg)
+		}
 		waits = append(waits, e.goWorker(cfg))
 	}
 	runs := fault(until)
@@ -89,117 +95,163 @@ func (e *env) contend(addr string, n int, d time.Duration, grace time.Duration, 
 // on while it is stopped: after a long pause every lease has ended, so the
 // holders must have been told by their deadlines.
 func TestServerPause(t *testing.T) {
-	e := newEnv(t)
-	srv := e.redis(testserver.RedisOptions{})
-	const lease = time.Second
-	runs := e.contend(srv.Addr, 4, time.Duration(scale())*12*time.Second, 0, false, func(until int64) int {
-		n := 0
-		for history.Now() < until-int64(3*lease) {
-			time.Sleep(lease/2 + time.Duration(e.rng.Int64N(int64(lease))))
-			d := lease / 2
-			if n%2 == 1 {
-				d = 2 * lease
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b)
+		srv := e.server()
+		const lease = time.Second
+		runs := e.contend(srv.Addr, 4, time.Duration(scale())*12*time.Second, nil, func(until int64) int {
+			n := 0
+			for history.Now() < until-int64(3*lease) {
+				time.Sleep(lease/2 + time.Duration(e.rng.Int64N(int64(lease))))
+				d := lease / 2
+				if n%2 == 1 {
+					d = 2 * lease
+				}
+				if err := srv.ctl.Pause(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(d)
+				if err := srv.ctl.Resume(); err != nil {
+					t.Fatal(err)
+				}
+				n++
 			}
-			if err := srv.Pause(); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(d)
-			if err := srv.Resume(); err != nil {
-				t.Fatal(err)
-			}
-			n++
-		}
-		return n
+			return n
+		})
+		e.verify("server paused for 0.5 and 2 leases", runs, expect{})
 	})
-	e.verify("server paused for 0.5 and 2 leases", runs, expect{})
+}
+
+// restartCase is one case of TestServerRestart on a backend.
+type restartCase struct {
+	// name is the case's name, in the report in parentheses.
+	name string
+	// start starts the server for the case.
+	start func(t *testing.T) server
+	// worker, if not nil, sets the workers' case-specific fields.
+	worker func(*workerConfig)
+	// snapshot, if not nil, makes the server save its data (Redis: SAVE);
+	// the crash then comes about a lease after it.
+	snapshot func(ctx context.Context, addr string) error
+	want     expect
+}
+
+// durableRestarts are the restart cases of a durable database (a SQL
+// store's): kill -9 and restart must lose no grant, so no double grant.
+// The negative control runs the same crashes with every lease cut to a
+// tenth on its way to the server (a server clock ten times fast, so that
+// each lock expires long before its holder renews it at a third of the
+// lease), which the history does not see: the checker must find the double
+// grants. The control needs a store that keeps a lease of 100ms as such,
+// not rounded up to a second.
+func durableRestarts(start func(t *testing.T) server) []restartCase {
+	return []restartCase{
+		{name: "durable database", start: start},
+		{name: "durable database, server clock 10x fast (negative control)", start: start,
+			worker: func(cfg *workerConfig) { cfg.FastServer = 10 },
+			want: expect{DoubleGrant: true,
+				Note: "control: the server frees each lock after a tenth of the lease the checker knows of, so the checker sees grants inside running leases"}},
+	}
+}
+
+// redisRestarts are the restart cases of Redis, one per persistence mode.
+// With appendfsync always the locks survive, TTLs included, and the
+// operator may declare it (NoRestartGrace, which the store checks against
+// the server). Every other mode can lose the last grants: no persistence
+// loses them all; an RDB snapshot (taken by the nemesis, the crash at a
+// random point after it) and appendfsync everysec keep the restart marker
+// but lose recent grants. The restart grace, which tells the new server
+// process by its run_id, holds fresh grants back for a lease, so no
+// forgotten lease is granted again. The negative controls turn the grace
+// off (unchecked: the clients' ACL user may not run INFO) and the checker
+// must find the double grants.
+func redisRestarts() []restartCase {
+	mode := func(name string, opts testserver.RedisOptions, snapshot bool, grace time.Duration, want expect) restartCase {
+		noInfo := grace == redisstore.NoRestartGrace && !opts.AOF
+		if noInfo {
+			opts.Args = append(opts.Args[:len(opts.Args):len(opts.Args)], noInfoArgs...)
+		}
+		rc := restartCase{name: name, want: want,
+			start:  func(t *testing.T) server { return redisServer(testserver.NewRedis(t, opts)) },
+			worker: func(cfg *workerConfig) { cfg.Grace, cfg.NoInfo = grace, noInfo },
+		}
+		if snapshot {
+			rc.snapshot = func(ctx context.Context, addr string) error {
+				rdb := redis.NewClient(&redis.Options{Addr: addr})
+				defer rdb.Close()
+				return rdb.Save(ctx).Err()
+			}
+		}
+		return rc
+	}
+	grace := expect{Note: "no grant for one lease after each restart (the grace)"}
+	return []restartCase{
+		mode("AOF, appendfsync always, declared durable", testserver.RedisOptions{AOF: true}, false, redisstore.NoRestartGrace, expect{}),
+		mode("AOF, appendfsync everysec, restart grace", testserver.RedisOptions{AOF: true, Args: []string{"--appendfsync", "everysec"}}, false, 0, grace),
+		mode("RDB snapshot, restart grace", testserver.RedisOptions{}, true, 0, grace),
+		mode("no persistence, restart grace", testserver.RedisOptions{}, false, 0, grace),
+		mode("RDB snapshot, no grace (negative control)", testserver.RedisOptions{}, true, redisstore.NoRestartGrace, expect{DoubleGrant: true,
+			Note: "control: the restarted server grants locks granted after the snapshot, whose leases still run"}),
+		mode("no persistence, no grace (negative control)", testserver.RedisOptions{}, false, redisstore.NoRestartGrace, expect{DoubleGrant: true,
+			Note: "control: the emptied server grants locks whose leases still run"}),
+	}
 }
 
 // TestServerRestart kills the lock server (SIGKILL) and restarts it on the
-// same port while four clients contend, once per persistence mode. With
-// appendfsync always the locks survive, TTLs included, and the operator may
-// declare it (NoRestartGrace, which the store checks against the server).
-// Every other mode can lose the last grants: no persistence loses them all;
-// an RDB snapshot (taken by the nemesis, the crash at a random point after
-// it) and appendfsync everysec keep the restart marker but lose recent
-// grants. The restart grace, which tells the new server process by its
-// run_id, holds fresh grants back for a lease, so no forgotten lease is
-// granted again. The negative controls turn the grace off (unchecked: the
-// clients' ACL user may not run INFO) and the checker must find the double
-// grants.
+// same port while four clients contend, each time while one of them holds
+// the lock, in each of the backend's cases (see redisRestarts and
+// durableRestarts).
 func TestServerRestart(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		opts     testserver.RedisOptions
-		snapshot bool
-		grace    time.Duration
-		want     expect
-	}{
-		{"AOF, appendfsync always, declared durable", testserver.RedisOptions{AOF: true}, false, redisstore.NoRestartGrace, expect{}},
-		{"AOF, appendfsync everysec, restart grace", testserver.RedisOptions{AOF: true, Args: []string{"--appendfsync", "everysec"}}, false, 0,
-			expect{Note: "no grant for one lease after each restart (the grace)"}},
-		{"RDB snapshot, restart grace", testserver.RedisOptions{}, true, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
-		{"no persistence, restart grace", testserver.RedisOptions{}, false, 0, expect{Note: "no grant for one lease after each restart (the grace)"}},
-		{"RDB snapshot, no grace (negative control)", testserver.RedisOptions{}, true, redisstore.NoRestartGrace, expect{DoubleGrant: true,
-			Note: "control: the restarted server grants locks granted after the snapshot, whose leases still run"}},
-		{"no persistence, no grace (negative control)", testserver.RedisOptions{}, false, redisstore.NoRestartGrace, expect{DoubleGrant: true,
-			Note: "control: the emptied server grants locks whose leases still run"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			noInfo := tc.grace == redisstore.NoRestartGrace && !tc.opts.AOF
-			if noInfo {
-				tc.opts.Args = append(tc.opts.Args, noInfoArgs...)
-			}
-			srv := e.redis(tc.opts)
-			const lease = time.Second
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			defer rdb.Close()
-			locks := e.lockNames(1)
-			wait := func(what string, cond func(ctx context.Context) bool) {
-				deadline := time.Now().Add(5 * lease)
-				for time.Now().Before(deadline) {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					ok := cond(ctx)
-					cancel()
-					if ok {
-						return
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, tc := range b.restarts {
+			t.Run(tc.name, func(t *testing.T) {
+				e := newEnvOn(t, b)
+				srv := tc.start(t)
+				const lease = time.Second
+				locks := e.lockNames(1)
+				wait := func(what string, cond func(ctx context.Context) bool) {
+					deadline := time.Now().Add(5 * lease)
+					for time.Now().Before(deadline) {
+						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+						ok := cond(ctx)
+						cancel()
+						if ok {
+							return
+						}
+						time.Sleep(10 * time.Millisecond)
 					}
-					time.Sleep(10 * time.Millisecond)
+					t.Logf("%s: not within %v; going on", what, 5*lease)
 				}
-				t.Logf("%s: not within %v; going on", what, 5*lease)
-			}
-			d := time.Duration(scale()) * 10 * time.Second
-			if tc.want.DoubleGrant {
-				// A control must show a double grant every time, and not every
-				// crash makes one (the holder may be between holds): twice the
-				// crashes make a run without one unlikely.
-				d *= 2
-			}
-			runs := e.contend(srv.Addr, 4, d, tc.grace, noInfo, func(until int64) int {
-				n := 0
-				for history.Now() < until-int64(3*lease) {
-					if tc.snapshot {
-						// Crash at a random point over a lease after the
-						// snapshot, once every lease it holds has ended (a
-						// lock it brought back would only stand in the way
-						// of the grants the control must show), while
-						// someone holds the lock.
-						wait("a snapshot", func(ctx context.Context) bool { return rdb.Save(ctx).Err() == nil })
-						time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease/5))))
-					}
-					wait("a holder", func(ctx context.Context) bool {
-						held, _ := rdb.Exists(ctx, locks[0]).Result()
-						return held == 1
-					})
-					if err := srv.Restart(); err != nil {
-						t.Fatal(err)
-					}
-					n++
-					time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease))))
+				d := time.Duration(scale()) * 10 * time.Second
+				if tc.want.DoubleGrant {
+					// A control must show a double grant every time, and not every
+					// crash makes one (the holder may be between holds): twice the
+					// crashes make a run without one unlikely.
+					d *= 2
 				}
-				return n
+				runs := e.contend(srv.Addr, 4, d, tc.worker, func(until int64) int {
+					n := 0
+					for history.Now() < until-int64(3*lease) {
+						if tc.snapshot != nil {
+							// Crash at a random point over a lease after the
+							// snapshot, once every lease it holds has ended (a
+							// lock it brought back would only stand in the way
+							// of the grants the control must show), while
+							// someone holds the lock.
+							wait("a snapshot", func(ctx context.Context) bool { return tc.snapshot(ctx, srv.Addr) == nil })
+							time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease/5))))
+						}
+						wait("a holder", func(context.Context) bool { return e.holding(locks[0]) })
+						if err := srv.ctl.Restart(); err != nil {
+							t.Fatal(err)
+						}
+						n++
+						time.Sleep(lease + time.Duration(e.rng.Int64N(int64(lease))))
+					}
+					return n
+				})
+				e.verify("server kill and restart ("+tc.name+")", runs, tc.want)
 			})
-			e.verify("server kill and restart ("+tc.name+")", runs, tc.want)
-		})
-	}
+		}
+	})
 }

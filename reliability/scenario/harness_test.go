@@ -68,9 +68,11 @@ var resource struct {
 	err  error
 }
 
-// env is one scenario run: its seed, servers, processes and history.
+// env is one scenario run: its backend, seed, servers, processes and
+// history.
 type env struct {
 	t     *testing.T
+	b     backend
 	seed  uint64
 	rng   *rand.Rand
 	start time.Time
@@ -81,7 +83,14 @@ type env struct {
 	nem   *history.Recorder // faults: pauses and kills of processes
 }
 
+// newEnv returns a scenario run on Redis.
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, redisBackend)
+}
+
+// newEnvOn returns a scenario run on b.
+func newEnvOn(t *testing.T, b backend) *env {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(seedEnv); s != "" {
@@ -92,14 +101,22 @@ func newEnv(t *testing.T) *env {
 		seed = v
 	}
 	t.Logf("seed %d (replay the fault schedule with %s=%d)", seed, seedEnv, seed)
-	e := &env{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), start: time.Now(), nem: history.NewRecorder("nemesis", nil)}
+	e := &env{t: t, b: b, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), start: time.Now(), nem: history.NewRecorder("nemesis", nil)}
 	e.recs = append(e.recs, e.nem)
 	return e
 }
 
-// redis starts a lock server for this scenario, killed at cleanup (SIGCONT first).
+// redis starts a redis-server for this scenario, killed at cleanup
+// (SIGCONT first): the lock server of a Redis-only scenario.
 func (e *env) redis(opts testserver.RedisOptions) *testserver.Redis {
 	return testserver.NewRedis(e.t, opts)
+}
+
+// server starts a lock server of the scenario's backend, stopped at
+// cleanup.
+func (e *env) server() server {
+	e.t.Helper()
+	return e.b.start(e.t)
 }
 
 // resourceAddr returns the fenced resource's address.
@@ -127,7 +144,7 @@ func (e *env) proxy(addr string) *faultproxy.Proxy {
 // worker starts holds for d from when it is ready.
 func (e *env) config(proc, addr string, locks []string, lease time.Duration, d time.Duration) workerConfig {
 	return workerConfig{
-		Proc: proc, Addr: addr, Resource: e.resourceAddr(), Locks: locks,
+		Proc: proc, Backend: e.b.name, Addr: addr, Resource: e.resourceAddr(), Locks: locks,
 		Lease: lease, HoldMin: lease / 20, HoldMax: lease / 4, Writes: 2,
 		LockWait: 3 * lease, For: d, Seed: e.rng.Uint64(),
 	}
@@ -239,6 +256,31 @@ func (c *child) wait(within time.Duration) {
 	}
 }
 
+// holding reports whether one of this process's workers believes it holds
+// lock: its last Lock of it succeeded, and it has been told of no loss and
+// begun no Unlock since.
+func (e *env) holding(lock string) bool {
+	e.mu.Lock()
+	recs := slices.Clone(e.recs)
+	e.mu.Unlock()
+	for _, r := range recs {
+		held := false
+		for _, op := range r.Ops() {
+			switch {
+			case op.Lock != lock:
+			case op.Kind == history.Lock && op.Depth == 1:
+				held = op.OK
+			case op.Kind == history.Told, op.Kind == history.Unlock && op.Depth == 1:
+				held = false
+			}
+		}
+		if held {
+			return true
+		}
+	}
+	return false
+}
+
 // ops returns the whole history: this process's recorders and the
 // children's files. Fault records are re-attributed to the process they hit.
 func (e *env) ops() []history.Op {
@@ -279,11 +321,13 @@ type expect struct {
 	Note string
 }
 
-// verify checks the whole history against want, reports the figures, and
-// on a failure writes the history (and porcupine's view of it) to a file
-// named in the output.
+// verify checks the whole history against want, reports the figures (under
+// the scenario's name on the backend, see backend.scenario), and on a
+// failure writes the history (and porcupine's view of it) to a file named
+// in the output.
 func (e *env) verify(scenario string, runs int, want expect) check.Row {
 	e.t.Helper()
+	scenario = e.b.scenario(scenario)
 	ops := e.ops()
 	g := check.Grants(ops, 2*time.Minute)
 	sw := check.StaleWrites(ops)

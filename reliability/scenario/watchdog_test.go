@@ -24,7 +24,7 @@ func TestScriptFlushAndBusy(t *testing.T) {
 	const spin = `local t = redis.call('time'); local s = t[1] * 1000000 + t[2]
 while true do t = redis.call('time'); if t[1] * 1000000 + t[2] - s > tonumber(ARGV[1]) then return 1 end end`
 	var flushes, busies int
-	runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, 0, false, func(until int64) int {
+	runs := e.contend(srv.Addr, 4, time.Duration(scale())*10*time.Second, nil, func(until int64) int {
 		for history.Now() < until {
 			time.Sleep(time.Duration(e.rng.Int64N(int64(300 * time.Millisecond))))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -125,27 +125,29 @@ func TestWatchdogUnderLatencyAndResets(t *testing.T) {
 // hold: its watchdog dies with it, the lease runs out, and a waiting client
 // gets the lock within one lease with a larger token.
 func TestHolderDeath(t *testing.T) {
-	e := newEnv(t)
-	srv := e.redis(testserver.RedisOptions{})
-	locks := e.lockNames(1)
-	const lease = time.Second
-	runs := 3 * scale()
-	var worst time.Duration
-	for i := range runs {
-		cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
-		cfg.HoldMin, cfg.HoldMax, cfg.Writes = 10*lease, 10*lease, 100
-		h := e.startChild(cfg)
-		h.await("held", 30*time.Second)
-		time.Sleep(lease / 2)
-		h.kill()
-		killed := time.Now()
-		other := e.oneHold(fmt.Sprintf("next-%d", i), srv.Addr, locks, lease)
-		other.HoldMin, other.HoldMax = lease/10, lease/10
-		e.goWorker(other)()
-		worst = max(worst, time.Since(killed))
-	}
-	t.Logf("the lock changed hands at worst %v after a kill (lease %v)", worst, lease)
-	e.verify("holder killed (SIGKILL)", runs, expect{Note: fmt.Sprintf("next holder in at worst %v after the kill (lease %v)", worst.Round(10*time.Millisecond), lease)})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b)
+		srv := e.server()
+		locks := e.lockNames(1)
+		const lease = time.Second
+		runs := 3 * scale()
+		var worst time.Duration
+		for i := range runs {
+			cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
+			cfg.HoldMin, cfg.HoldMax, cfg.Writes = 10*lease, 10*lease, 100
+			h := e.startChild(cfg)
+			h.await("held", 30*time.Second)
+			time.Sleep(lease / 2)
+			h.kill()
+			killed := time.Now()
+			other := e.oneHold(fmt.Sprintf("next-%d", i), srv.Addr, locks, lease)
+			other.HoldMin, other.HoldMax = lease/10, lease/10
+			e.goWorker(other)()
+			worst = max(worst, time.Since(killed))
+		}
+		t.Logf("the lock changed hands at worst %v after a kill (lease %v)", worst, lease)
+		e.verify("holder killed (SIGKILL)", runs, expect{Note: fmt.Sprintf("next holder in at worst %v after the kill (lease %v)", worst.Round(10*time.Millisecond), lease)})
+	})
 }
 
 // TestSkewedClientIsCaught is the notification checker's negative control:
@@ -154,24 +156,26 @@ func TestHolderDeath(t *testing.T) {
 // lock long before the client's deadline, another client takes it, and
 // the checker must report the holder as told too late.
 func TestSkewedClientIsCaught(t *testing.T) {
-	e := newEnv(t)
-	srv := e.redis(testserver.RedisOptions{})
-	locks := e.lockNames(1)
-	const lease = 1500 * time.Millisecond
-	runs := 2 * scale()
-	for i := range runs {
-		p := e.proxy(srv.Addr)
-		cfg := e.oneHold(fmt.Sprintf("skewed-%d", i), p.Addr, locks, lease)
-		cfg.HoldMin, cfg.HoldMax, cfg.Writes, cfg.Skew = 3*lease, 3*lease, 30, 3
-		h := e.startChild(cfg)
-		h.await("held", 30*time.Second)
-		p.Blackhole()
-		other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
-		other.HoldMin, other.HoldMax = lease/4, lease/4
-		e.goWorker(other)()
-		p.Heal()
-		h.wait(30 * time.Second)
-	}
-	e.verify("client that believes a 3x longer lease (negative control)", runs, expect{Late: true,
-		Note: "control: the checker reports the holder told after the server freed the lock"})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		e := newEnvOn(t, b)
+		srv := e.server()
+		locks := e.lockNames(1)
+		const lease = 1500 * time.Millisecond
+		runs := 2 * scale()
+		for i := range runs {
+			p := e.proxy(srv.Addr)
+			cfg := e.oneHold(fmt.Sprintf("skewed-%d", i), p.Addr, locks, lease)
+			cfg.HoldMin, cfg.HoldMax, cfg.Writes, cfg.Skew = 3*lease, 3*lease, 30, 3
+			h := e.startChild(cfg)
+			h.await("held", 30*time.Second)
+			p.Blackhole()
+			other := e.oneHold(fmt.Sprintf("other-%d", i), srv.Addr, locks, lease)
+			other.HoldMin, other.HoldMax = lease/4, lease/4
+			e.goWorker(other)()
+			p.Heal()
+			h.wait(30 * time.Second)
+		}
+		e.verify("client that believes a 3x longer lease (negative control)", runs, expect{Late: true,
+			Note: "control: the checker reports the holder told after the server freed the lock"})
+	})
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testkit"
-	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/reliability/history"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,13 +22,14 @@ import (
 // child process (the test binary run again), which gets this struct as JSON.
 type workerConfig struct {
 	Proc     string
+	Backend  string // the lock server's kind: a backend's name
 	Addr     string // the lock server, usually through a fault proxy
 	Resource string // the fenced resource's server, never faulted
 	Locks    []string
 	Lease    time.Duration
 	Margin   time.Duration // SafetyMargin; zero means leash's default
-	Grace    time.Duration // redisstore RestartGrace
-	// NoInfo connects as the user noInfoUser, who may not run INFO or
+	Grace    time.Duration // Redis only: redisstore RestartGrace
+	// NoInfo (Redis only) connects as the user noInfoUser, who may not run INFO or
 	// CONFIG: the store cannot check the server, so Grace = NoRestartGrace
 	// goes unchecked (a negative control), and AllowEviction is set.
 	NoInfo   bool
@@ -55,6 +55,11 @@ type workerConfig struct {
 	// Skew > 1 sends the server Lease/Skew while the client believes Lease:
 	// a server clock running Skew times fast (a negative control).
 	Skew float64
+	// FastServer > 1 sends the server Lease/FastServer while the history
+	// records Lease: a server clock running FastServer times fast that the
+	// checker does not know of, so it sees grants inside running leases (a
+	// negative control of grant safety).
+	FastServer float64
 	// Announce prints "ready" when the worker's window starts, "held
 	// <fence>" when a hold starts and "done" at the end (child processes).
 	Announce bool
@@ -69,8 +74,25 @@ var fenceScript = redis.NewScript(testkit.FenceLua)
 // skewStore shortens every lease it passes on: the server's clock seems to
 // run fast, so the lock frees itself before the client's deadline.
 type skewStore struct {
-	*history.Store
+	driver.Store
 	f float64
+}
+
+// skewed returns st with every lease shortened f times, with st's Watch,
+// Validate and CheckName, so that the core waits and checks as it would on
+// st.
+func skewed(st driver.Store, f float64) driver.Store {
+	s := skewStore{st, f}
+	if w, ok := st.(driver.Watcher); ok {
+		return watchingSkewStore{s, w}
+	}
+	return s
+}
+
+// watchingSkewStore is a skewStore on a driver.Watcher.
+type watchingSkewStore struct {
+	skewStore
+	driver.Watcher
 }
 
 func (s skewStore) scale(r driver.Request) driver.Request {
@@ -92,6 +114,22 @@ func (s skewStore) Renew(ctx context.Context, rs []driver.Request) []driver.Rene
 
 func (s skewStore) Release(ctx context.Context, r driver.Request) error {
 	return s.Store.Release(ctx, s.scale(r))
+}
+
+// Validate passes the skewed store's construction error through.
+func (s skewStore) Validate() error {
+	if v, ok := s.Store.(driver.Validator); ok {
+		return v.Validate()
+	}
+	return nil
+}
+
+// CheckName passes the skewed store's name check through.
+func (s skewStore) CheckName(name string) error {
+	if nc, ok := s.Store.(driver.NameChecker); ok {
+		return nc.CheckName(name)
+	}
+	return nil
 }
 
 // newRDB returns a go-redis client whose round trips give up after d, so
@@ -126,17 +164,22 @@ type worker struct {
 // runWorker runs cfg until its deadline, recording into rec. say, if not
 // nil, receives announcements.
 func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error {
-	opts := rdbOptions(cfg.Addr, max(cfg.Lease/4, 100*time.Millisecond))
-	if cfg.NoInfo {
-		opts.Username, opts.Password = noInfoUser, noInfoPassword
+	b, err := backendNamed(cfg.Backend)
+	if err != nil {
+		return err
 	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	hs := history.Wrap(redisstore.New(rdb, &redisstore.Options{RestartGrace: cfg.Grace, AllowEviction: cfg.NoInfo,
-		HealthCheck: 200 * time.Millisecond}), rec)
-	var st driver.Store = hs // records what the server is asked
+	lc, err := b.open(cfg, max(cfg.Lease/4, 100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer lc.close()
+	st := lc.store
+	if cfg.FastServer > 1 {
+		st = skewed(st, cfg.FastServer) // below the recorder: the history keeps the full lease
+	}
+	st = history.Wrap(st, rec) // records what the server is asked
 	if cfg.Skew > 1 {
-		st = skewStore{hs, cfg.Skew}
+		st = skewed(st, cfg.Skew)
 	}
 	c, err := leash.New(st, &leash.Options{Lease: cfg.Lease, SafetyMargin: cfg.Margin, ReleaseTimeout: cfg.Lease})
 	if err != nil {
@@ -149,7 +192,7 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	if cfg.Unfenced {
 		w.fence = "0"
 	}
-	if err := ready(rdb, res, cfg.Lease); err != nil {
+	if err := ready(cfg.Lease, probe{cfg.Addr, lc.ping}, probe{cfg.Resource, func(ctx context.Context) error { return res.Ping(ctx).Err() }}); err != nil {
 		return err
 	}
 	if say != nil {
@@ -167,18 +210,27 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	return nil
 }
 
-// ready waits until the lock server and the resource answer a PING, trying
-// for a minute.
-func ready(lock, res *redis.Client, lease time.Duration) error {
-	for _, c := range []*redis.Client{lock, res} {
+// probe is one server a worker needs: its address, and a round trip that
+// succeeds once it answers.
+type probe struct {
+	addr string
+	ping func(ctx context.Context) error
+}
+
+// ready waits until each probe's server answers, trying each for a minute.
+func ready(lease time.Duration, probes ...probe) error {
+	for _, p := range probes {
 		var err error
 		for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(lease / 20) {
-			if err = c.Ping(context.Background()).Err(); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), max(lease, 5*time.Second))
+			err = p.ping(ctx)
+			cancel()
+			if err == nil {
 				break
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("server %s: %w", c.Options().Addr, err)
+			return fmt.Errorf("server %s: %w", p.addr, err)
 		}
 	}
 	return nil
