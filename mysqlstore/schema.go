@@ -51,9 +51,11 @@ type names struct {
 	table     string // unquoted
 	locks     string // quoted, qualified
 	schema    string
+	clients   string
 	acquire   string
 	acquireMn string
 	renew     string
+	putClient string
 }
 
 // identifierRef matches the identifiers of schema.sql that are named after
@@ -61,7 +63,7 @@ type names struct {
 var identifierRef = regexp.MustCompile("`leash_locks([a-z_]*)`")
 
 // procedures are the suffixes of the procedures schema.sql creates.
-var procedures = []string{"_acquire", "_acquire_many", "_renew"}
+var procedures = []string{"_acquire", "_acquire_many", "_renew", "_put_client"}
 
 // maxTableLen keeps every derived identifier within MySQL's 64 characters.
 const maxTableLen = 64 - len("_acquire_many")
@@ -94,8 +96,8 @@ func newNames(db, table string) names {
 	}
 	return names{
 		db: db, table: table,
-		locks: q(""), schema: q("_schema"),
-		acquire: q("_acquire"), acquireMn: q("_acquire_many"), renew: q("_renew"),
+		locks: q(""), schema: q("_schema"), clients: q("_clients"),
+		acquire: q("_acquire"), acquireMn: q("_acquire_many"), renew: q("_renew"), putClient: q("_put_client"),
 	}
 }
 
@@ -122,6 +124,10 @@ func (n names) qualified(suffix string) string {
 		return n.acquireMn
 	case "_renew":
 		return n.renew
+	case "_clients":
+		return n.clients
+	case "_put_client":
+		return n.putClient
 	}
 	panic("mysqlstore: schema.sql names an unknown identifier suffix " + suffix)
 }
@@ -159,27 +165,29 @@ func splitStatements(text string) []string {
 	return out
 }
 
-// lockColumns and schemaColumns are the columns, in order, that make a
-// table leash's.
-var (
-	lockColumns   = []string{"name", "kind", "owner", "expires_us", "fence", "acquired_us"}
-	schemaColumns = []string{"app", "version"}
-)
+// tables are the schema's tables, by suffix to the table name, and the
+// columns, in order, that make each leash's.
+var tables = []struct {
+	suffix  string
+	columns []string
+}{
+	{"", []string{"name", "kind", "owner", "expires_us", "fence", "acquired_us"}},
+	{"_schema", []string{"app", "version"}},
+	{"_clients", []string{"id", "record", "expires_us"}},
+}
 
 // schemaState is what the database holds under the Store's names.
 type schemaState struct {
-	database      string // the database the names live in
-	locksEngine   string // "" when the lock table does not exist
-	schemaEngine  string
-	locksColumns  []string
-	schemaColumns []string
-	version       int // 0 when no leash row
-	procedures    int // how many of the procedures exist
+	database   string            // the database the names live in
+	engines    map[string]string // by table suffix; absent when the table does not exist
+	columns    map[string][]string
+	version    int // 0 when no leash row
+	procedures int // how many of the procedures exist
 }
 
 // readState reads the schema's state through q (a *sql.DB or *sql.Conn).
 func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
-	var st schemaState
+	st := schemaState{engines: map[string]string{}, columns: map[string][]string{}}
 	var db sql.NullString
 	if n.db != "" {
 		db = sql.NullString{String: n.db, Valid: true}
@@ -190,78 +198,79 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 		return st, errors.New("mysqlstore: no database selected: name one in the DSN (/dbname) or in Options.Database")
 	}
 	st.database = db.String
-	rows, err := q.QueryContext(ctx, "SELECT TABLE_NAME, COALESCE(ENGINE, '') FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?)",
-		st.database, n.table, n.table+"_schema")
+	args := []any{st.database}
+	bySuffix := map[string]string{}
+	for _, t := range tables {
+		args = append(args, n.table+t.suffix)
+		bySuffix[n.table+t.suffix] = t.suffix
+	}
+	rows, err := q.QueryContext(ctx, "SELECT t.TABLE_NAME, COALESCE(t.ENGINE, ''), c.COLUMN_NAME FROM information_schema.TABLES t"+
+		" LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"+
+		" WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME IN (?, ?, ?) ORDER BY t.TABLE_NAME, c.ORDINAL_POSITION", args...)
 	if err != nil {
 		return st, err
 	}
 	for rows.Next() {
-		var name, engine string
-		if err := rows.Scan(&name, &engine); err != nil {
+		var table, engine string
+		var col sql.NullString
+		if err := rows.Scan(&table, &engine, &col); err != nil {
 			rows.Close()
 			return st, err
 		}
-		if name == n.table {
-			st.locksEngine = engine
-		} else {
-			st.schemaEngine = engine
+		suffix := bySuffix[table]
+		st.engines[suffix] = engine
+		if col.Valid {
+			st.columns[suffix] = append(st.columns[suffix], strings.ToLower(col.String))
 		}
 	}
 	if err := rows.Close(); err != nil {
 		return st, err
 	}
-	rows, err = q.QueryContext(ctx, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?, ?) ORDER BY TABLE_NAME, ORDINAL_POSITION",
-		st.database, n.table, n.table+"_schema")
-	if err != nil {
-		return st, err
-	}
-	for rows.Next() {
-		var table, col string
-		if err := rows.Scan(&table, &col); err != nil {
-			rows.Close()
-			return st, err
-		}
-		if table == n.table {
-			st.locksColumns = append(st.locksColumns, strings.ToLower(col))
-		} else {
-			st.schemaColumns = append(st.schemaColumns, strings.ToLower(col))
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return st, err
-	}
-	if st.schemaEngine != "" && slices.Equal(st.schemaColumns, schemaColumns) {
+	if _, ok := st.engines["_schema"]; ok && slices.Equal(st.columns["_schema"], tables[1].columns) {
 		err := q.QueryRowContext(ctx, "SELECT `version` FROM "+n.schema+" WHERE `app` = 'leash'").Scan(&st.version)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return st, err
 		}
 	}
-	procs := make([]any, 0, len(procedures)+1)
-	procs = append(procs, st.database)
+	procs := []any{st.database}
 	for _, p := range procedures {
 		procs = append(procs, n.table+p)
 	}
-	err = q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN (?, ?, ?)", procs...).Scan(&st.procedures)
+	err = q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN (?"+
+		strings.Repeat(", ?", len(procedures)-1)+")", procs...).Scan(&st.procedures)
 	return st, err
 }
 
 // usable reports why the schema cannot be used as it is, or nil.
 func (n names) usable(st schemaState) error {
 	where := fmt.Sprintf("%s.%s", st.database, n.table)
+	if len(st.engines) == 0 {
+		return fmt.Errorf("%w: table %s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where)
+	}
+	for _, t := range tables {
+		if _, ok := st.engines[t.suffix]; ok && !slices.Equal(st.columns[t.suffix], t.columns) {
+			return fmt.Errorf("%w: table %s%s has columns %v, not leash's %v; leash leaves it untouched (choose another Options.Table)",
+				ErrNotLeashTable, where, t.suffix, st.columns[t.suffix], t.columns)
+		}
+	}
+	if st.version == 0 {
+		for _, t := range tables {
+			if _, ok := st.engines[t.suffix]; ok && t.suffix != "_schema" {
+				return fmt.Errorf("%w: table %s%s exists but %s_schema marks no leash schema; leash leaves it untouched (choose another Options.Table)",
+					ErrNotLeashTable, where, t.suffix, n.table)
+			}
+		}
+	}
+	for _, t := range tables {
+		engine, ok := st.engines[t.suffix]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: table %s%s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where, t.suffix)
+		case !strings.EqualFold(engine, "InnoDB"):
+			return fmt.Errorf("%w: %s%s uses %s", ErrNotInnoDB, where, t.suffix, engine)
+		}
+	}
 	switch {
-	case st.locksEngine == "" && st.schemaEngine == "":
-		return fmt.Errorf("%w: table %s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where)
-	case st.locksEngine != "" && !slices.Equal(st.locksColumns, lockColumns),
-		st.schemaEngine != "" && !slices.Equal(st.schemaColumns, schemaColumns):
-		return fmt.Errorf("%w: %s (or %s_schema) has columns %v / %v, not leash's %v / %v; leash leaves it untouched (choose another Options.Table)",
-			ErrNotLeashTable, where, n.table, st.locksColumns, st.schemaColumns, lockColumns, schemaColumns)
-	case st.locksEngine != "" && st.version == 0:
-		return fmt.Errorf("%w: %s exists but %s_schema marks no leash schema; leash leaves it untouched (choose another Options.Table)",
-			ErrNotLeashTable, where, n.table)
-	case st.locksEngine == "":
-		return fmt.Errorf("%w: table %s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where)
-	case !strings.EqualFold(st.locksEngine, "InnoDB"):
-		return fmt.Errorf("%w: %s uses %s", ErrNotInnoDB, where, st.locksEngine)
 	case st.version != SchemaVersion:
 		return fmt.Errorf("%w: %s has schema version %d, this leash uses %d (an older schema: run Store.Migrate; a newer one: upgrade leash)",
 			ErrSchemaVersion, where, st.version, SchemaVersion)

@@ -42,7 +42,32 @@ CREATE TABLE IF NOT EXISTS `leash_locks_schema` (
   PRIMARY KEY (`app`)
 ) ENGINE=InnoDB COMMENT='leash schema version (github.com/leash-go/leash/mysqlstore)';
 
+-- Holder records (driver.ClientRecorder): who holds what, for operators. A
+-- record is JSON written by the store; the locks never depend on it.
+CREATE TABLE IF NOT EXISTS `leash_locks_clients` (
+  `id`         VARBINARY(64) NOT NULL COMMENT 'client id, the first part of its owners',
+  `record`     BLOB          NOT NULL COMMENT 'the record, JSON',
+  `expires_us` BIGINT        NOT NULL COMMENT 'record end, µs since the epoch (UTC, server clock)',
+  PRIMARY KEY (`id`),
+  KEY `expires` (`expires_us`)
+) ENGINE=InnoDB COMMENT='leash holder records (github.com/leash-go/leash/mysqlstore)';
+
 DELIMITER //
+
+-- leash_locks_put_client: replace the record of client p_id, to expire
+-- p_ttl_us from now, after deleting a few records that expired (those of
+-- clients that ended without deleting theirs). Two statements, each its own
+-- transaction.
+DROP PROCEDURE IF EXISTS `leash_locks_put_client`//
+CREATE PROCEDURE `leash_locks_put_client`(IN p_id VARBINARY(64), IN p_record BLOB, IN p_ttl_us BIGINT)
+  MODIFIES SQL DATA
+  COMMENT 'leash: write a holder record (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  DELETE FROM `leash_locks_clients` WHERE `expires_us` < v_now ORDER BY `expires_us` LIMIT 16;
+  INSERT INTO `leash_locks_clients` (`id`, `record`, `expires_us`) VALUES (p_id, p_record, v_now + p_ttl_us)
+    ON DUPLICATE KEY UPDATE `record` = p_record, `expires_us` = v_now + p_ttl_us;
+END//
 
 -- leash_locks_acquire: take p_name for p_owner with a lease of p_lease_us.
 -- Granted when no one holds the name (a fresh token: max(counter + 1, now in

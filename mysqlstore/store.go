@@ -77,6 +77,7 @@ type Store struct {
 // known to be usable.
 type statements struct {
 	acquire, acquireMany, renew, release, poll, inspect, force *sql.Stmt
+	putClient, getClient, deleteClient                         *sql.Stmt
 }
 
 var _ interface {
@@ -86,6 +87,7 @@ var _ interface {
 	driver.MultiStore
 	driver.Validator
 	driver.NameChecker
+	driver.ClientRecorder
 } = (*Store)(nil)
 
 // New returns a Store on db, a *sql.DB of go-sql-driver/mysql. It makes no
@@ -153,7 +155,8 @@ func (s *Store) Close() error {
 }
 
 func (st *statements) all() []*sql.Stmt {
-	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.poll, st.inspect, st.force}
+	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.poll, st.inspect, st.force,
+		st.putClient, st.getClient, st.deleteClient}
 }
 
 // CheckName refuses names longer than the table holds (leash's own limit is
@@ -213,6 +216,9 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 		// never wait for a row lock, nor hold one.
 		{&st.poll, "SELECT `owner` IS NOT NULL AND `expires_us` > " + now + ", `fence`, `expires_us` - " + now + " FROM " + n.locks + " WHERE `name` = ?"},
 		{&st.inspect, "SELECT `kind`, COALESCE(`owner`, ''), `expires_us` - " + now + ", `fence` FROM " + n.locks + " WHERE `name` = ?"},
+		{&st.putClient, "CALL " + n.putClient + "(?, ?, ?)"},
+		{&st.getClient, "SELECT `record` FROM " + n.clients + " WHERE `id` = ? AND `expires_us` > " + now},
+		{&st.deleteClient, "DELETE FROM " + n.clients + " WHERE `id` = ?"},
 		{&st.force, "UPDATE " + n.locks + " SET `owner` = NULL, `expires_us` = 0 WHERE `name` = ? AND `kind` = 0 AND `owner` IS NOT NULL AND `expires_us` > " + now},
 	} {
 		stmt, err := s.db.PrepareContext(ctx, p.text)

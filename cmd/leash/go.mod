@@ -4,12 +4,15 @@ go 1.26.0
 
 require (
 	github.com/leash-go/leash v0.1.0
+	github.com/leash-go/leash/mysqlstore v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/sys v0.48.0
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 )

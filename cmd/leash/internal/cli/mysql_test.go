@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testserver"
+	_ "github.com/leash-go/leash/mysqlstore" // registers mysql:// (the binary has it from store_mysql.go)
+)
+
+// sharedMariaDB is the package's MariaDB for the mysql:// tests, started on
+// first use and stopped in TestMain.
+var sharedMariaDB testserver.SharedMariaDB
+
+// mysqlDB is the database the mysql:// tests use, created once.
+var mysqlDB struct {
+	once sync.Once
+	err  error
+}
+
+// mysqlStore returns the test store of a mysql:// URL on the package's
+// MariaDB, whose opener migrates the schema (leash_migrate=true).
+func mysqlStore(t *testing.T) testStore {
+	t.Helper()
+	srv := sharedMariaDB.MariaDB(t)
+	mysqlDB.once.Do(func() {
+		db, err := sql.Open("mysql", srv.DSN("", ""))
+		if err != nil {
+			mysqlDB.err = err
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, mysqlDB.err = db.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS leash_cli")
+	})
+	if mysqlDB.err != nil {
+		t.Fatalf("create database: %v", mysqlDB.err)
+	}
+	url := "mysql://root@" + srv.Addr + "/leash_cli?leash_migrate=true"
+	return testStore{name: "mysql", url: url,
+		client: func(t *testing.T, opts *leash.Options) *leash.Client { return openClient(t, url, opts) }}
+}
+
+// TestMySQL runs run, show, ls and unlock on a mysql:// URL, as the tests of
+// every store do.
+func TestMySQL(t *testing.T) {
+	st := mysqlStore(t)
+	t.Run("run show ls unlock", func(t *testing.T) { testRunShowLsUnlock(t, st) })
+}
