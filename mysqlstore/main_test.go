@@ -15,6 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runHammerer())
+	}
 	code := m.Run()
 	shared.Close()
 	os.Exit(leakcheck.Check(code))

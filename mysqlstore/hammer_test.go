@@ -1,0 +1,157 @@
+package mysqlstore_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/mysqlstore"
+)
+
+// TestHammer takes one name from many goroutines on four Stores, each on a
+// *sql.DB of its own as four processes would be, mixed with multi-name
+// acquires of the name beside fresh names (inserts into the same index
+// range) and batched renewals. It asserts no error at all (InnoDB's
+// deadlock, 1213, and lock wait timeout, 1205, above all), never two holders
+// at once, and tokens strictly increasing from grant to grant.
+func TestHammer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const (
+		stores  = 4
+		workers = 6 // per store
+		rounds  = 40
+		lease   = 30 * time.Second
+	)
+	srv := sharedServer(t)
+	var ss []*mysqlstore.Store
+	for range stores {
+		s := mysqlstore.New(openDB(t, srv, testDB, ""), nil)
+		if err := s.Migrate(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss = append(ss, s)
+	}
+	name := "hammer/" + t.Name()
+	var (
+		mu       sync.Mutex
+		holding  bool
+		last     int64
+		grants   atomic.Int64
+		refusals atomic.Int64
+		wg       sync.WaitGroup
+		errs     = make(chan error, stores*workers)
+	)
+	// granted checks a grant of name: nobody else holds it, and its token
+	// is above every earlier one.
+	granted := func(fence int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if holding {
+			return fmt.Errorf("granted with fence %d while another holder holds it", fence)
+		}
+		if fence <= last {
+			return fmt.Errorf("granted fence %d after %d", fence, last)
+		}
+		holding, last = true, fence
+		grants.Add(1)
+		return nil
+	}
+	released := func() {
+		mu.Lock()
+		holding = false
+		mu.Unlock()
+	}
+	for si, s := range ss {
+		for w := range workers {
+			// Owner: this test. Stops after rounds rounds, or at the first error.
+			wg.Go(func() {
+				ctx := bg(t)
+				for i := range rounds {
+					owner := fmt.Sprintf("%08d-0000-4000-8000-%012d:%d", si, w, i)
+					fresh := fmt.Sprintf("hammer/%s/%d/%d/%d", t.Name(), si, w, i)
+					var (
+						ok    bool
+						fence int64
+						held  []driver.Request
+					)
+					if i%3 == 0 {
+						reqs := []driver.Request{
+							{Name: fresh + "/a", Owner: owner, Lease: lease},
+							{Name: name, Owner: owner, Lease: lease},
+							{Name: fresh, Owner: owner, Lease: lease},
+						}
+						g, err := s.AcquireMany(ctx, reqs)
+						if err != nil {
+							errs <- fmt.Errorf("AcquireMany: %w", err)
+							return
+						}
+						if ok = g.Acquired; ok {
+							fence, held = g.Fences[1], reqs
+						}
+					} else {
+						if _, err := s.Acquire(ctx, driver.Request{Name: fresh, Owner: owner, Lease: lease}); err != nil {
+							errs <- fmt.Errorf("Acquire fresh: %w", err)
+							return
+						}
+						r := driver.Request{Name: name, Owner: owner, Lease: lease}
+						g, err := s.Acquire(ctx, r)
+						if err != nil {
+							errs <- fmt.Errorf("Acquire: %w", err)
+							return
+						}
+						ok, fence = g.Acquired, g.Fence
+						held = []driver.Request{{Name: fresh, Owner: owner, Lease: lease}}
+						if ok {
+							held = append(held, r)
+						}
+					}
+					if ok {
+						if err := granted(fence); err != nil {
+							errs <- err
+							return
+						}
+					} else {
+						refusals.Add(1)
+					}
+					for _, res := range s.Renew(ctx, held) {
+						if res.Err != nil || res.Status != driver.Renewed {
+							errs <- fmt.Errorf("Renew = status %d, %v; want renewed", res.Status, res.Err)
+							return
+						}
+					}
+					for _, r := range held {
+						if r.Name == name {
+							released()
+						}
+						if err := s.Release(ctx, r); err != nil {
+							errs <- fmt.Errorf("Release %q: %w", r.Name, err)
+							return
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
+			t.Errorf("InnoDB error %d: %v", me.Number, err)
+			continue
+		}
+		t.Error(err)
+	}
+	if grants.Load() == 0 || refusals.Load() == 0 {
+		t.Errorf("%d grants and %d refusals: the hammer did not contend", grants.Load(), refusals.Load())
+	}
+	t.Logf("%d grants, %d refusals of one name; %d stores × %d workers × %d rounds", grants.Load(), refusals.Load(), stores, workers, rounds)
+}
