@@ -49,9 +49,9 @@ type Options struct {
 	// BatchSize is how many locks one renewal call (one CALL, one UPDATE)
 	// renews. Default DefaultBatchSize (500); at most MaxBatchSize.
 	BatchSize int
-	// PollMin and PollMax bound the interval at which a waiting name is
-	// polled (see Watch): the first poll comes PollMin after a wait starts,
-	// and the interval doubles up to PollMax, and never runs past the
+	// PollMin and PollMax bound the interval at which a waited-for name is
+	// polled (see Watch): a quarter of the time since the lock last changed
+	// hands, at least PollMin and at most PollMax, and never past the
 	// holder's lease. Defaults DefaultPollMin (10ms) and DefaultPollMax
 	// (1s).
 	PollMin, PollMax time.Duration

@@ -19,10 +19,11 @@ import (
 //   - a release made elsewhere (another process, another Store) is seen by
 //     polling: one poller per Store per watched name, shared by all the
 //     Store's waiters of that name, reads the name's row (a consistent,
-//     non-locking read by primary key) at an interval that starts at
-//     Options.PollMin, doubles up to Options.PollMax, and never runs past
-//     the holder's lease as last seen. It wakes the waiters when it sees
-//     the lock free after having seen it held.
+//     non-locking read by primary key) at an interval of a quarter of the
+//     time since it last saw the lock change hands, at least
+//     Options.PollMin and at most Options.PollMax, and never past the
+//     holder's lease as last seen. It wakes the waiters when it sees the
+//     lock free after having seen it held.
 //
 // The poller learns of holders from its own reads and from the Store's
 // acquires, renewals and refusals of that name, which carry the holder's
@@ -170,10 +171,14 @@ func (p *poller) poke() {
 	}
 }
 
-// run is the loop of one poller.
+// run is the loop of one poller. The interval is a quarter of the time
+// since the poller last saw the lock change (a new holder, a release), at
+// least PollMin and at most PollMax: a release is seen within about a
+// quarter of the hold it ends, and a long hold costs one read a PollMax.
 func (ps *pollers) run(ctx context.Context, p *poller) {
 	lo, hi := ps.s.opts.PollMin, ps.s.opts.PollMax
-	interval := lo
+	since := time.Now()
+	interval := func() time.Duration { return min(max(time.Since(since)/4, lo), hi) }
 	timer := time.NewTimer(lo)
 	defer timer.Stop()
 	for {
@@ -181,20 +186,16 @@ func (ps *pollers) run(ctx context.Context, p *poller) {
 		case <-ctx.Done():
 			return
 		case <-p.nudge:
-			// An observation changed the holder or its lease: start again
-			// from the shortest interval, within the new lease.
-			interval = lo
-			timer.Reset(ps.delay(p, interval))
+			// An acquire, renewal or refusal of the Store told of the
+			// holder: look at its lease again.
+			timer.Reset(ps.delay(p, interval()))
 			continue
 		case <-timer.C:
 		}
-		changed := ps.poll(ctx, p)
-		if changed {
-			interval = lo
-		} else {
-			interval = min(2*interval, hi)
+		if ps.poll(ctx, p) {
+			since = time.Now()
 		}
-		timer.Reset(ps.delay(p, interval))
+		timer.Reset(ps.delay(p, interval()))
 	}
 }
 
