@@ -36,7 +36,7 @@ func (s *Store) renewBatch(ctx context.Context, st *statements, reqs []driver.Re
 			out[i].Err = err
 		}
 	}
-	items := make([][3]any, 0, len(batch))
+	items := make([][4]any, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // the request index of each item
 	for _, i := range batch {
 		r := reqs[i]
@@ -44,7 +44,7 @@ func (s *Store) renewBatch(ctx context.Context, st *statements, reqs []driver.Re
 			out[i].Err = err
 			continue
 		}
-		items = append(items, [3]any{hex.EncodeToString([]byte(r.Name)), hex.EncodeToString([]byte(r.Owner)), micros(r.Lease)})
+		items = append(items, [4]any{hex.EncodeToString([]byte(r.Name)), hex.EncodeToString([]byte(r.Owner)), micros(r.Lease), int(r.Kind)})
 		sent = append(sent, i)
 	}
 	if len(items) == 0 {
@@ -76,10 +76,9 @@ func (s *Store) renewBatch(ctx context.Context, st *statements, reqs []driver.Re
 		switch status {
 		case 1:
 			out[i].Status = driver.Renewed
-			s.watch.observe(reqs[i].Name, true, -1, reqs[i].Lease)
 		case 3:
 			out[i].Status = driver.RenewTaken
-		default: // 2: no lock; 4: not a lock, left as it is
+		default: // 2: no lock; 4: a lock of another family, left as it is
 			out[i].Status = driver.RenewGone
 		}
 		seen++

@@ -47,15 +47,11 @@ var (
 // names are the schema's identifiers for one Options.Database and Table,
 // quoted for SQL.
 type names struct {
-	db        string // unquoted; "" means the connection's default database
-	table     string // unquoted
-	locks     string // quoted, qualified
-	schema    string
-	clients   string
-	acquire   string
-	acquireMn string
-	renew     string
-	putClient string
+	db    string // unquoted; "" means the connection's default database
+	table string // unquoted
+	// locks, holders, clients and schema are the tables, quoted and
+	// qualified.
+	locks, holders, clients, schema string
 }
 
 // identifierRef matches the identifiers of schema.sql that are named after
@@ -63,10 +59,13 @@ type names struct {
 var identifierRef = regexp.MustCompile("`leash_locks([a-z_]*)`")
 
 // procedures are the suffixes of the procedures schema.sql creates.
-var procedures = []string{"_acquire", "_acquire_many", "_renew", "_put_client"}
+var procedures = []string{
+	"_open", "_acquire", "_release", "_withdraw", "_set_permits", "_force_release",
+	"_acquire_many", "_renew", "_put_client",
+}
 
 // maxTableLen keeps every derived identifier within MySQL's 64 characters.
-const maxTableLen = 64 - len("_acquire_many")
+const maxTableLen = 64 - len("_force_release")
 
 // checkIdent reports whether s can name a database or table: 1 to max
 // characters of UTF-8, no NUL, not ending in a space (MySQL's rules).
@@ -88,17 +87,18 @@ func checkIdent(what, s string, max int) error {
 func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 func newNames(db, table string) names {
-	q := func(suffix string) string {
-		if db == "" {
-			return quoteIdent(table + suffix)
-		}
-		return quoteIdent(db) + "." + quoteIdent(table+suffix)
+	n := names{db: db, table: table}
+	n.locks, n.holders, n.clients, n.schema = n.qualified(""), n.qualified("_holders"), n.qualified("_clients"), n.qualified("_schema")
+	return n
+}
+
+// qualified is the quoted, qualified name of the table or procedure with
+// suffix.
+func (n names) qualified(suffix string) string {
+	if n.db == "" {
+		return quoteIdent(n.table + suffix)
 	}
-	return names{
-		db: db, table: table,
-		locks: q(""), schema: q("_schema"), clients: q("_clients"),
-		acquire: q("_acquire"), acquireMn: q("_acquire_many"), renew: q("_renew"), putClient: q("_put_client"),
-	}
+	return quoteIdent(n.db) + "." + quoteIdent(n.table+suffix)
 }
 
 // schemaStatements returns the statements of schema.sql for these names,
@@ -106,30 +106,9 @@ func newNames(db, table string) names {
 // comments-only pieces.
 func (n names) schemaStatements() []string {
 	text := identifierRef.ReplaceAllStringFunc(Schema, func(ref string) string {
-		suffix := identifierRef.FindStringSubmatch(ref)[1]
-		return n.qualified(suffix)
+		return n.qualified(identifierRef.FindStringSubmatch(ref)[1])
 	})
 	return splitStatements(text)
-}
-
-func (n names) qualified(suffix string) string {
-	switch suffix {
-	case "":
-		return n.locks
-	case "_schema":
-		return n.schema
-	case "_acquire":
-		return n.acquire
-	case "_acquire_many":
-		return n.acquireMn
-	case "_renew":
-		return n.renew
-	case "_clients":
-		return n.clients
-	case "_put_client":
-		return n.putClient
-	}
-	panic("mysqlstore: schema.sql names an unknown identifier suffix " + suffix)
 }
 
 // splitStatements splits a script into statements at its delimiter (";"
@@ -171,9 +150,10 @@ var tables = []struct {
 	suffix  string
 	columns []string
 }{
-	{"", []string{"name", "kind", "owner", "expires_us", "fence", "acquired_us"}},
-	{"_schema", []string{"app", "version"}},
+	{"", []string{"name", "kind", "owner", "write", "expires_us", "owner_fence", "fence", "permits"}},
+	{"_holders", []string{"name", "owner", "role", "expires_us", "fence"}},
 	{"_clients", []string{"id", "record", "expires_us"}},
+	{"_schema", []string{"app", "version"}},
 }
 
 // schemaState is what the database holds under the Store's names.
@@ -206,7 +186,7 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 	}
 	rows, err := q.QueryContext(ctx, "SELECT t.TABLE_NAME, COALESCE(t.ENGINE, ''), c.COLUMN_NAME FROM information_schema.TABLES t"+
 		" LEFT JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = t.TABLE_SCHEMA AND c.TABLE_NAME = t.TABLE_NAME"+
-		" WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME IN (?, ?, ?) ORDER BY t.TABLE_NAME, c.ORDINAL_POSITION", args...)
+		" WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME IN (?"+strings.Repeat(", ?", len(tables)-1)+") ORDER BY t.TABLE_NAME, c.ORDINAL_POSITION", args...)
 	if err != nil {
 		return st, err
 	}
@@ -226,7 +206,7 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 	if err := rows.Close(); err != nil {
 		return st, err
 	}
-	if _, ok := st.engines["_schema"]; ok && slices.Equal(st.columns["_schema"], tables[1].columns) {
+	if _, ok := st.engines["_schema"]; ok && slices.Equal(st.columns["_schema"], tables[len(tables)-1].columns) {
 		err := q.QueryRowContext(ctx, "SELECT `version` FROM "+n.schema+" WHERE `app` = 'leash'").Scan(&st.version)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return st, err

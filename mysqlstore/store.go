@@ -76,8 +76,9 @@ type Store struct {
 // statements are the Store's prepared statements, made once the schema is
 // known to be usable.
 type statements struct {
-	acquire, acquireMany, renew, release, poll, inspect, force *sql.Stmt
-	putClient, getClient, deleteClient                         *sql.Stmt
+	acquire, acquireMany, renew, release, withdraw, setPermits, force *sql.Stmt
+	poll, inspect, list                                               *sql.Stmt
+	putClient, getClient, deleteClient                                *sql.Stmt
 }
 
 var _ interface {
@@ -88,6 +89,9 @@ var _ interface {
 	driver.Validator
 	driver.NameChecker
 	driver.ClientRecorder
+	driver.KindStore
+	driver.Withdrawer
+	driver.PermitSetter
 } = (*Store)(nil)
 
 // New returns a Store on db, a *sql.DB of go-sql-driver/mysql. It makes no
@@ -155,8 +159,8 @@ func (s *Store) Close() error {
 }
 
 func (st *statements) all() []*sql.Stmt {
-	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.poll, st.inspect, st.force,
-		st.putClient, st.getClient, st.deleteClient}
+	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.withdraw, st.setPermits, st.force,
+		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient}
 }
 
 // CheckName refuses names longer than the table holds (leash's own limit is
@@ -206,20 +210,22 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 		dst  **sql.Stmt
 		text string
 	}{
-		{&st.acquire, "CALL " + n.acquire + "(?, ?, ?)"},
-		{&st.acquireMany, "CALL " + n.acquireMn + "(?, ?)"},
-		{&st.renew, "CALL " + n.renew + "(?)"},
-		// A release is one UPDATE: atomic on its own, and it changes
-		// nothing unless the owner still holds the lock.
-		{&st.release, "UPDATE " + n.locks + " SET `owner` = NULL, `expires_us` = 0 WHERE `name` = ? AND `kind` = 0 AND `owner` = ? AND `expires_us` > " + now},
-		// Polls and inspections are consistent (non-locking) reads: they
-		// never wait for a row lock, nor hold one.
-		{&st.poll, "SELECT `owner` IS NOT NULL AND `expires_us` > " + now + ", `fence`, `expires_us` - " + now + " FROM " + n.locks + " WHERE `name` = ?"},
-		{&st.inspect, "SELECT `kind`, COALESCE(`owner`, ''), `expires_us` - " + now + ", `fence` FROM " + n.locks + " WHERE `name` = ?"},
-		{&st.putClient, "CALL " + n.putClient + "(?, ?, ?)"},
+		{&st.acquire, "CALL " + n.qualified("_acquire") + "(?, ?, ?, ?, ?, ?, ?)"},
+		{&st.acquireMany, "CALL " + n.qualified("_acquire_many") + "(?, ?)"},
+		{&st.renew, "CALL " + n.qualified("_renew") + "(?)"},
+		{&st.release, "CALL " + n.qualified("_release") + "(?, ?, ?)"},
+		{&st.withdraw, "CALL " + n.qualified("_withdraw") + "(?, ?)"},
+		{&st.setPermits, "CALL " + n.qualified("_set_permits") + "(?, ?)"},
+		{&st.force, "CALL " + n.qualified("_force_release") + "(?)"},
+		// Polls, inspections and lists are consistent (non-locking) reads
+		// of one statement each: they never wait for a row lock, nor hold
+		// one.
+		{&st.poll, pollQuery(n)},
+		{&st.inspect, inspectQuery(n)},
+		{&st.list, listQuery(n)},
+		{&st.putClient, "CALL " + n.qualified("_put_client") + "(?, ?, ?)"},
 		{&st.getClient, "SELECT `record` FROM " + n.clients + " WHERE `id` = ? AND `expires_us` > " + now},
 		{&st.deleteClient, "DELETE FROM " + n.clients + " WHERE `id` = ?"},
-		{&st.force, "UPDATE " + n.locks + " SET `owner` = NULL, `expires_us` = 0 WHERE `name` = ? AND `kind` = 0 AND `owner` IS NOT NULL AND `expires_us` > " + now},
 	} {
 		stmt, err := s.db.PrepareContext(ctx, p.text)
 		if err != nil {
@@ -238,8 +244,11 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 
 // checkRequest refuses, before any round trip, what the schema cannot hold.
 func (s *Store) checkRequest(req driver.Request) error {
-	if req.Kind != driver.KindMutex {
+	if req.Kind > driver.KindPermit {
 		return driver.Unsupported(s, "lock kind "+req.Kind.String())
+	}
+	if len(req.Parent) > MaxOwnerLen {
+		return fmt.Errorf("mysqlstore: parent owner of %d bytes: want at most %d", len(req.Parent), MaxOwnerLen)
 	}
 	if len(req.Owner) == 0 || len(req.Owner) > MaxOwnerLen {
 		return fmt.Errorf("mysqlstore: owner of %d bytes: want 1 to %d", len(req.Owner), MaxOwnerLen)

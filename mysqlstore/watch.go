@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,8 +27,39 @@ import (
 //     lock free after having seen it held.
 //
 // The poller learns of holders from its own reads and from the Store's
-// acquires, renewals and refusals of that name, which carry the holder's
-// token and remaining lease.
+// grants and refusals of that name, which carry the blocking lease.
+
+// A group is the locks of a name that block one another's waiters: the
+// lock family (Mutex, FairMutex, RWMutex) or the semaphore.
+type group uint8
+
+const (
+	groupLock group = iota
+	groupPermit
+	groups
+)
+
+func groupOf(k driver.Kind) group {
+	if k == driver.KindPermit {
+		return groupPermit
+	}
+	return groupLock
+}
+
+// watchKind is the kind a watch of kind k is kept under: readers and
+// writers share one.
+func watchKind(k driver.Kind) driver.Kind {
+	if k == driver.KindRead {
+		return driver.KindWrite
+	}
+	return k
+}
+
+// A note is a wake-up for the Store's watchers of one kind on a name.
+type note struct {
+	kind driver.Kind
+	msg  driver.Wake
+}
 
 // pollers are a Store's pollers, one per watched name.
 type pollers struct {
@@ -41,19 +73,27 @@ type pollers struct {
 }
 
 // A poller watches one name for the Store's waiters. Its fields other than
-// nudge are guarded by pollers.mu.
+// nudge and stop are guarded by pollers.mu.
 type poller struct {
 	name     string
 	watchers []*watcher
-	held     bool      // the lock was last seen held
-	fence    int64     // the holder's token, when held
-	until    time.Time // the holder's lease end, by this process's clock, when held
-	gen      uint64    // counts observations, so that a poll overtaken by one is dropped
+	state    [groups]seen
+	fence    int64  // the name's last token, as last seen
+	gen      uint64 // counts what the Store learnt of the name, so that a poll overtaken by it is dropped
 	nudge    chan struct{}
 	stop     context.CancelFunc
 }
 
-type watcher struct{ wake func(driver.Wake) }
+// seen is what a poller last knew of one group of a name's locks.
+type seen struct {
+	blocked bool      // a waiter of the group could not get in
+	until   time.Time // when the blocking lease ends, by this process's clock
+}
+
+type watcher struct {
+	kind driver.Kind // as watchKind gives it
+	wake func(driver.Wake)
+}
 
 var errClosed = errors.New("mysqlstore: store closed")
 
@@ -63,25 +103,25 @@ func (ps *pollers) init(s *Store) {
 	ps.ctx, ps.cancel = context.WithCancel(context.Background())
 }
 
-// Watch implements driver.Watcher for KindMutex. It starts the name's
-// poller if the Store has none yet and returns at once: a release through
-// this Store after Watch returns wakes wake at once, one made elsewhere at
-// the poller's next read.
+// Watch implements driver.Watcher. It starts the name's poller if the Store
+// has none yet and returns at once: a release through this Store after
+// Watch returns wakes wake at once, one made elsewhere at the poller's next
+// read after it.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	if kind != driver.KindMutex {
+	if kind > driver.KindPermit {
 		return nil, driver.Unsupported(s, "lock kind "+kind.String())
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.watch.watch(name, wake)
+	return s.watch.watch(watchKind(kind), name, wake)
 }
 
-func (ps *pollers) watch(name string, wake func(driver.Wake)) (func(), error) {
-	w := &watcher{wake: wake}
+func (ps *pollers) watch(kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	w := &watcher{kind: kind, wake: wake}
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.closed {
@@ -104,12 +144,7 @@ func (ps *pollers) watch(name string, wake func(driver.Wake)) (func(), error) {
 func (ps *pollers) unwatch(p *poller, w *watcher) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	for i, x := range p.watchers {
-		if x == w {
-			p.watchers = append(p.watchers[:i], p.watchers[i+1:]...)
-			break
-		}
-	}
+	p.watchers = slices.DeleteFunc(p.watchers, func(x *watcher) bool { return x == w })
 	if len(p.watchers) == 0 && ps.names[p.name] == p {
 		delete(ps.names, p.name)
 		p.stop()
@@ -125,56 +160,53 @@ func (ps *pollers) close() {
 	ps.wg.Wait()
 }
 
-// observe records what the Store learnt of name from a round trip of its
-// own: held (by the holder with token fence, or the same holder when fence
-// is negative) for remaining. It never wakes anyone: the caller's round
-// trip shows the lock held.
-func (ps *pollers) observe(name string, held bool, fence int64, remaining time.Duration) {
+// observe records what one of the Store's own round trips showed of name's
+// group g: blocked (or not) for remaining (negative: unknown). It never
+// wakes anyone.
+func (ps *pollers) observe(name string, g group, blocked bool, remaining time.Duration) {
 	ps.mu.Lock()
 	p := ps.names[name]
 	if p != nil {
 		p.gen++
-		p.held = held
-		if fence >= 0 {
-			p.fence = fence
+		if remaining < 0 {
+			remaining = ps.s.opts.PollMax
 		}
-		p.until = time.Now().Add(remaining)
+		p.state[g] = seen{blocked: blocked, until: time.Now().Add(remaining)}
 	}
 	ps.mu.Unlock()
 	if p != nil {
-		p.poke()
+		select {
+		case p.nudge <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// released records a release of name through the Store and wakes its
-// watchers at once with msg.
-func (ps *pollers) released(name string, msg driver.Wake) {
+// released delivers, at once, the wake-ups a release, withdrawal, resize or
+// force release through the Store is due to cause on name.
+func (ps *pollers) released(name string, notes []note) {
 	ps.mu.Lock()
-	p := ps.names[name]
-	var ws []*watcher
-	if p != nil {
+	var calls []func()
+	if p := ps.names[name]; p != nil {
 		p.gen++
-		p.held = false
-		ws = append(ws, p.watchers...)
+		for _, n := range notes {
+			for _, w := range p.watchers {
+				if w.kind == watchKind(n.kind) {
+					calls = append(calls, func() { w.wake(n.msg) })
+				}
+			}
+		}
 	}
 	ps.mu.Unlock()
-	for _, w := range ws {
-		w.wake(msg)
-	}
-}
-
-// poke makes the poller look at its schedule again.
-func (p *poller) poke() {
-	select {
-	case p.nudge <- struct{}{}:
-	default:
+	for _, call := range calls {
+		call()
 	}
 }
 
 // run is the loop of one poller. The interval is a quarter of the time
-// since the poller last saw the lock change (a new holder, a release), at
-// least PollMin and at most PollMax: a release is seen within about a
-// quarter of the hold it ends, and a long hold costs one read a PollMax.
+// since the poller last saw the name change (a grant, a release), at least
+// PollMin and at most PollMax: a release is seen within about a quarter of
+// the hold it ends, and a long hold costs one read a PollMax.
 func (ps *pollers) run(ctx context.Context, p *poller) {
 	lo, hi := ps.s.opts.PollMin, ps.s.opts.PollMax
 	since := time.Now()
@@ -186,8 +218,8 @@ func (ps *pollers) run(ctx context.Context, p *poller) {
 		case <-ctx.Done():
 			return
 		case <-p.nudge:
-			// An acquire, renewal or refusal of the Store told of the
-			// holder: look at its lease again.
+			// A round trip of the Store told of a holder: look at its lease
+			// again.
 			timer.Reset(ps.delay(p, interval()))
 			continue
 		case <-timer.C:
@@ -199,21 +231,35 @@ func (ps *pollers) run(ctx context.Context, p *poller) {
 	}
 }
 
-// delay is how long to wait before the next poll: interval, but not past
-// the holder's lease (plus a millisecond, for the server to see it ended).
+// delay is how long to wait before the next poll: interval, but not past a
+// blocking lease (plus a millisecond, for the server to see it ended).
 func (ps *pollers) delay(p *poller, interval time.Duration) time.Duration {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if p.held {
-		if left := time.Until(p.until) + time.Millisecond; left < interval {
-			return max(left, ps.s.opts.PollMin/4, time.Millisecond)
+	d := interval
+	for _, st := range p.state {
+		if st.blocked {
+			d = min(d, max(time.Until(st.until)+time.Millisecond, time.Millisecond))
 		}
 	}
-	return interval
+	return d
 }
 
-// poll reads the name's row once and wakes the watchers when it shows the
-// lock free after it was seen held. It reports whether the state changed.
+// pollQuery reads, in one consistent (non-locking) statement, what blocks
+// each group of a name's waiters.
+func pollQuery(n names) string {
+	live := "h.`name` = l.`name` AND h.`expires_us` > " + now
+	return "SELECT l.`kind`, l.`fence`, l.`owner` IS NOT NULL AND l.`expires_us` > " + now + ", l.`expires_us` - " + now + ", l.`permits`," +
+		" (SELECT COUNT(*) FROM " + n.holders + " h WHERE " + live + " AND h.`role` = 2)," +
+		" (SELECT COALESCE(MAX(h.`expires_us`) - " + now + ", 0) FROM " + n.holders + " h WHERE " + live + " AND h.`role` = 2)," +
+		" (SELECT COUNT(*) FROM " + n.holders + " h WHERE " + live + " AND h.`role` = 4)," +
+		" (SELECT COALESCE(MIN(h.`expires_us`) - " + now + ", 0) FROM " + n.holders + " h WHERE " + live + " AND h.`role` = 4)" +
+		" FROM " + n.locks + " l WHERE l.`name` = ?"
+}
+
+// poll reads the name's state once and wakes the watchers of each group it
+// shows no longer blocked after it was seen blocked. It reports whether
+// the name changed.
 func (ps *pollers) poll(ctx context.Context, p *poller) bool {
 	st, err := ps.s.ready(ctx)
 	if err != nil {
@@ -223,35 +269,56 @@ func (ps *pollers) poll(ctx context.Context, p *poller) bool {
 	gen := p.gen
 	ps.mu.Unlock()
 	var (
-		held             bool
-		fence, remaining int64
+		kind, permits, readers, held     int
+		fence, exclRem, readRem, permRem int64
+		excl                             bool
 	)
-	err = st.poll.QueryRowContext(ctx, []byte(p.name)).Scan(&held, &fence, &remaining)
+	err = st.poll.QueryRowContext(ctx, []byte(p.name)).Scan(&kind, &fence, &excl, &exclRem, &permits, &readers, &readRem, &held, &permRem)
 	if errors.Is(err, sql.ErrNoRows) {
-		held, err = false, nil
+		err = nil
 	}
 	if err != nil {
 		return false // a failed read changes nothing; the next one may tell
 	}
+	var now [groups]seen
+	at := time.Now()
+	switch {
+	case kind == 0 && excl:
+		now[groupLock] = seen{true, at.Add(time.Duration(exclRem) * time.Microsecond)}
+	case kind == 0 && readers > 0:
+		now[groupLock] = seen{true, at.Add(time.Duration(readRem) * time.Microsecond)}
+	case kind == int(driver.KindPermit) && held >= permits && held > 0:
+		now[groupPermit] = seen{true, at.Add(time.Duration(permRem) * time.Microsecond)}
+	}
 	ps.mu.Lock()
 	if p.gen != gen {
-		// The Store saw the name in the meantime, more recently than this
-		// read did.
+		// The Store learnt of the name in the meantime, more recently than
+		// this read did.
 		ps.mu.Unlock()
 		return true
 	}
-	wasHeld, wasFence := p.held, p.fence
-	p.held, p.fence = held, fence
-	if held {
-		p.until = time.Now().Add(time.Duration(remaining) * time.Microsecond)
+	var calls []func()
+	changed := fence != p.fence
+	for g := range groups {
+		if p.state[g].blocked != now[g].blocked {
+			changed = true
+		}
+		if p.state[g].blocked && !now[g].blocked {
+			for _, w := range p.watchers {
+				if groupOf(w.kind) == g {
+					msg := driver.Wake{To: driver.WakeAll}
+					if w.kind == driver.KindMutex || w.kind == driver.KindPermit {
+						msg.To = driver.WakeOne
+					}
+					calls = append(calls, func() { w.wake(msg) })
+				}
+			}
+		}
 	}
-	var ws []*watcher
-	if wasHeld && !held {
-		ws = append(ws, p.watchers...)
-	}
+	p.state, p.fence = now, fence
 	ps.mu.Unlock()
-	for _, w := range ws {
-		w.wake(driver.Wake{To: driver.WakeOne})
+	for _, call := range calls {
+		call()
 	}
-	return wasHeld != held || (held && wasFence != fence)
+	return changed
 }
