@@ -55,9 +55,7 @@ func freshDB(t *testing.T) *sql.DB {
 	if len(name) > 60 {
 		name = name[:60]
 	}
-	if err := createDatabase(srv, name); err != nil {
-		t.Fatal(err)
-	}
+	exec(t, openDB(t, srv, "", ""), "DROP DATABASE IF EXISTS `"+name+"`", "CREATE DATABASE `"+name+"`")
 	return openDB(t, srv, name, "")
 }
 
@@ -100,8 +98,8 @@ func TestNotLeashTable(t *testing.T) {
 			"CREATE TABLE orders (id INT PRIMARY KEY, name VARCHAR(20), owner VARCHAR(20)) ENGINE=InnoDB",
 			"1, 'orders', 'someone'"},
 		{"same columns, no schema mark", "orders",
-			"CREATE TABLE orders (name VARBINARY(512) PRIMARY KEY, kind TINYINT UNSIGNED NOT NULL DEFAULT 0, owner VARBINARY(255), expires_us BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0, acquired_us BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB",
-			"'orders', 0, 'someone', 99999999999999999, 7, 0"},
+			"CREATE TABLE orders (name VARBINARY(512) PRIMARY KEY, kind TINYINT UNSIGNED NOT NULL DEFAULT 0, owner VARBINARY(255), `write` TINYINT UNSIGNED NOT NULL DEFAULT 0, expires_us BIGINT NOT NULL DEFAULT 0, owner_fence BIGINT NOT NULL DEFAULT 0, fence BIGINT NOT NULL DEFAULT 0, permits INT NOT NULL DEFAULT 0) ENGINE=InnoDB",
+			"'orders', 0, 'someone', 0, 99999999999999999, 7, 7, 0"},
 		{"a companion of another application", "orders_clients",
 			"CREATE TABLE orders_clients (id INT PRIMARY KEY, note TEXT) ENGINE=InnoDB",
 			"1, 'a note'"},
