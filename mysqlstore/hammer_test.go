@@ -155,3 +155,135 @@ func TestHammer(t *testing.T) {
 	}
 	t.Logf("%d grants, %d refusals of one name; %d stores × %d workers × %d rounds", grants.Load(), refusals.Load(), stores, workers, rounds)
 }
+
+// TestHammerKinds takes every kind of lock on a few adjacent names (so that
+// their holder rows share index gaps) from many goroutines on four Stores:
+// readers, writers that queue, fair waiters that queue, mutexes, and
+// permits of semaphores on names beside them. It asserts no error (no
+// deadlock), and that no grant breaks its kind's exclusion.
+func TestHammerKinds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const (
+		stores  = 4
+		workers = 6 // per store
+		rounds  = 40
+		names   = 3
+		permits = 2
+		lease   = 30 * time.Second
+	)
+	srv := sharedServer(t)
+	var ss []*mysqlstore.Store
+	for range stores {
+		s := mysqlstore.New(openDB(t, srv, testDB, ""), nil)
+		if err := s.Migrate(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss = append(ss, s)
+	}
+	type state struct{ excl, shared int }
+	var (
+		mu   sync.Mutex
+		held = map[string]*state{}
+		wg   sync.WaitGroup
+		errs = make(chan error, stores*workers)
+	)
+	base := "hammerkinds/" + t.Name() + "/"
+	for i := range names {
+		held[fmt.Sprintf("%s%d", base, i)] = &state{}
+		held[fmt.Sprintf("%s%ds", base, i)] = &state{}
+	}
+	// take checks a grant of kind on name and records it.
+	take := func(kind driver.Kind, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		st := held[name]
+		switch kind {
+		case driver.KindRead:
+			if st.excl > 0 {
+				return fmt.Errorf("reader granted %q while an exclusive holder holds it", name)
+			}
+			st.shared++
+		case driver.KindPermit:
+			if st.shared >= permits {
+				return fmt.Errorf("permit granted on %q with %d of %d held", name, st.shared, permits)
+			}
+			st.shared++
+		default:
+			if st.excl > 0 || st.shared > 0 {
+				return fmt.Errorf("%v granted %q while held (%d exclusive, %d readers)", kind, name, st.excl, st.shared)
+			}
+			st.excl++
+		}
+		return nil
+	}
+	drop := func(kind driver.Kind, name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if kind == driver.KindRead || kind == driver.KindPermit {
+			held[name].shared--
+		} else {
+			held[name].excl--
+		}
+	}
+	kinds := []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit, driver.KindRead}
+	for si, s := range ss {
+		for w := range workers {
+			// Owner: this test. Stops after rounds rounds, or at the first error.
+			wg.Go(func() {
+				ctx := bg(t)
+				for i := range rounds {
+					kind := kinds[(si*workers+w+i)%len(kinds)]
+					name := fmt.Sprintf("%s%d", base, (w+i)%names)
+					if kind == driver.KindPermit {
+						name += "s"
+					}
+					r := driver.Request{Kind: kind, Name: name, Owner: fmt.Sprintf("%08d-0000-4000-8000-%012d:%d", si, w, i),
+						Lease: lease, Wait: lease, Permits: permits}
+					if kind != driver.KindFair && kind != driver.KindWrite {
+						r.Wait = 0
+					}
+					g, err := s.Acquire(ctx, r)
+					if err != nil {
+						errs <- fmt.Errorf("Acquire %v: %w", kind, err)
+						return
+					}
+					if r.Wait > 0 && !g.Acquired {
+						if err := s.Withdraw(ctx, r); err != nil {
+							errs <- fmt.Errorf("Withdraw %v: %w", kind, err)
+							return
+						}
+					}
+					if !g.Acquired {
+						continue
+					}
+					if err := take(kind, name); err != nil {
+						errs <- err
+						return
+					}
+					if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.Renewed {
+						errs <- fmt.Errorf("Renew %v = %+v; want renewed", kind, res[0])
+						return
+					}
+					drop(kind, name)
+					if err := s.Release(ctx, r); err != nil {
+						errs <- fmt.Errorf("Release %v: %w", kind, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
+			t.Errorf("InnoDB error %d: %v", me.Number, err)
+			continue
+		}
+		t.Error(err)
+	}
+}

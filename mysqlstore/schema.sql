@@ -26,15 +26,20 @@
 -- client, so a client paused (SIGSTOP) or cut off mid-call cannot keep a
 -- name locked. Each returns its one-row result after COMMIT.
 --
--- Locking order, which keeps the procedures free of deadlocks: a transaction
--- locks rows of leash_locks (the names' rows) before rows of
--- leash_locks_holders, and within each table in ascending primary key order
--- (names sorted as bytes); every read that decides is a locking read. Each
--- renewal statement touches one table. Rows of leash_locks_holders of a name
--- change only under the lock of the name's row, and every acquire deletes
--- the name's expired holder rows before it decides, so that a renewal that
--- started before a lease ended cannot revive it after another owner was
--- granted the name.
+-- Deadlocks: every transaction runs at READ COMMITTED (set for that
+-- transaction only, whatever the session's level), where InnoDB takes no
+-- gap or next-key locks, only locks on the rows a statement reads to change
+-- (under REPEATABLE READ, two inserts into one gap that both hold a
+-- next-key lock on the row after it deadlock). It locks rows of leash_locks
+-- (the names' rows) before rows of leash_locks_holders, and within each
+-- table in ascending primary key order (names sorted as bytes). Every read
+-- that decides is a locking read (FOR UPDATE) or comes after the lock of the
+-- name's row, under which alone the name's holder rows change. Every
+-- acquire deletes the name's expired holder rows before it decides, so that
+-- a renewal that started before a lease ended cannot revive it after
+-- another owner was granted the name. READ COMMITTED needs row-based
+-- binary logging (binlog_format ROW or MIXED, the defaults of MySQL 8 and
+-- MariaDB) where the binary log is on.
 
 -- One row per name ever locked. The row stays when the lock is freed (owner
 -- NULL): it keeps the name's fencing counter, so tokens never go back.
@@ -138,6 +143,7 @@ BEGIN
   DECLARE v_mine BIGINT DEFAULT NULL;
   DECLARE v_head VARBINARY(255) DEFAULT NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 1, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF p_kind = 4 THEN
@@ -260,6 +266,7 @@ BEGIN
   DECLARE v_wake_kind, v_wake_to INT DEFAULT -1;
   DECLARE v_head VARBINARY(255) DEFAULT NULL;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 0, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF v_found = 0 THEN
@@ -313,6 +320,7 @@ BEGIN
   DECLARE v_readers INT DEFAULT 0;
   DECLARE v_marked INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 0, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF v_found AND v_kind IN (0, 4) THEN
@@ -346,6 +354,7 @@ BEGIN
   DECLARE v_exp, v_owner_fence, v_fence BIGINT;
   DECLARE v_refusal INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 1, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF v_kind NOT IN (0, 4) OR v_kind = 0 AND (v_owner IS NOT NULL OR EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = p_name AND `role` = 2 FOR UPDATE)) THEN
@@ -372,6 +381,7 @@ BEGIN
   DECLARE v_exp, v_owner_fence, v_fence BIGINT;
   DECLARE v_freed INT DEFAULT 0;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 0, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF v_found AND v_kind IN (0, 4) THEN
@@ -408,6 +418,7 @@ BEGIN
   DECLARE v_remaining BIGINT DEFAULT NULL;
   DECLARE v_fences LONGTEXT DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   -- Every name's row first, in order; then each name's holders, in order.
   WHILE v_i < v_count DO
@@ -456,8 +467,8 @@ END//
 -- leash_locks_renew: set the lease of each lock of p_reqs still held by its
 -- owner to its lease from now. p_reqs is a JSON array of [name in hex, owner
 -- in hex, lease in µs, kind], sorted by name (the store's locking order).
--- One UPDATE renews the exclusive locks, one the readers and permits; a read
--- after them reports, per request in order: i (1-based), status (1 renewed,
+-- One UPDATE renews the exclusive locks, one the readers and permits, in one
+-- transaction; a read after its commit reports, per request in order: i (1-based), status (1 renewed,
 -- 2 gone: no such lock or lease ended, 3 taken: another owner holds the
 -- name, 4 the name holds a lock of another family: left as it is).
 DROP PROCEDURE IF EXISTS `leash_locks_renew`//
@@ -466,6 +477,9 @@ CREATE PROCEDURE `leash_locks_renew`(IN p_reqs LONGTEXT)
   COMMENT 'leash: renew many locks (github.com/leash-go/leash/mysqlstore)'
 BEGIN
   DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
   UPDATE `leash_locks` l
     JOIN JSON_TABLE(p_reqs, '$[*]' COLUMNS (
       `n` VARCHAR(1024) PATH '$[0]', `o` VARCHAR(510) PATH '$[1]', `lease` BIGINT PATH '$[2]', `k` INT PATH '$[3]')) r
@@ -478,6 +492,7 @@ BEGIN
       ON h.`name` = UNHEX(r.`n`) AND h.`owner` = UNHEX(r.`o`) AND h.`role` = r.`k`
     SET h.`expires_us` = v_now + r.`lease`
     WHERE r.`k` IN (2, 4) AND h.`expires_us` > v_now;
+  COMMIT;
   SELECT r.`i`,
       CASE
         WHEN r.`k` IN (2, 4) THEN
@@ -499,13 +514,14 @@ END//
 -- leash_locks_put_client: replace the record of client p_id, to expire
 -- p_ttl_us from now, after deleting a few records that expired (those of
 -- clients that ended without deleting theirs). Two statements, each its own
--- transaction.
+-- transaction, the first at READ COMMITTED.
 DROP PROCEDURE IF EXISTS `leash_locks_put_client`//
 CREATE PROCEDURE `leash_locks_put_client`(IN p_id VARBINARY(64), IN p_record BLOB, IN p_ttl_us BIGINT)
   MODIFIES SQL DATA
   COMMENT 'leash: write a holder record (github.com/leash-go/leash/mysqlstore)'
 BEGIN
   DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   DELETE FROM `leash_locks_clients` WHERE `expires_us` < v_now ORDER BY `expires_us` LIMIT 16;
   INSERT INTO `leash_locks_clients` (`id`, `record`, `expires_us`) VALUES (p_id, p_record, v_now + p_ttl_us)
     ON DUPLICATE KEY UPDATE `record` = p_record, `expires_us` = v_now + p_ttl_us;
