@@ -3,6 +3,7 @@ package mysqlstore_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,7 +146,7 @@ func TestHammer(t *testing.T) {
 	for err := range errs {
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
-			t.Errorf("InnoDB error %d: %v", me.Number, err)
+			t.Errorf("InnoDB error %d: %v%s", me.Number, err, lastDeadlock(t, ss[0]))
 			continue
 		}
 		t.Error(err)
@@ -281,9 +282,25 @@ func TestHammerKinds(t *testing.T) {
 	for err := range errs {
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
-			t.Errorf("InnoDB error %d: %v", me.Number, err)
+			t.Errorf("InnoDB error %d: %v%s", me.Number, err, lastDeadlock(t, ss[0]))
 			continue
 		}
 		t.Error(err)
 	}
+}
+
+// lastDeadlock returns InnoDB's report of the last deadlock it detected.
+func lastDeadlock(t *testing.T, s *mysqlstore.Store) string {
+	var typ, name, status string
+	if err := s.DB().QueryRowContext(bg(t), "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		return "; SHOW ENGINE INNODB STATUS: " + err.Error()
+	}
+	if i := strings.Index(status, "LATEST DETECTED DEADLOCK"); i >= 0 {
+		status = status[i:]
+		if j := strings.Index(status, "\nTRANSACTIONS\n"); j >= 0 {
+			status = status[:j]
+		}
+		return "\n" + status
+	}
+	return ""
 }

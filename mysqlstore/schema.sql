@@ -480,15 +480,18 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
-  UPDATE `leash_locks` l
-    JOIN JSON_TABLE(p_reqs, '$[*]' COLUMNS (
+  -- STRAIGHT_JOIN and FORCE INDEX fix the plan: each request looks its row
+  -- up by primary key, in the order of p_reqs. Left to itself, the
+  -- optimizer scans a small table whole, locking rows of other names.
+  UPDATE JSON_TABLE(p_reqs, '$[*]' COLUMNS (
       `n` VARCHAR(1024) PATH '$[0]', `o` VARCHAR(510) PATH '$[1]', `lease` BIGINT PATH '$[2]', `k` INT PATH '$[3]')) r
+    STRAIGHT_JOIN `leash_locks` l FORCE INDEX (PRIMARY)
       ON l.`name` = UNHEX(r.`n`)
     SET l.`expires_us` = v_now + r.`lease`
     WHERE r.`k` IN (0, 1, 3) AND l.`kind` = 0 AND l.`owner` = UNHEX(r.`o`) AND l.`expires_us` > v_now;
-  UPDATE `leash_locks_holders` h
-    JOIN JSON_TABLE(p_reqs, '$[*]' COLUMNS (
+  UPDATE JSON_TABLE(p_reqs, '$[*]' COLUMNS (
       `n` VARCHAR(1024) PATH '$[0]', `o` VARCHAR(510) PATH '$[1]', `lease` BIGINT PATH '$[2]', `k` INT PATH '$[3]')) r
+    STRAIGHT_JOIN `leash_locks_holders` h FORCE INDEX (PRIMARY)
       ON h.`name` = UNHEX(r.`n`) AND h.`owner` = UNHEX(r.`o`) AND h.`role` = r.`k`
     SET h.`expires_us` = v_now + r.`lease`
     WHERE r.`k` IN (2, 4) AND h.`expires_us` > v_now;
@@ -507,7 +510,7 @@ BEGIN
       END AS status
     FROM JSON_TABLE(p_reqs, '$[*]' COLUMNS (
       `i` FOR ORDINALITY, `n` VARCHAR(1024) PATH '$[0]', `o` VARCHAR(510) PATH '$[1]', `k` INT PATH '$[3]')) r
-    LEFT JOIN `leash_locks` l ON l.`name` = UNHEX(r.`n`)
+    LEFT JOIN `leash_locks` l FORCE INDEX (PRIMARY) ON l.`name` = UNHEX(r.`n`)
     ORDER BY r.`i`;
 END//
 
