@@ -18,10 +18,12 @@ const (
 	rolePermit = int(driver.KindPermit) // a semaphore's permit
 )
 
-// inspectQuery reads a name's row and its live holder rows in one
-// consistent (non-locking) statement: the row first (role -1).
+// inspectQuery reads a name's row, its live holder rows and the count of
+// its waiting clients in one consistent (non-locking) statement: the count
+// first (role -2), then the row (role -1).
 func inspectQuery(n names) string {
-	return "SELECT -1, `kind`, COALESCE(`owner`, ''), `write`, `expires_us` - " + now + ", `fence`, `permits` FROM " + n.locks + " WHERE `name` = ?" +
+	return "SELECT -2, COUNT(*), '', 0, 0, 0, 0 FROM " + n.waiters + " WHERE `name` = ? AND `expires_us` > " + now +
+		" UNION ALL SELECT -1, `kind`, COALESCE(`owner`, ''), `write`, `expires_us` - " + now + ", `fence`, `permits` FROM " + n.locks + " WHERE `name` = ?" +
 		" UNION ALL SELECT `role`, 0, `owner`, 0, `expires_us` - " + now + ", `fence`, 0 FROM " + n.holders +
 		" WHERE `name` = ? AND `expires_us` > " + now + " ORDER BY 1, 3"
 }
@@ -36,14 +38,15 @@ func listQuery(n names) string {
 }
 
 // Inspect implements driver.Admin with one consistent (non-locking) read.
-// Waiters is -1: a Store knows its own waiters only.
+// Waiters counts the Stores that poll the name for waiters of theirs (see
+// Watch).
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1}
+	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1}
 	st, err := s.ready(ctx)
 	if err != nil {
 		return info, err
 	}
-	rows, err := st.inspect.QueryContext(ctx, []byte(name), []byte(name))
+	rows, err := st.inspect.QueryContext(ctx, []byte(name), []byte(name), []byte(name))
 	if err != nil {
 		return info, fmt.Errorf("mysqlstore: inspect %q: %w", name, err)
 	}
@@ -61,6 +64,8 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 		}
 		rem := time.Duration(remaining) * time.Microsecond
 		switch role {
+		case -2:
+			info.Waiters = kind
 		case -1:
 			switch kind {
 			case 0:

@@ -49,9 +49,9 @@ var (
 type names struct {
 	db    string // unquoted; "" means the connection's default database
 	table string // unquoted
-	// locks, holders, clients and schema are the tables, quoted and
-	// qualified.
-	locks, holders, clients, schema string
+	// locks, holders, clients, waiters and schema are the tables, quoted
+	// and qualified.
+	locks, holders, clients, waiters, schema string
 }
 
 // identifierRef matches the identifiers of schema.sql that are named after
@@ -61,7 +61,7 @@ var identifierRef = regexp.MustCompile("`leash_locks([a-z_]*)`")
 // procedures are the suffixes of the procedures schema.sql creates.
 var procedures = []string{
 	"_open", "_acquire", "_release", "_withdraw", "_set_permits", "_force_release",
-	"_acquire_many", "_renew", "_put_client",
+	"_acquire_many", "_renew", "_put_client", "_waiting",
 }
 
 // maxTableLen keeps every derived identifier within MySQL's 64 characters.
@@ -88,7 +88,8 @@ func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``")
 
 func newNames(db, table string) names {
 	n := names{db: db, table: table}
-	n.locks, n.holders, n.clients, n.schema = n.qualified(""), n.qualified("_holders"), n.qualified("_clients"), n.qualified("_schema")
+	n.locks, n.holders, n.clients, n.waiters, n.schema = n.qualified(""), n.qualified("_holders"), n.qualified("_clients"),
+		n.qualified("_waiters"), n.qualified("_schema")
 	return n
 }
 
@@ -153,6 +154,7 @@ var tables = []struct {
 	{"", []string{"name", "kind", "owner", "write", "expires_us", "owner_fence", "fence", "permits"}},
 	{"_holders", []string{"name", "owner", "role", "expires_us", "fence"}},
 	{"_clients", []string{"id", "record", "expires_us"}},
+	{"_waiters", []string{"name", "store", "expires_us"}},
 	{"_schema", []string{"app", "version"}},
 }
 

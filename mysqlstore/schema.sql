@@ -77,6 +77,16 @@ CREATE TABLE IF NOT EXISTS `leash_locks_clients` (
   KEY `expires` (`expires_us`)
 ) ENGINE=InnoDB COMMENT='leash holder records (github.com/leash-go/leash/mysqlstore)';
 
+-- Who waits: one row per Store (a process's client) that polls a name for
+-- its waiters, refreshed while it polls, so that operators can see how many
+-- clients wait for a lock (Info.Waiters).
+CREATE TABLE IF NOT EXISTS `leash_locks_waiters` (
+  `name`       VARBINARY(512) NOT NULL COMMENT 'lock name',
+  `store`      VARBINARY(32)  NOT NULL COMMENT 'the waiting Store''s random id',
+  `expires_us` BIGINT         NOT NULL COMMENT 'end of the registration, µs since the epoch',
+  PRIMARY KEY (`name`, `store`)
+) ENGINE=InnoDB COMMENT='leash waiting clients (github.com/leash-go/leash/mysqlstore)';
+
 -- The schema's version, so that a later leash can migrate it, and the mark
 -- that tells leash's tables from another application's tables of those names.
 CREATE TABLE IF NOT EXISTS `leash_locks_schema` (
@@ -512,6 +522,26 @@ BEGIN
       `i` FOR ORDINALITY, `n` VARCHAR(1024) PATH '$[0]', `o` VARCHAR(510) PATH '$[1]', `k` INT PATH '$[3]')) r
     LEFT JOIN `leash_locks` l FORCE INDEX (PRIMARY) ON l.`name` = UNHEX(r.`n`)
     ORDER BY r.`i`;
+END//
+
+-- leash_locks_waiting: register Store p_store as waiting for p_name until
+-- p_ttl_us from now, or, when p_ttl_us is 0, unregister it; registrations of
+-- the name that ended (a Store that stopped without unregistering) are
+-- deleted first. Two statements, each its own transaction, at READ
+-- COMMITTED.
+DROP PROCEDURE IF EXISTS `leash_locks_waiting`//
+CREATE PROCEDURE `leash_locks_waiting`(IN p_name VARBINARY(512), IN p_store VARBINARY(32), IN p_ttl_us BIGINT)
+  MODIFIES SQL DATA
+  COMMENT 'leash: count a waiting client (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  DELETE FROM `leash_locks_waiters` WHERE `name` = p_name AND (`expires_us` <= v_now OR `store` = p_store AND p_ttl_us = 0);
+  IF p_ttl_us > 0 THEN
+    SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+    INSERT INTO `leash_locks_waiters` (`name`, `store`, `expires_us`) VALUES (p_name, p_store, v_now + p_ttl_us)
+      ON DUPLICATE KEY UPDATE `expires_us` = v_now + p_ttl_us;
+  END IF;
 END//
 
 -- leash_locks_put_client: replace the record of client p_id, to expire

@@ -78,7 +78,7 @@ type Store struct {
 type statements struct {
 	acquire, acquireMany, renew, release, withdraw, setPermits, force *sql.Stmt
 	poll, inspect, list                                               *sql.Stmt
-	putClient, getClient, deleteClient                                *sql.Stmt
+	putClient, getClient, deleteClient, waiting                       *sql.Stmt
 }
 
 var _ interface {
@@ -160,7 +160,7 @@ func (s *Store) Close() error {
 
 func (st *statements) all() []*sql.Stmt {
 	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.withdraw, st.setPermits, st.force,
-		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient}
+		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient, st.waiting}
 }
 
 // CheckName refuses names longer than the table holds (leash's own limit is
@@ -226,6 +226,7 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 		{&st.putClient, "CALL " + n.qualified("_put_client") + "(?, ?, ?)"},
 		{&st.getClient, "SELECT `record` FROM " + n.clients + " WHERE `id` = ? AND `expires_us` > " + now},
 		{&st.deleteClient, "DELETE FROM " + n.clients + " WHERE `id` = ?"},
+		{&st.waiting, "CALL " + n.qualified("_waiting") + "(?, ?, ?)"},
 	} {
 		stmt, err := s.db.PrepareContext(ctx, p.text)
 		if err != nil {

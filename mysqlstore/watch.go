@@ -2,9 +2,12 @@ package mysqlstore
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,6 +67,8 @@ type note struct {
 // pollers are a Store's pollers, one per watched name.
 type pollers struct {
 	s      *Store
+	id     string // the Store's random id, the start of its pollers' registrations
+	seq    int    // numbers the pollers; guarded by mu
 	mu     sync.Mutex
 	names  map[string]*poller
 	ctx    context.Context
@@ -76,6 +81,7 @@ type pollers struct {
 // nudge and stop are guarded by pollers.mu.
 type poller struct {
 	name     string
+	id       string // registration id in <table>_waiters
 	watchers []*watcher
 	state    [groups]seen
 	fence    int64  // the name's last token, as last seen
@@ -99,6 +105,9 @@ var errClosed = errors.New("mysqlstore: store closed")
 
 func (ps *pollers) init(s *Store) {
 	ps.s = s
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	ps.id = hex.EncodeToString(b[:])
 	ps.names = make(map[string]*poller)
 	ps.ctx, ps.cancel = context.WithCancel(context.Background())
 }
@@ -130,7 +139,8 @@ func (ps *pollers) watch(kind driver.Kind, name string, wake func(driver.Wake)) 
 	p := ps.names[name]
 	if p == nil {
 		ctx, cancel := context.WithCancel(ps.ctx)
-		p = &poller{name: name, nudge: make(chan struct{}, 1), stop: cancel}
+		ps.seq++
+		p = &poller{name: name, id: ps.id + ":" + strconv.Itoa(ps.seq), nudge: make(chan struct{}, 1), stop: cancel}
 		ps.names[name] = p
 		// Owner: the Store. Stops when the name's last watcher leaves or
 		// the Store closes.
@@ -203,14 +213,27 @@ func (ps *pollers) released(name string, notes []note) {
 	}
 }
 
+// waitingTTL is how long a poller's registration in <table>_waiters lasts;
+// the poller refreshes it every third of that.
+const waitingTTL = 10 * time.Second
+
 // run is the loop of one poller. The interval is a quarter of the time
 // since the poller last saw the name change (a grant, a release), at least
 // PollMin and at most PollMax: a release is seen within about a quarter of
-// the hold it ends, and a long hold costs one read a PollMax.
+// the hold it ends, and a long hold costs one read a PollMax. The poller is
+// registered in <table>_waiters while it runs.
 func (ps *pollers) run(ctx context.Context, p *poller) {
 	lo, hi := ps.s.opts.PollMin, ps.s.opts.PollMax
 	since := time.Now()
 	interval := func() time.Duration { return min(max(time.Since(since)/4, lo), hi) }
+	registered := ps.register(ctx, p, waitingTTL)
+	defer func() {
+		// Bounded by the Store's life: a closing Store leaves the
+		// registration to expire.
+		uctx, cancel := context.WithTimeout(ps.ctx, time.Second)
+		defer cancel()
+		ps.register(uctx, p, 0)
+	}()
 	timer := time.NewTimer(lo)
 	defer timer.Stop()
 	for {
@@ -227,8 +250,22 @@ func (ps *pollers) run(ctx context.Context, p *poller) {
 		if ps.poll(ctx, p) {
 			since = time.Now()
 		}
+		if time.Since(registered) > waitingTTL/3 {
+			registered = ps.register(ctx, p, waitingTTL)
+		}
 		timer.Reset(ps.delay(p, interval()))
 	}
+}
+
+// register records p in <table>_waiters for ttl, or removes it (ttl 0), and
+// returns when it did. A failure is left to the next refresh: the count is
+// for operators, and no lock depends on it.
+func (ps *pollers) register(ctx context.Context, p *poller, ttl time.Duration) time.Time {
+	at := time.Now()
+	if st, err := ps.s.ready(ctx); err == nil {
+		_, _ = st.waiting.ExecContext(ctx, []byte(p.name), []byte(p.id), micros(ttl))
+	}
+	return at
 }
 
 // delay is how long to wait before the next poll: interval, but not past a

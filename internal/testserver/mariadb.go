@@ -24,8 +24,8 @@ type MariaDB struct {
 	Addr string
 	// Port is the TCP port, kept across restarts.
 	Port int
-	// Dir holds the data directory (Dir/data), the socket and the error log
-	// (Dir/mariadb.err).
+	// Dir holds the data directory (Dir/data), the server's temporary files
+	// (Dir/tmp), the socket and the error log (Dir/mariadb.err).
 	Dir string
 
 	tempDir bool
@@ -131,8 +131,12 @@ func (m *MariaDB) Start() error {
 	if err != nil {
 		return err
 	}
+	tmp := filepath.Join(m.Dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return err
+	}
 	cmd := exec.Command(server, "--no-defaults",
-		"--datadir="+m.dataDir(), "--port="+strconv.Itoa(m.Port), "--bind-address=127.0.0.1",
+		"--datadir="+m.dataDir(), "--tmpdir="+tmp, "--port="+strconv.Itoa(m.Port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(m.Dir, "sock"), "--pid-file="+filepath.Join(m.Dir, "mariadb.pid"),
 		"--log-error="+filepath.Join(m.Dir, "mariadb.err"), "--user="+serverUser(),
 		// Quick to start, small, and fast enough for tests; a crash may lose
