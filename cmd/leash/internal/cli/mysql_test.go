@@ -45,10 +45,3 @@ func mysqlStore(t *testing.T) testStore {
 	return testStore{name: "mysql", url: url,
 		client: func(t *testing.T, opts *leash.Options) *leash.Client { return openClient(t, url, opts) }}
 }
-
-// TestMySQL runs run, show, ls and unlock on a mysql:// URL, as the tests of
-// every store do.
-func TestMySQL(t *testing.T) {
-	st := mysqlStore(t)
-	t.Run("run show ls unlock", func(t *testing.T) { testRunShowLsUnlock(t, st) })
-}

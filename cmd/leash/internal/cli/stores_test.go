@@ -35,8 +35,8 @@ type testStore struct {
 }
 
 // testStores returns the stores that every store-neutral test runs on: the
-// package's redis-server and an in-memory store of the test's own, which
-// the in-process commands (run) share with the test.
+// package's redis-server, an in-memory store of the test's own, which the
+// in-process commands (run) share with the test, and the package's MariaDB.
 func testStores(t *testing.T) []testStore {
 	t.Helper()
 	srv := sharedRedis(t)
@@ -50,6 +50,7 @@ func testStores(t *testing.T) []testStore {
 		{name: "redis", url: "redis://" + srv.Addr, redis: srv,
 			client: func(t *testing.T, opts *leash.Options) *leash.Client { return newClient(t, srv.Addr, opts) }},
 		{name: "mem", url: mem, client: func(t *testing.T, opts *leash.Options) *leash.Client { return openClient(t, mem, opts) }},
+		mysqlStore(t),
 	}
 }
 
