@@ -28,10 +28,7 @@ const (
 // Acquire implements driver.Store: one CALL of <table>_acquire, which locks
 // the name's row, decides and commits server-side (see schema.sql).
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if err := s.checkRequest(req); err != nil {
-		return driver.Grant{}, err
-	}
-	st, err := s.ready(ctx)
+	st, err := s.readyFor(ctx, req)
 	if err != nil {
 		return driver.Grant{}, err
 	}
@@ -87,10 +84,7 @@ func refused(name string, refusal, kind int) error {
 // removes the owner's fair queue place and waiting-writer mark, and this
 // Store's waiters that the removal lets in are woken at once.
 func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
-	if err := s.checkRequest(req); err != nil {
-		return err
-	}
-	st, err := s.ready(ctx)
+	st, err := s.readyFor(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,14 @@ import (
 	"github.com/leash-go/leash/mysqlstore"
 )
 
+// The hammer tests' size: stores × workers goroutines, each taking rounds
+// turns.
+const (
+	stores  = 4
+	workers = 6 // per store
+	rounds  = 40
+)
+
 // TestHammer takes one name from many goroutines on four Stores, each on a
 // *sql.DB of its own as four processes would be, mixed with multi-name
 // acquires of the name beside fresh names (inserts into the same index
@@ -24,22 +32,8 @@ func TestHammer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	const (
-		stores  = 4
-		workers = 6 // per store
-		rounds  = 40
-		lease   = 30 * time.Second
-	)
-	srv := sharedServer(t)
-	var ss []*mysqlstore.Store
-	for range stores {
-		s := mysqlstore.New(openDB(t, srv, testDB, ""), nil)
-		if err := s.Migrate(bg(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		ss = append(ss, s)
-	}
+	const lease = 30 * time.Second
+	ss := hammerStores(t, stores)
 	name := "hammer/" + t.Name()
 	var (
 		mu       sync.Mutex
@@ -143,14 +137,7 @@ func TestHammer(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
-			t.Errorf("InnoDB error %d: %v%s", me.Number, err, lastDeadlock(t, ss[0]))
-			continue
-		}
-		t.Error(err)
-	}
+	reportErrors(t, ss[0], errs)
 	if grants.Load() == 0 || refusals.Load() == 0 {
 		t.Errorf("%d grants and %d refusals: the hammer did not contend", grants.Load(), refusals.Load())
 	}
@@ -167,23 +154,11 @@ func TestHammerKinds(t *testing.T) {
 		t.Skip("-short")
 	}
 	const (
-		stores  = 4
-		workers = 6 // per store
-		rounds  = 40
 		names   = 3
 		permits = 2
 		lease   = 30 * time.Second
 	)
-	srv := sharedServer(t)
-	var ss []*mysqlstore.Store
-	for range stores {
-		s := mysqlstore.New(openDB(t, srv, testDB, ""), nil)
-		if err := s.Migrate(bg(t)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		ss = append(ss, s)
-	}
+	ss := hammerStores(t, stores)
 	type state struct{ excl, shared int }
 	var (
 		mu   sync.Mutex
@@ -279,14 +254,7 @@ func TestHammerKinds(t *testing.T) {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
-			t.Errorf("InnoDB error %d: %v%s", me.Number, err, lastDeadlock(t, ss[0]))
-			continue
-		}
-		t.Error(err)
-	}
+	reportErrors(t, ss[0], errs)
 }
 
 // lastDeadlock returns InnoDB's report of the last deadlock it detected.
@@ -303,4 +271,35 @@ func lastDeadlock(t *testing.T, s *mysqlstore.Store) string {
 		return "\n" + status
 	}
 	return ""
+}
+
+// hammerStores returns n migrated Stores on the shared server, each on a
+// *sql.DB of its own, closed at cleanup.
+func hammerStores(t *testing.T, n int) []*mysqlstore.Store {
+	t.Helper()
+	srv := sharedServer(t)
+	var ss []*mysqlstore.Store
+	for range n {
+		s := mysqlstore.New(openDB(t, srv, testDB, ""), nil)
+		if err := s.Migrate(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		ss = append(ss, s)
+	}
+	return ss
+}
+
+// reportErrors fails the test with every error of errs, with InnoDB's report
+// of the last deadlock (read through s) for a deadlock or lock wait timeout.
+func reportErrors(t *testing.T, s *mysqlstore.Store, errs <-chan error) {
+	t.Helper()
+	for err := range errs {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205) {
+			t.Errorf("InnoDB error %d: %v%s", me.Number, err, lastDeadlock(t, s))
+			continue
+		}
+		t.Error(err)
+	}
 }

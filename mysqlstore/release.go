@@ -12,10 +12,7 @@ import (
 // Store's waiters are woken at once, with no round trip. One CALL that the
 // driver does not resend: a retry cannot hide what the first attempt did.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
-	if err := s.checkRequest(req); err != nil {
-		return err
-	}
-	st, err := s.ready(ctx)
+	st, err := s.readyFor(ctx, req)
 	if err != nil {
 		return err
 	}

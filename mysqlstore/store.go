@@ -243,6 +243,14 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 	return &s.stmts, nil
 }
 
+// readyFor checks req (before any round trip) and then the schema.
+func (s *Store) readyFor(ctx context.Context, req driver.Request) (*statements, error) {
+	if err := s.checkRequest(req); err != nil {
+		return nil, err
+	}
+	return s.ready(ctx)
+}
+
 // checkRequest refuses, before any round trip, what the schema cannot hold.
 func (s *Store) checkRequest(req driver.Request) error {
 	if req.Kind > driver.KindPermit {

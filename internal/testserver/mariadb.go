@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -30,9 +29,7 @@ type MariaDB struct {
 
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // MariaDBBinaries returns the paths of mariadbd and mariadb-install-db, or
@@ -80,7 +77,7 @@ func StartMariaDB(dir string) (*MariaDB, error) {
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
 	if err != nil {
 		m.Close()
-		return nil, fmt.Errorf("testserver: mariadb-install-db: %w: %s", err, tail(string(out)))
+		return nil, fmt.Errorf("testserver: mariadb-install-db: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	var lastErr error
 	for range 5 { // another process may take the free port before mariadbd binds it
@@ -122,9 +119,7 @@ func (m *MariaDB) DSN(db, params string) string {
 
 // Start starts the server on its port and directory, if it is not running.
 func (m *MariaDB) Start() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd != nil {
+	if m.running() {
 		return nil
 	}
 	server, _, err := MariaDBBinaries()
@@ -139,38 +134,13 @@ func (m *MariaDB) Start() error {
 		"--datadir="+m.dataDir(), "--tmpdir="+tmp, "--port="+strconv.Itoa(m.Port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(m.Dir, "sock"), "--pid-file="+filepath.Join(m.Dir, "mariadb.pid"),
 		"--log-error="+filepath.Join(m.Dir, "mariadb.err"), "--user="+serverUser(),
-		// Quick to start, small, and fast enough for tests; a crash may lose
-		// the last second of commits (innodb-flush-log-at-trx-commit=2).
+		// Quick to start, small, and fast enough for tests; a crash of the
+		// machine may lose the last second of commits
+		// (innodb-flush-log-at-trx-commit=2), a crash of the server does not.
 		"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=32M",
 		"--innodb-log-file-size=16M", "--innodb-flush-log-at-trx-commit=2",
 		"--max-connections=500", "--skip-performance-schema")
-	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testserver: start mariadbd: %w", err)
-	}
-	exited := make(chan struct{})
-	// Owner: this MariaDB. Stops when the process exits.
-	go func() { _ = cmd.Wait(); close(exited) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := greets(m.Addr); err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("testserver: mariadbd exited at start on port %d: %s", m.Port, m.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("testserver: mariadbd not greeting on %s after 30s: %s", m.Addr, m.logTail())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	m.cmd, m.exited = cmd, exited
-	return nil
+	return m.run("mariadbd on port "+strconv.Itoa(m.Port), cmd, func() error { return greets(m.Addr) }, 30*time.Second, m.logTail)
 }
 
 // greets connects to addr and reads the server's first packet: a MySQL
@@ -193,69 +163,7 @@ func greets(addr string) error {
 	return nil
 }
 
-func (m *MariaDB) logTail() string {
-	b, err := os.ReadFile(filepath.Join(m.Dir, "mariadb.err"))
-	if err != nil {
-		return "(no log)"
-	}
-	return tail(string(b))
-}
-
-// tail returns the last lines of a log, joined.
-func tail(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// PID returns the server's process id, or 0 when it is not running.
-func (m *MariaDB) PID() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return 0
-	}
-	return m.cmd.Process.Pid
-}
-
-func (m *MariaDB) signal(sig syscall.Signal) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return errors.New("testserver: mariadbd is not running")
-	}
-	return m.cmd.Process.Signal(sig)
-}
-
-// Pause freezes the server with SIGSTOP. Clients can still connect (the
-// kernel accepts), but nothing is answered until Resume.
-func (m *MariaDB) Pause() error { return m.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (m *MariaDB) Resume() error { return m.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (m *MariaDB) Kill() error {
-	m.mu.Lock()
-	cmd, exited := m.cmd, m.exited
-	if cmd == nil {
-		m.mu.Unlock()
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	err := cmd.Process.Signal(syscall.SIGKILL)
-	m.mu.Unlock()
-	<-exited
-	m.mu.Lock()
-	m.cmd, m.exited = nil, nil
-	m.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
+func (m *MariaDB) logTail() string { return logTail(filepath.Join(m.Dir, "mariadb.err")) }
 
 // Restart kills the server (like a crash) and starts it again on the same
 // port and directory; InnoDB recovers the committed data.
