@@ -28,6 +28,9 @@ const (
 // Acquire implements driver.Store: one CALL of <table>_acquire, which locks
 // the name's row, decides and commits server-side (see schema.sql).
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := checkLease(req); err != nil {
+		return driver.Grant{}, err
+	}
 	st, err := s.readyFor(ctx, req)
 	if err != nil {
 		return driver.Grant{}, err
@@ -148,6 +151,9 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 	}
 	for _, r := range reqs {
 		if err := s.checkRequest(r); err != nil {
+			return driver.MultiGrant{}, err
+		}
+		if err := checkLease(r); err != nil {
 			return driver.MultiGrant{}, err
 		}
 		if r.Kind != driver.KindMutex {

@@ -81,9 +81,10 @@
 // written, and Migrate creates nothing beside it. A later version of the
 // schema will be brought up by Migrate, from the recorded version.
 //
-// Migrate needs CREATE, DROP, INSERT, CREATE ROUTINE and ALTER ROUTINE on the
-// database; a Store needs SELECT, INSERT, UPDATE and DELETE on the tables and
-// EXECUTE on the procedures.
+// Migrate needs CREATE (the tables), CREATE ROUTINE and ALTER ROUTINE (it
+// drops and creates the procedures again) and SELECT, INSERT and UPDATE on
+// the schema table; a Store needs SELECT, INSERT, UPDATE and DELETE on the
+// tables and EXECUTE on the procedures.
 //
 // # Opening by URL
 //

@@ -44,6 +44,10 @@ func (s *Store) renewBatch(ctx context.Context, st *statements, reqs []driver.Re
 			out[i].Err = err
 			continue
 		}
+		if err := checkLease(r); err != nil {
+			out[i].Err = err
+			continue
+		}
 		items = append(items, [4]any{hex.EncodeToString([]byte(r.Name)), hex.EncodeToString([]byte(r.Owner)), micros(r.Lease), int(r.Kind)})
 		sent = append(sent, i)
 	}

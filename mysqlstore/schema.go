@@ -278,10 +278,8 @@ const migrateSQLMode = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"
 // does nothing when it is current. It refuses, creating nothing, a table of
 // the lock table's name that is not leash's (ErrNotLeashTable) and a schema
 // newer than this package's (ErrSchemaVersion). Concurrent Migrates, from
-// any process, take turns (GET_LOCK). It needs the privileges CREATE, DROP
-// and INSERT on the database, and CREATE ROUTINE and ALTER ROUTINE; the
-// Store then needs SELECT, INSERT and UPDATE on the two tables and EXECUTE
-// on the procedures.
+// any process, take turns (GET_LOCK). See the package doc for the
+// privileges it needs.
 func (s *Store) Migrate(ctx context.Context) error {
 	if s.err != nil {
 		return s.err

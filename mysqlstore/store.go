@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leash-go/leash/driver"
@@ -66,9 +66,9 @@ type Store struct {
 	names names
 	err   error // construction error, reported by Validate and every call
 
-	mu      sync.Mutex // guards ready and the prepared statements
-	isReady bool
-	stmts   statements
+	isReady atomic.Bool                // the schema was found usable
+	stmts   atomic.Pointer[statements] // nil until ready prepared them
+	closed  atomic.Bool
 
 	watch pollers
 }
@@ -143,24 +143,31 @@ func (s *Store) Validate() error { return s.err }
 // String describes the store for messages: the lock table it uses.
 func (s *Store) String() string { return "mysqlstore(" + s.names.locks + ")" }
 
-// Close stops the Store's pollers and frees its prepared statements. It
-// does not close the *sql.DB. It is safe to call more than once.
+// Close stops the Store's pollers and frees its prepared statements; every
+// call after it fails. It does not close the *sql.DB. It is safe to call
+// more than once.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.watch.close()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, st := range s.stmts.all() {
-		if st != nil {
-			st.Close()
-		}
-	}
-	s.stmts, s.isReady = statements{}, false
+	s.stmts.Swap(nil).close()
 	return nil
 }
 
 func (st *statements) all() []*sql.Stmt {
 	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.withdraw, st.setPermits, st.force,
 		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient, st.waiting}
+}
+
+// close closes the statements prepared so far; st may be nil.
+func (st *statements) close() {
+	if st == nil {
+		return
+	}
+	for _, stmt := range st.all() {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}
 }
 
 // CheckName refuses names longer than the table holds (leash's own limit is
@@ -173,11 +180,7 @@ func (s *Store) CheckName(name string) error {
 }
 
 // markReady records that the schema was found usable.
-func (s *Store) markReady() {
-	s.mu.Lock()
-	s.isReady = true
-	s.mu.Unlock()
-}
+func (s *Store) markReady() { s.isReady.Store(true) }
 
 // now is the server's clock in microseconds since the epoch, as every
 // statement computes it: UTC wall time, whatever the session's time_zone.
@@ -185,25 +188,45 @@ const now = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))
 
 // ready checks the schema on first use and prepares the statements. An
 // error is returned to the caller and the check is made again next time.
+// No lock is held over the round trips: calls that find the Store not
+// ready yet each check and prepare, and the first to finish is kept.
 func (s *Store) ready(ctx context.Context) (*statements, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stmts.acquire != nil {
-		return &s.stmts, nil
+	if s.closed.Load() {
+		return nil, errClosed
 	}
-	if !s.isReady {
-		st, err := s.names.readState(ctx, s.db)
+	if st := s.stmts.Load(); st != nil {
+		return st, nil
+	}
+	if !s.isReady.Load() {
+		state, err := s.names.readState(ctx, s.db)
 		if err != nil {
 			return nil, fmt.Errorf("mysqlstore: checking the schema: %w", err)
 		}
-		if err := s.names.usable(st); err != nil {
+		if err := s.names.usable(state); err != nil {
 			return nil, err
 		}
-		s.isReady = true
+		s.isReady.Store(true)
 	}
+	st, err := s.prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !s.stmts.CompareAndSwap(nil, st) {
+		st.close() // another call prepared them first
+		return s.stmts.Load(), nil
+	}
+	if s.closed.Load() { // closed meanwhile: leave nothing open
+		s.stmts.Swap(nil).close()
+		return nil, errClosed
+	}
+	return st, nil
+}
+
+// prepare prepares the Store's statements.
+func (s *Store) prepare(ctx context.Context) (*statements, error) {
 	n := s.names
 	var st statements
 	for _, p := range []struct {
@@ -230,17 +253,12 @@ func (s *Store) ready(ctx context.Context) (*statements, error) {
 	} {
 		stmt, err := s.db.PrepareContext(ctx, p.text)
 		if err != nil {
-			for _, done := range st.all() {
-				if done != nil {
-					done.Close()
-				}
-			}
+			st.close()
 			return nil, fmt.Errorf("mysqlstore: prepare: %w", err)
 		}
 		*p.dst = stmt
 	}
-	s.stmts = st
-	return &s.stmts, nil
+	return &st, nil
 }
 
 // readyFor checks req (before any round trip) and then the schema.
@@ -264,6 +282,17 @@ func (s *Store) checkRequest(req driver.Request) error {
 	}
 	if len(req.Name) == 0 || len(req.Name) > MaxNameLen {
 		return fmt.Errorf("mysqlstore: name of %d bytes: want 1 to %d", len(req.Name), MaxNameLen)
+	}
+	return nil
+}
+
+// checkLease refuses, before any round trip, a request that would grant or
+// renew with a lease that is not positive, a negative wait or a permit
+// count an INT cannot hold.
+func checkLease(req driver.Request) error {
+	if req.Lease <= 0 || req.Wait < 0 || req.Permits < 0 || req.Permits > 1<<31-1 {
+		return fmt.Errorf("mysqlstore: %q: lease %v, wait %v, permits %d: want a positive lease, no negative wait, permits in an INT",
+			req.Name, req.Lease, req.Wait, req.Permits)
 	}
 	return nil
 }
