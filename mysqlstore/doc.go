@@ -221,11 +221,11 @@
 //     when it starts, every 3.3s, and when it stops), so that Inspect's
 //     Waiters counts the clients waiting, as on Redis.
 //
-// Measured on a 2-core machine against the tests' MariaDB 10.11, with
-// `go test -run '^$' -bench Handoff -benchtime 30x` (median of the time from
-// Unlock's return to the waiter's Lock's return): in one Store, about
-// 0.3ms; across two Stores on two *sql.DBs, as two processes, about 11ms
-// after a 20ms hold and 12ms after a 200ms hold.
+// Measured on a busy 2-core machine (load average 5) against the tests'
+// MariaDB 10.11, with `go test -run '^$' -bench Handoff -benchtime 30x`
+// (median of the time from Unlock's return to the waiter's Lock's return):
+// in one Store, about 0.3ms; across two Stores on two *sql.DBs, as two
+// processes, 2 to 4ms after a 20ms hold and about 24ms after a 200ms hold.
 //
 // # Renewal
 //
