@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,4 +45,19 @@ func mysqlStore(t *testing.T) testStore {
 	url := "mysql://root@" + srv.Addr + "/leash_cli?leash_migrate=true"
 	return testStore{name: "mysql", url: url,
 		client: func(t *testing.T, opts *leash.Options) *leash.Client { return openClient(t, url, opts) }}
+}
+
+// TestMySQLBinary runs the leash binary, whose main package registers
+// mysql:// (store_mysql.go), on a mysql:// URL: run takes and frees a lock,
+// show reads it back.
+func TestMySQLBinary(t *testing.T) {
+	st := mysqlStore(t)
+	name := lockName(t)
+	if p := startLeash(t, st.url, "run", "--no-wait", name, "--", "true"); p.wait(t, time.Minute) != 0 {
+		t.Fatalf("leash run on %s = %d: %s", st.url, p.status, p.stderr.String())
+	}
+	p := startLeash(t, st.url, "show", name)
+	if p.wait(t, time.Minute) != 0 || !strings.Contains(p.stdout.String(), "free") {
+		t.Errorf("leash show = %d:\n%s%s", p.status, p.stdout.String(), p.stderr.String())
+	}
 }
