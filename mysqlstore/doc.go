@@ -76,7 +76,9 @@
 // Before its first use, a Store checks that the tables are leash's (their
 // columns, and the row ('leash', SchemaVersion) in <Table>_schema), that
 // they are InnoDB and that the procedures exist, and refuses with
-// ErrNotLeashTable, ErrNotInnoDB, ErrSchemaVersion or ErrNoSchema. A table
+// ErrNotLeashTable, ErrNotInnoDB, ErrSchemaVersion or ErrNoSchema; and that
+// the session runs with autocommit on (ErrNoAutocommit: the DSN must not set
+// autocommit=0). A table
 // of one of those names that is another application's is never read or
 // written, and Migrate creates nothing beside it. A later version of the
 // schema will be brought up by Migrate, from the recorded version.
@@ -161,6 +163,17 @@
 // strictly increasing. READ COMMITTED needs row-based binary logging
 // (binlog_format ROW or MIXED, the defaults) where the binary log is on;
 // MySQL refuses it with binlog_format=STATEMENT.
+//
+// No statement uses SKIP LOCKED or NOWAIT, deliberately. A row is locked
+// only by a call the server is running, for the microseconds it runs, so a
+// call that meets a locked row waits that long and then sees the truth;
+// SKIP LOCKED would pass over a row another call is changing (a renewal
+// would report a held lock gone) and NOWAIT would turn ordinary contention
+// into errors. What only looks (polls, Inspect, List) is a consistent,
+// non-locking read, which never waits for a lock at all. A session outside
+// leash that locks leash's rows itself (a DBA's SELECT … FOR UPDATE left
+// open) makes calls on those names wait up to innodb_lock_wait_timeout
+// (50s by default) and then fail with an unknown outcome.
 //
 // The stored procedures run with the sql_mode of the session that created
 // them (Migrate sets STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION for that),

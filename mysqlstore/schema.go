@@ -165,6 +165,7 @@ type schemaState struct {
 	columns    map[string][]string
 	version    int // 0 when no leash row
 	procedures int // how many of the procedures exist
+	autocommit bool
 }
 
 // readState reads the schema's state through q (a *sql.DB or *sql.Conn).
@@ -180,6 +181,9 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 		return st, errors.New("mysqlstore: no database selected: name one in the DSN (/dbname) or in Options.Database")
 	}
 	st.database = db.String
+	if err := q.QueryRowContext(ctx, "SELECT @@SESSION.autocommit").Scan(&st.autocommit); err != nil {
+		return st, err
+	}
 	args := []any{st.database}
 	bySuffix := map[string]string{}
 	for _, t := range tables {
@@ -223,8 +227,16 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 	return st, err
 }
 
+// ErrNoAutocommit reports a session with autocommit off (the DSN's
+// autocommit=0): the Store's single statements would be left open in a
+// transaction, holding their snapshots or locks.
+var ErrNoAutocommit = errors.New("mysqlstore: the session runs with autocommit off; leash needs autocommit on (remove autocommit=0 from the DSN)")
+
 // usable reports why the schema cannot be used as it is, or nil.
 func (n names) usable(st schemaState) error {
+	if !st.autocommit {
+		return ErrNoAutocommit
+	}
 	where := fmt.Sprintf("%s.%s", st.database, n.table)
 	if len(st.engines) == 0 {
 		return fmt.Errorf("%w: table %s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where)
@@ -308,7 +320,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	case err == nil:
 		s.markReady()
 		return nil
-	case errors.Is(err, ErrNotLeashTable), errors.Is(err, ErrNotInnoDB):
+	case errors.Is(err, ErrNotLeashTable), errors.Is(err, ErrNotInnoDB), errors.Is(err, ErrNoAutocommit):
 		return err
 	case errors.Is(err, ErrSchemaVersion) && st.version > SchemaVersion:
 		return err

@@ -242,3 +242,17 @@ func TestTimeZones(t *testing.T) {
 		t.Errorf("Inspect after a renewal to 2s = %+v, %v; want at most 2s left", info, err)
 	}
 }
+
+// TestNoAutocommit: a DSN that turns autocommit off is refused before any
+// lock is touched: the Store's single statements would stay open.
+func TestNoAutocommit(t *testing.T) {
+	newStore(t, "", nil) // the schema exists
+	s := mysqlstore.New(openDB(t, sharedServer(t), testDB, "autocommit=0"), nil)
+	defer s.Close()
+	if _, err := s.Acquire(bg(t), driver.Request{Name: "x", Owner: "o:1", Lease: time.Second}); !errors.Is(err, mysqlstore.ErrNoAutocommit) {
+		t.Errorf("Acquire with autocommit=0 = %v, want ErrNoAutocommit", err)
+	}
+	if err := s.Migrate(bg(t)); !errors.Is(err, mysqlstore.ErrNoAutocommit) {
+		t.Errorf("Migrate with autocommit=0 = %v, want ErrNoAutocommit", err)
+	}
+}
