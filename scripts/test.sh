@@ -54,6 +54,9 @@ if [ -z "$(pg_bin)" ]; then
 	fi
 	[ -n "$(pg_bin)" ] || die "PostgreSQL's initdb and postgres are not installed and could not be installed (apt-get install postgresql, as root); the tests need them"
 fi
+PATH=$PATH:/usr/sbin # mariadbd lives there; a user's PATH may lack it
+need mariadbd mariadb-server
+need mariadb-install-db mariadb-server
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
@@ -61,6 +64,7 @@ say "versions"
 go version
 redis-server --version
 "$(pg_bin)/postgres" --version
+mariadbd --version
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -69,7 +73,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"

@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -47,9 +45,7 @@ type Redis struct {
 	opts    RedisOptions
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // ErrNotInstalled reports that a server binary is not on PATH.
@@ -154,9 +150,7 @@ func FreePort() (int, error) {
 
 // Start starts the server on its port and directory, if it is not running.
 func (r *Redis) Start() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd != nil {
+	if r.running() {
 		return nil
 	}
 	bin, err := RedisBinary()
@@ -185,34 +179,8 @@ func (r *Redis) Start() error {
 		args = append(args, "--replicaof", host, port)
 	}
 	args = append(args, r.opts.Args...)
-	cmd := exec.Command(bin, args...)
-	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testserver: start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	// Owner: this Redis. Stops when the process exits.
-	go func() { _ = cmd.Wait(); close(exited) }()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if err := ping(r.Addr); err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("testserver: redis-server exited at start on port %d: %s", r.Port, r.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			return fmt.Errorf("testserver: redis-server not answering PING on %s after 15s: %s", r.Addr, r.logTail())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.cmd, r.exited = cmd, exited
-	return nil
+	return r.run("redis-server on port "+strconv.Itoa(r.Port), exec.Command(bin, args...),
+		func() error { return ping(r.Addr) }, 15*time.Second, r.logTail)
 }
 
 // command sends one inline command and expects a +OK or +PONG reply.
@@ -231,74 +199,6 @@ func command(addr, cmd string) error {
 func ping(addr string) error { return command(addr, "PING") }
 
 func (r *Redis) logTail() string { return logTail(filepath.Join(r.Dir, "redis.log")) }
-
-// logTail returns the last lines of a server's log file, joined on one line.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log)"
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// PID returns the server's process id, or 0 when it is not running.
-func (r *Redis) PID() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return 0
-	}
-	return r.cmd.Process.Pid
-}
-
-// signal sends sig to the running server.
-func (r *Redis) signal(sig syscall.Signal) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return errors.New("testserver: redis-server is not running")
-	}
-	return r.cmd.Process.Signal(sig)
-}
-
-// Pause freezes the server with SIGSTOP. Clients can still connect (the
-// kernel accepts), but nothing is answered until Resume.
-func (r *Redis) Pause() error { return r.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (r *Redis) Resume() error { return r.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (r *Redis) Kill() error { return r.end(syscall.SIGKILL) }
-
-func (r *Redis) end(sig syscall.Signal) error {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	if cmd == nil {
-		r.mu.Unlock()
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process ignores SIGTERM
-	err := cmd.Process.Signal(sig)
-	r.mu.Unlock()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	r.mu.Lock()
-	r.cmd, r.exited = nil, nil
-	r.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
 
 // Restart kills the server (like a crash) and starts it again on the same
 // port and directory. Without AOF, it comes back empty.

@@ -42,6 +42,7 @@ func TestMain(m *testing.M) {
 		os.Exit(grandchildMain(os.Args[1:]))
 	}
 	code := m.Run()
+	sharedMariaDB.Close()
 	shared.Close()
 	sharedPG.Close()
 	if bin.dir != "" {

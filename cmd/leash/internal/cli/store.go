@@ -42,6 +42,8 @@ Its scheme picks the store:
                                                       a Sentinel deployment
   redis+cluster://[user[:password]@]host[:port][,host[:port]…]
                                                       a Redis Cluster
+  mysql://[user[:password]@]host[:port]/dbname        a MySQL 8 or MariaDB
+                                                      10.6+ database
   mem://                                              an in-memory store in
                                                       leash's own process: it
                                                       locks nothing across
@@ -55,6 +57,11 @@ sentinel_username and sentinel_password. An IPv6 address goes in brackets,
 in a host list too (redis+sentinel://[::1]:26379,[::2]/mymaster); hosts may
 also be added as ?addr=host:port parameters. go-redis's URL options (such as
 ?dial_timeout=1s) are accepted too. Passwords are never printed.
+
+A mysql:// URL takes go-sql-driver/mysql's DSN parameters (tls=, charset=,
+timeout=, session variables such as time_zone=) and leash's own:
+leash_table=NAME (default leash_locks) and leash_migrate=true, which creates
+the schema if it is missing.
 
 A malformed URL, an unknown scheme or parameter, or a bad parameter value
 is a usage error (64); a store that cannot be reached exits 69.

@@ -35,8 +35,8 @@ type testStore struct {
 }
 
 // testStores returns the stores that every store-neutral test runs on: the
-// package's redis-server and an in-memory store of the test's own, which
-// the in-process commands (run) share with the test.
+// package's redis-server, an in-memory store of the test's own, which the
+// in-process commands (run) share with the test, and the package's MariaDB.
 func testStores(t *testing.T) []testStore {
 	t.Helper()
 	srv := sharedRedis(t)
@@ -50,6 +50,7 @@ func testStores(t *testing.T) []testStore {
 		{name: "redis", url: "redis://" + srv.Addr, redis: srv,
 			client: func(t *testing.T, opts *leash.Options) *leash.Client { return newClient(t, srv.Addr, opts) }},
 		{name: "mem", url: mem, client: func(t *testing.T, opts *leash.Options) *leash.Client { return openClient(t, mem, opts) }},
+		mysqlStore(t),
 	}
 }
 
@@ -76,44 +77,46 @@ func TestRunShowLsUnlockOnEveryStore(t *testing.T) {
 	// PostgreSQL cannot tell how many clients wait (Info.Waiters is -1), on
 	// which the other store-neutral tests rely: it joins this one.
 	for _, st := range append(testStores(t), postgresStore(t)) {
-		t.Run(st.name, func(t *testing.T) {
-			t.Setenv(storeEnv, st.url)
-			name := lockName(t)
-			if status, _, stderr := run(t, "run", "--no-wait", "--at-least", "1m", name, "--", "true"); status != 0 {
-				t.Fatalf("run --at-least 1m = %d, %q", status, stderr)
-			}
-			if status, _, stderr := run(t, "run", "--no-wait", name, "--", "true"); status != exitNotAcquired || !strings.Contains(stderr, "held by another owner") {
-				t.Errorf("a second run during the first one's --at-least = %d, %q; want %d", status, stderr, exitNotAcquired)
-			}
-			status, out, stderr := run(t, "show", "--json", name)
-			var j lockJSON
-			if err := json.Unmarshal([]byte(out), &j); status != 0 || err != nil {
-				t.Fatalf("show --json = %d, %q, %q (%v)", status, out, stderr, err)
-			}
-			host, _ := os.Hostname()
-			if !j.Held || j.Kind != "mutex" || len(j.Owners) != 1 || j.Owners[0].Command != "true" ||
-				j.Owners[0].Host != host || j.Owners[0].State != "tail" || j.Fence <= 0 {
-				t.Errorf("show --json of the --at-least hold = %s", out)
-			}
-			status, out, _ = run(t, "show", name)
-			if status != 0 || !regexp.MustCompile(`(?m)^command +true$`).MatchString(out) {
-				t.Errorf("show = %d:\n%s", status, out)
-			}
-			status, out, _ = run(t, "ls", lockName(t)+"*")
-			if status != 0 || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+` +mutex +\S+ \(true\) tail `).MatchString(out) {
-				t.Errorf("ls = %d:\n%s", status, out)
-			}
-			status, out, stderr = run(t, "unlock", "--force", name)
-			if status != 0 || !strings.Contains(out, "unlocked") || !strings.Contains(out, j.Owners[0].Owner) {
-				t.Errorf("unlock --force = %d, %q, %q", status, out, stderr)
-			}
-			if status, _, stderr := run(t, "run", "--no-wait", name, "--", "true"); status != 0 {
-				t.Errorf("run after unlock --force = %d, %q; want 0", status, stderr)
-			}
-			if status, out, _ := run(t, "show", name); status != 0 || !regexp.MustCompile(`(?m)^state +free$`).MatchString(out) {
-				t.Errorf("show after the last run = %d:\n%s", status, out)
-			}
-		})
+		t.Run(st.name, func(t *testing.T) { testRunShowLsUnlock(t, st) })
+	}
+}
+
+func testRunShowLsUnlock(t *testing.T, st testStore) {
+	t.Setenv(storeEnv, st.url)
+	name := lockName(t)
+	if status, _, stderr := run(t, "run", "--no-wait", "--at-least", "1m", name, "--", "true"); status != 0 {
+		t.Fatalf("run --at-least 1m = %d, %q", status, stderr)
+	}
+	if status, _, stderr := run(t, "run", "--no-wait", name, "--", "true"); status != exitNotAcquired || !strings.Contains(stderr, "held by another owner") {
+		t.Errorf("a second run during the first one's --at-least = %d, %q; want %d", status, stderr, exitNotAcquired)
+	}
+	status, out, stderr := run(t, "show", "--json", name)
+	var j lockJSON
+	if err := json.Unmarshal([]byte(out), &j); status != 0 || err != nil {
+		t.Fatalf("show --json = %d, %q, %q (%v)", status, out, stderr, err)
+	}
+	host, _ := os.Hostname()
+	if !j.Held || j.Kind != "mutex" || len(j.Owners) != 1 || j.Owners[0].Command != "true" ||
+		j.Owners[0].Host != host || j.Owners[0].State != "tail" || j.Fence <= 0 {
+		t.Errorf("show --json of the --at-least hold = %s", out)
+	}
+	status, out, _ = run(t, "show", name)
+	if status != 0 || !regexp.MustCompile(`(?m)^command +true$`).MatchString(out) {
+		t.Errorf("show = %d:\n%s", status, out)
+	}
+	status, out, _ = run(t, "ls", lockName(t)+"*")
+	if status != 0 || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+` +mutex +\S+ \(true\) tail `).MatchString(out) {
+		t.Errorf("ls = %d:\n%s", status, out)
+	}
+	status, out, stderr = run(t, "unlock", "--force", name)
+	if status != 0 || !strings.Contains(out, "unlocked") || !strings.Contains(out, j.Owners[0].Owner) {
+		t.Errorf("unlock --force = %d, %q, %q", status, out, stderr)
+	}
+	if status, _, stderr := run(t, "run", "--no-wait", name, "--", "true"); status != 0 {
+		t.Errorf("run after unlock --force = %d, %q; want 0", status, stderr)
+	}
+	if status, out, _ := run(t, "show", name); status != 0 || !regexp.MustCompile(`(?m)^state +free$`).MatchString(out) {
+		t.Errorf("show after the last run = %d:\n%s", status, out)
 	}
 }
 

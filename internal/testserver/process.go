@@ -1,0 +1,137 @@
+package testserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is the running process of a test server: started, signalled and
+// ended by the server type that embeds it. The zero value is not running.
+type process struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// run starts cmd (unless a process is running), made to die with this
+// process, and waits until ready reports nil. It fails when the process
+// exits first or ready has not succeeded within timeout, and then says
+// what logTail returns. what names the server in messages.
+func (p *process) run(what string, cmd *exec.Cmd, ready func() error, timeout time.Duration, logTail func() string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return nil
+	}
+	// The server dies with the process that started it, even on a crash.
+	cmd.SysProcAttr = serverProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testserver: start %s: %w", what, err)
+	}
+	exited := make(chan struct{})
+	// Owner: this process. Stops when the server process exits.
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := ready()
+		if err == nil {
+			break
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("testserver: %s exited at start: %s", what, logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("testserver: %s not ready after %v (%v): %s", what, timeout, err, logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.cmd, p.exited = cmd, exited
+	return nil
+}
+
+// running reports whether a process is running.
+func (p *process) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// PID returns the server's process id, or 0 when it is not running.
+func (p *process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// signal sends sig to the running server.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return errors.New("testserver: the server is not running")
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Pause freezes the server with SIGSTOP. Clients can still connect (the
+// kernel accepts), but nothing is answered until Resume.
+func (p *process) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (p *process) Resume() error { return p.signal(syscall.SIGCONT) }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (p *process) Kill() error { return p.end(syscall.SIGKILL) }
+
+// end sends sig to the server (SIGCONT first: a stopped process ignores
+// SIGTERM) and waits for it to exit, killing it after 10s.
+func (p *process) end(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	if cmd == nil {
+		p.mu.Unlock()
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	err := cmd.Process.Signal(sig)
+	p.mu.Unlock()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	p.mu.Lock()
+	p.cmd, p.exited = nil, nil
+	p.mu.Unlock()
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// logTail returns the last lines of the log file at path, joined.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
