@@ -183,7 +183,8 @@ func runRenewal(name string, open func(string) (holder, error), interval time.Du
 	defer h.close()
 	tctx, cancel := context.WithTimeout(ctx, renewalTakeLimit)
 	defer cancel()
-	if res.acquireTime, res.failed = takeAll(tctx, h, n, func(i int) string { return fmt.Sprintf("bench:renew:%s:%d", tag, i) }); res.failed != "" {
+	if res.acquireTime, _, res.failed = takeAll(tctx, h, n, func(i int) string { return fmt.Sprintf("bench:renew:%s:%d", tag, i) }); res.failed != "" {
+		h.releaseAll()
 		return res, nil
 	}
 	time.Sleep(settle)
@@ -223,9 +224,9 @@ func runRenewal(name string, open func(string) (holder, error), interval time.Du
 
 // takeAll takes n locks with h, on 64 goroutines, until ctx ends. Some
 // libraries tie a lock to the context that took it (rueidislock ends the
-// lock with it), so ctx must outlive the locks. When takeAll cannot take
-// them all it releases those it took and says why.
-func takeAll(ctx context.Context, h holder, n int, name func(i int) string) (took time.Duration, failed string) {
+// lock with it), so ctx must outlive the locks. It returns how many it
+// took and, when it could not take them all, why; it releases nothing.
+func takeAll(ctx context.Context, h holder, n int, name func(i int) string) (took time.Duration, held int, failed string) {
 	t0 := time.Now()
 	var (
 		firstErr atomic.Pointer[error]
@@ -241,15 +242,14 @@ func takeAll(ctx context.Context, h holder, n int, name func(i int) string) (too
 		}
 		taken.Add(1)
 	})
-	took = time.Since(t0)
-	if k := taken.Load(); k < int64(n) {
-		failed = fmt.Sprintf("held only %d of %d locks after %v", k, n, took.Round(time.Second))
+	took, held = time.Since(t0), int(taken.Load())
+	if held < n {
+		failed = fmt.Sprintf("held only %d of %d locks after %v", held, n, took.Round(time.Second))
 		if p := firstErr.Load(); p != nil {
 			failed += fmt.Sprintf(" (%v)", *p)
 		}
-		h.releaseAll()
 	}
-	return took, failed
+	return took, held, failed
 }
 
 type stats struct {

@@ -291,12 +291,15 @@ func runStores(cfg storesConfig) error {
 			return fmt.Errorf("%s: renewal: %w", sl.name, err)
 		}
 		res.renewal[sl.name] = rr
+		if rr.short != "" {
+			log.Printf("renewal %-20s %s; measuring those", sl.name, rr.short)
+		}
 		if rr.failed != "" {
 			log.Printf("renewal %-20s %6d locks: %s", sl.name, n, rr.failed)
 			continue
 		}
-		log.Printf("renewal %-20s %6d locks: %8.1f statements/s  server cpu %4.0f%%  %5.1f rounds/interval  round p50 %-9s  %6d goroutines  (took %v to lock)",
-			sl.name, n, rr.stmtsSec, 100*rr.cpu, rr.rounds, fmtDur(rr.roundP50), rr.goroutines, rr.acquireTime.Round(time.Millisecond))
+		log.Printf("renewal %-20s %6d locks: %8.1f statements/s  server cpu %4.0f%%  %4.2f renewals/lock/interval  %5.1f rounds/interval  round p50 %-9s  %6d goroutines  (took %v to lock)",
+			sl.name, rr.n, rr.stmtsSec, 100*rr.cpu, rr.renewed, rr.rounds, fmtDur(rr.roundP50), rr.goroutines, rr.acquireTime.Round(time.Millisecond))
 	}
 	res.elapsed = time.Since(res.started)
 	if err := srv.logStatements(ctx); err != nil {

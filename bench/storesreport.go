@@ -190,9 +190,11 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 			ratio = fmt.Sprintf("**%s** %s (per lock)", fmtTimes((pr.perInterval/float64(pr.n))/(r.perInterval/float64(r.n))), sl.peer)
 		}
 		name := sl.name
-		if sl.renewNote != "" {
-			notes = append(notes, fmt.Sprintf("%s: %s.", sl.name, sl.renewNote))
-			name += fmt.Sprintf(" [%d]", len(notes))
+		for _, note := range []string{sl.renewNote, r.short} {
+			if note != "" {
+				notes = append(notes, fmt.Sprintf("%s: %s.", sl.name, note))
+				name += fmt.Sprintf(" [%d]", len(notes))
+			}
 		}
 		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, sl.server, fmtNum(float64(r.n)), stmts, perIv, per, renewed, cpu, rounds, p50, mx, fmtInt(r.goroutines), ratio)
 	}
