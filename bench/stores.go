@@ -267,7 +267,7 @@ func runStores(cfg storesConfig) error {
 		for _, row := range []pollRow{
 			{what: "another client", gap: 50 * time.Millisecond},
 			{what: "another client", gap: 500 * time.Millisecond},
-			{what: "another client", gap: 1300 * time.Millisecond},
+			{what: "another client", gap: 1400 * time.Millisecond},
 			{what: "another client", gap: 2 * time.Second},
 			{what: "the same client (one Store)", gap: 500 * time.Millisecond, same: true},
 		} {

@@ -27,7 +27,7 @@ type storeRenewal struct {
 	roundMax    time.Duration
 	goroutines  int // client goroutines while holding, beyond the baseline
 	acquireTime time.Duration
-	short       string // why it holds fewer than it was asked to take
+	short       string // why it holds fewer than it was asked to take, or lost some
 	failed      string
 }
 
@@ -117,7 +117,10 @@ func runStoreRenewal(sl storeLib, env *storeEnv, sc serverCounter, n int, settle
 		res.roundP50, res.roundMax = pct(took, 0.5), took[len(took)-1]
 	}
 	if lost := h.lostCount(); lost > 0 {
-		res.failed = fmt.Sprintf("lost %d of %d held locks during the window", lost, n)
+		if res.short != "" {
+			res.short += "; "
+		}
+		res.short += fmt.Sprintf("lost %d of the %d locks it held by the end of the window (its figures are of the window)", lost, n)
 	}
 	h.releaseAll()
 	return res, nil
