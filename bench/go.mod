@@ -8,18 +8,37 @@ replace (
 )
 
 require (
+	cirello.io/pglock v1.16.1
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leash-go/leash v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
+	github.com/lib/pq v1.12.3
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/sanketplus/go-mysql-lock v0.0.7
 	golang.org/x/image v0.47.0
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/leash-go/leash/mysqlstore v0.1.0
+	github.com/leash-go/leash/pgstore v0.1.0
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/leash-go/leash/pgstore => ../pgstore
+
+replace github.com/leash-go/leash/mysqlstore => ../mysqlstore

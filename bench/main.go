@@ -1,9 +1,14 @@
 // Command bench measures leash against the Go peers on one redis-server that
 // it starts itself, and rewrites BENCHMARKS.md and the wait chart beside it.
-// It is its own module, so that the peers never become dependencies of
-// leash. From the repository root:
+// With -stores it measures instead leash on each of its stores (memstore,
+// Redis, PostgreSQL, MySQL) beside the Go peers that lock with a database,
+// on servers it starts itself, and rewrites only BENCHMARKS.md's stores
+// section; a run without -stores keeps that section as it is. It is its own
+// module, so that the peers never become dependencies of leash. From the
+// repository root:
 //
 //	./scripts/bench.sh            # or: cd bench && GOWORK=off go run .
+//	./scripts/bench.sh -stores    # or: cd bench && GOWORK=off go run . -stores
 //
 // Every contended run checks mutual exclusion and fails the whole programme
 // on a violation.
@@ -44,7 +49,27 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", 6*time.Second, "renewal: measuring window")
 	quick := flag.Bool("quick", false, "a short smoke run (1 run, short windows, 1,000 renewed locks) that writes nothing unless -out is given")
 	flag.StringVar(&cfg.out, "out", "", "markdown file to write (default ../BENCHMARKS.md; none with -quick)")
+	stores := flag.Bool("stores", false, "measure leash on each store beside the database peers (3 runs unless -runs), and rewrite only the stores section")
 	flag.Parse()
+	if *stores {
+		runsSet := false
+		flag.Visit(func(f *flag.Flag) { runsSet = runsSet || f.Name == "runs" })
+		sc := storesConfig{runs: 3, uncontended: 1500 * time.Millisecond, handoffs: 20, budget: 8 * time.Second,
+			renewN: 10_000, settle: 3 * time.Second, window: 5 * time.Second, pollN: 5, out: cfg.out}
+		if runsSet {
+			sc.runs = cfg.runs
+		}
+		if *quick {
+			sc.runs, sc.uncontended, sc.handoffs, sc.budget = 1, 300*time.Millisecond, 3, 2*time.Second
+			sc.renewN, sc.settle, sc.window, sc.pollN = 1_000, 2*time.Second, 2*time.Second, 2
+		} else if sc.out == "" {
+			sc.out = filepath.Join("..", "BENCHMARKS.md")
+		}
+		if err := runStores(sc); err != nil {
+			fail(err)
+		}
+		return
+	}
 	cfg.renewN = []int{1_000, 10_000, 100_000}
 	if *quick {
 		cfg.runs, cfg.uncontended, cfg.contended = 1, 300*time.Millisecond, 500*time.Millisecond
@@ -56,12 +81,18 @@ func main() {
 		cfg.chart = filepath.Join(filepath.Dir(cfg.out), "bench", "contended-waits.png")
 	}
 	if err := run(cfg); err != nil {
-		if errors.Is(err, errExclusion) {
-			log.Printf("FAIL: %v", err)
-			os.Exit(2)
-		}
-		log.Fatalf("FAIL: %v", err)
+		fail(err)
 	}
+}
+
+// fail ends the programme: status 2 for a mutual-exclusion violation, 1 for
+// any other error.
+func fail(err error) {
+	if errors.Is(err, errExclusion) {
+		log.Printf("FAIL: %v", err)
+		os.Exit(2)
+	}
+	log.Fatalf("FAIL: %v", err)
 }
 
 var holds = []time.Duration{0, time.Millisecond}
@@ -108,9 +139,7 @@ func run(cfg config) error {
 	}
 	log.Printf("redis-server %s on %s; %d runs", res.redis, srv.Addr, cfg.runs)
 	for r := range cfg.runs {
-		// Rotate the order of the libraries from run to run, so that none is
-		// always first (cold) or last (after the others' garbage).
-		order := append(res.libs[r%len(res.libs):], res.libs[:r%len(res.libs)]...)
+		order := rotated(res.libs, r)
 		for _, g := range goroutineCounts {
 			m := map[string]uncontendedResult{}
 			for _, l := range order {
@@ -166,11 +195,24 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	// Keep the stores section, which only -stores rewrites.
+	if old, err := os.ReadFile(cfg.out); err == nil {
+		_, section := splitStores(old)
+		md = append(md, section...)
+	}
 	if err := os.WriteFile(cfg.out, md, 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s and %s", cfg.out, cfg.chart)
 	return nil
+}
+
+// rotated returns libs rotated left by r, the order of run r: the order
+// of the libraries changes from run to run, so that none is always first
+// (cold) or last (after the others' garbage).
+func rotated[T any](libs []T, r int) []T {
+	k := r % len(libs)
+	return append(slices.Clone(libs[k:]), libs[:k]...)
 }
 
 // chartPanels pools each library's waits over every run.

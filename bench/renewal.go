@@ -65,10 +65,53 @@ func renewers() []struct {
 	}
 }
 
-type leashHolder struct {
-	l     *leashLocker
-	mu    sync.Mutex
-	holds []*leash.Hold
+// heldLocks is a holder of one library: what it took, and how the library
+// takes, checks and releases one lock.
+type heldLocks[T any] struct {
+	obtain  func(ctx context.Context, name string) (T, error)
+	lost    func(T) bool
+	release func(T)
+	closeFn func()
+	mu      sync.Mutex
+	locks   []T
+}
+
+func (h *heldLocks[T]) take(ctx context.Context, name string) error {
+	l, err := h.obtain(ctx, name)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.locks = append(h.locks, l)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *heldLocks[T]) lostCount() int {
+	n := 0
+	for _, l := range h.locks {
+		if h.lost(l) {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *heldLocks[T]) releaseAll() {
+	parallel(len(h.locks), func(i int) { h.release(h.locks[i]) })
+	h.locks = nil
+}
+
+func (h *heldLocks[T]) close() { h.closeFn() }
+
+// leashHolds holds Mutex locks of c, and closes with closeFn.
+func leashHolds(c *leash.Client, closeFn func()) *heldLocks[*leash.Hold] {
+	return &heldLocks[*leash.Hold]{
+		obtain:  func(ctx context.Context, name string) (*leash.Hold, error) { return c.Mutex(name).Lock(ctx) },
+		lost:    func(h *leash.Hold) bool { return h.Err() != nil },
+		release: func(h *leash.Hold) { _ = h.Unlock(context.Background()) },
+		closeFn: closeFn,
+	}
 }
 
 func openLeashHolder(addr string) (holder, error) {
@@ -76,42 +119,14 @@ func openLeashHolder(addr string) (holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &leashHolder{l: l}, nil
+	return leashHolds(l.c, func() { _ = l.close() }), nil
 }
 
-func (h *leashHolder) take(ctx context.Context, name string) error {
-	hd, err := h.l.c.Mutex(name).Lock(ctx)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.holds = append(h.holds, hd)
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *leashHolder) lostCount() int {
-	n := 0
-	for _, hd := range h.holds {
-		if hd.Err() != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (h *leashHolder) releaseAll() {
-	parallel(len(h.holds), func(i int) { _ = h.holds[i].Unlock(context.Background()) })
-	h.holds = nil
-}
-
-func (h *leashHolder) close() { _ = h.l.close() }
-
-type rueidisHolder struct {
-	l       rueidislock.Locker
-	mu      sync.Mutex
-	ctxs    []context.Context
-	cancels []context.CancelFunc
+// rueidisHold is one lock of rueidislock: its context, and the cancel that
+// releases it.
+type rueidisHold struct {
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func openRueidisHolder(addr string) (holder, error) {
@@ -124,37 +139,16 @@ func openRueidisHolder(addr string) (holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rueidisHolder{l: l}, nil
+	return &heldLocks[rueidisHold]{
+		obtain: func(ctx context.Context, name string) (rueidisHold, error) {
+			lctx, cancel, err := l.WithContext(ctx, name)
+			return rueidisHold{lctx, cancel}, err
+		},
+		lost:    func(h rueidisHold) bool { return h.ctx.Err() != nil },
+		release: func(h rueidisHold) { h.cancel() },
+		closeFn: l.Close,
+	}, nil
 }
-
-func (h *rueidisHolder) take(ctx context.Context, name string) error {
-	lctx, cancel, err := h.l.WithContext(ctx, name)
-	if err != nil {
-		return err
-	}
-	h.mu.Lock()
-	h.ctxs = append(h.ctxs, lctx)
-	h.cancels = append(h.cancels, cancel)
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *rueidisHolder) lostCount() int {
-	n := 0
-	for _, c := range h.ctxs {
-		if c.Err() != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (h *rueidisHolder) releaseAll() {
-	parallel(len(h.cancels), func(i int) { h.cancels[i]() })
-	h.ctxs, h.cancels = nil, nil
-}
-
-func (h *rueidisHolder) close() { h.l.Close() }
 
 // parallel runs f(0..n-1) on 64 goroutines.
 func parallel(n int, f func(i int)) {
@@ -187,29 +181,9 @@ func runRenewal(name string, open func(string) (holder, error), interval time.Du
 		return res, err
 	}
 	defer h.close()
-	t0 := time.Now()
-	var (
-		firstErr atomic.Pointer[error]
-		taken    atomic.Int64
-	)
 	tctx, cancel := context.WithTimeout(ctx, renewalTakeLimit)
 	defer cancel()
-	parallel(n, func(i int) {
-		if tctx.Err() != nil {
-			return
-		}
-		if err := h.take(tctx, fmt.Sprintf("bench:renew:%s:%d", tag, i)); err != nil {
-			firstErr.CompareAndSwap(nil, &err)
-			return
-		}
-		taken.Add(1)
-	})
-	res.acquireTime = time.Since(t0)
-	if k := taken.Load(); k < int64(n) {
-		res.failed = fmt.Sprintf("held only %d of %d locks after %v", k, n, res.acquireTime.Round(time.Second))
-		if p := firstErr.Load(); p != nil {
-			res.failed += fmt.Sprintf(" (%v)", *p)
-		}
+	if res.acquireTime, _, res.failed = takeAll(tctx, h, n, func(i int) string { return fmt.Sprintf("bench:renew:%s:%d", tag, i) }); res.failed != "" {
 		h.releaseAll()
 		return res, nil
 	}
@@ -246,6 +220,36 @@ func runRenewal(name string, open func(string) (holder, error), interval time.Du
 		res.failed = fmt.Sprintf("lost %d of %d held locks during the window", res.lost, n)
 	}
 	return res, nil
+}
+
+// takeAll takes n locks with h, on 64 goroutines, until ctx ends. Some
+// libraries tie a lock to the context that took it (rueidislock ends the
+// lock with it), so ctx must outlive the locks. It returns how many it
+// took and, when it could not take them all, why; it releases nothing.
+func takeAll(ctx context.Context, h holder, n int, name func(i int) string) (took time.Duration, held int, failed string) {
+	t0 := time.Now()
+	var (
+		firstErr atomic.Pointer[error]
+		taken    atomic.Int64
+	)
+	parallel(n, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := h.take(ctx, name(i)); err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+			return
+		}
+		taken.Add(1)
+	})
+	took, held = time.Since(t0), int(taken.Load())
+	if held < n {
+		failed = fmt.Sprintf("held only %d of %d locks after %v", held, n, took.Round(time.Second))
+		if p := firstErr.Load(); p != nil {
+			failed += fmt.Sprintf(" (%v)", *p)
+		}
+	}
+	return took, held, failed
 }
 
 type stats struct {

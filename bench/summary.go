@@ -113,13 +113,15 @@ func summaryRows(res *results) []summaryRow {
 	return rows
 }
 
-// fmtTimes formats a summary ratio with the digits that matter.
+// fmtTimes formats a ratio with the digits that matter.
 func fmtTimes(r float64) string {
 	switch {
 	case r >= 100:
 		return fmt.Sprintf("%.0f×", r)
 	case r >= 10:
 		return fmt.Sprintf("%.1f×", r)
+	case r < 0.1:
+		return fmt.Sprintf("%.2g×", r)
 	}
 	return fmt.Sprintf("%.2f×", r)
 }

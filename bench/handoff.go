@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// handoffResult is one hand-off run: one client holds a name while another
+// waits for it, then releases it.
+type handoffResult struct {
+	handoffs []time.Duration // sorted: holder's Unlock returned → waiter's Lock returned
+}
+
+// handoffWait bounds the waiter's Lock in a hand-off run: the slowest peer
+// retries after a 3 s lease.
+const handoffWait = 30 * time.Second
+
+// A gap is how long the holder keeps the name after the waiter has called
+// Lock; a polling waiter's hand-off depends on it.
+type gap func() time.Duration
+
+// uniformGap draws gaps uniformly from [lo, hi].
+func uniformGap(lo, hi time.Duration) gap {
+	return func() time.Duration { return lo + rand.N(hi-lo+1) }
+}
+
+// runHandoff measures hand-offs of one name between two clients of l (or,
+// with sameClient, two goroutines of one client): the holder takes the name,
+// the waiter calls Lock, the holder releases after a gap, and the time from
+// the holder's Unlock returning to the waiter's Lock returning is one
+// hand-off. It takes up to samples hand-offs, and stops early once budget
+// has passed (after at least one). A waiter granted before the holder
+// called Unlock fails the programme.
+func runHandoff(l lib, samples int, budget time.Duration, g gap, sameClient bool, name string) (handoffResult, error) {
+	holder, err := l.open("")
+	if err != nil {
+		return handoffResult{}, err
+	}
+	defer holder.close()
+	waiter := holder
+	if !sameClient {
+		if waiter, err = l.open(""); err != nil {
+			return handoffResult{}, err
+		}
+		defer waiter.close()
+	}
+	ctx := context.Background()
+	// Warm up both clients on the name: connections, prepared statements,
+	// the schema check, subscriptions.
+	for _, c := range []locker{holder, waiter} {
+		unlock, err := c.lock(ctx, name)
+		if err != nil {
+			return handoffResult{}, fmt.Errorf("%s: warm-up: %w", l.name, err)
+		}
+		if err := unlock(); err != nil {
+			return handoffResult{}, fmt.Errorf("%s: warm-up: %w", l.name, err)
+		}
+	}
+	type grant struct {
+		at     time.Time
+		unlock func() error
+		err    error
+	}
+	var res handoffResult
+	start := time.Now()
+	for len(res.handoffs) < samples && (len(res.handoffs) == 0 || time.Since(start) < budget) {
+		unlock, err := holder.lock(ctx, name)
+		if err != nil {
+			return res, fmt.Errorf("%s: holder: %w", l.name, err)
+		}
+		got := make(chan grant, 1)
+		wctx, cancel := context.WithTimeout(ctx, handoffWait)
+		go func() { // the waiter; ends when its Lock returns (by handoffWait at the latest)
+			u, err := waiter.lock(wctx, name)
+			got <- grant{time.Now(), u, err}
+		}()
+		time.Sleep(g()) // the holder's work; the waiter is waiting meanwhile
+		calling := time.Now()
+		err = unlock()
+		unlocked := time.Now()
+		w := <-got
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("%s: holder: unlock: %w", l.name, err)
+		}
+		if w.err != nil {
+			return res, fmt.Errorf("%s: waiter: %w", l.name, w.err)
+		}
+		if w.at.Before(calling) {
+			return res, fmt.Errorf("%w: %s granted %q to the waiter before the holder released it", errExclusion, l.name, name)
+		}
+		res.handoffs = append(res.handoffs, max(w.at.Sub(unlocked), 0))
+		if err := w.unlock(); err != nil {
+			return res, fmt.Errorf("%s: waiter: unlock: %w", l.name, err)
+		}
+	}
+	slices.Sort(res.handoffs)
+	return res, nil
+}
