@@ -41,7 +41,7 @@ func (s *Store) renewBatch(ctx context.Context, reqs []driver.Request, res []dri
 	// after the rows (a failed commit, a cut connection) means the server
 	// may have renewed none of them, so every result gets the error.
 	fail := func(err error) {
-		err = fmt.Errorf("pgstore: renew %d locks: %w", n, err)
+		err = fmt.Errorf("pgstore: renew %d locks: %w", n, explain(err))
 		for i := range res {
 			res[i] = driver.RenewResult{Err: err}
 		}
