@@ -108,16 +108,17 @@
 // multi-name acquire is one statement, all or nothing; when it grants
 // nothing it leaves no row behind. Expired holds of a name are deleted by
 // the statements that lock that name: there is no sweeper. A name's row,
-// which keeps its fencing counter, is never deleted: there is one row per
-// distinct name ever locked. Do not delete rows yourself, even rows with
-// no holds: under READ COMMITTED a DELETE … WHERE NOT EXISTS (holds) that
-// waits for the row lock of an acquire in flight rechecks only the row, not
-// the holds the acquire added, so it deletes the row of a lock just
-// granted; release, force release and inspection find a name's holds
-// through its row, so that hold could then be neither released nor seen,
-// only expire. (A function that finds a row gone between its statements fails
-// rather than grant without the row's counter.) If your names are
-// unbounded, choose them from a bounded set.
+// which keeps its fencing counter, is never deleted: the table has one
+// small row per distinct name ever locked, so draw names from a bounded
+// set. Do not delete rows yourself, even rows with no holds: under READ
+// COMMITTED a DELETE … WHERE NOT EXISTS (holds) that waits for the row
+// lock of an acquire in flight rechecks only the row, not the holds the
+// acquire added, so it deletes the row of a lock just granted. Release,
+// force release and inspection find a name's holds through its row, so
+// that hold could then be neither released nor seen: it would end only
+// once its holder stopped renewing it. (A function that finds a row gone
+// between its statements fails rather than grant without the row's
+// counter.)
 //
 // # Clock and fencing
 //
