@@ -28,7 +28,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	err := s.pool.QueryRow(ctx, s.sql.acquire, int16(req.Kind), req.Name, req.Owner, req.Parent,
 		micros(req.Lease), max(req.Wait.Microseconds(), 0), int32(req.Permits)).Scan(&acquired, &fence, &rem, &refused)
 	if err != nil {
-		return driver.Grant{}, fmt.Errorf("pgstore: acquire %q: %w", req.Name, err)
+		return driver.Grant{}, fmt.Errorf("pgstore: acquire %q: %w", req.Name, explain(err))
 	}
 	if refused != nil {
 		return driver.Grant{}, refusal(req.Name, *refused)
@@ -92,7 +92,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 	)
 	err := s.pool.QueryRow(ctx, s.sql.acquireMany, names, reqs[0].Owner, leases).Scan(&mg.Acquired, &mg.Fences, &rem, &refused)
 	if err != nil {
-		return driver.MultiGrant{}, fmt.Errorf("pgstore: acquire %q and %d more: %w", reqs[0].Name, len(reqs)-1, err)
+		return driver.MultiGrant{}, fmt.Errorf("pgstore: acquire %q and %d more: %w", reqs[0].Name, len(reqs)-1, explain(err))
 	}
 	if refused != nil {
 		return driver.MultiGrant{}, fmt.Errorf("pgstore: acquire many: %w", &driver.NotALockError{Name: *refused, Found: foundSemaphore})

@@ -160,7 +160,7 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	}
 	var deleted bool
 	if err := s.pool.QueryRow(ctx, s.sql.force, name, s.channel).Scan(&deleted); err != nil {
-		return false, fmt.Errorf("pgstore: force release %q: %w", name, err)
+		return false, fmt.Errorf("pgstore: force release %q: %w", name, explain(err))
 	}
 	return deleted, nil
 }
@@ -175,7 +175,7 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 	}
 	var refused *string
 	if err := s.pool.QueryRow(ctx, s.sql.setPermits, name, int32(n), s.channel).Scan(&refused); err != nil {
-		return fmt.Errorf("pgstore: set permits of %q: %w", name, err)
+		return fmt.Errorf("pgstore: set permits of %q: %w", name, explain(err))
 	}
 	if refused != nil {
 		return fmt.Errorf("pgstore: set permits: %w", &driver.NotALockError{Name: name, Found: *refused})

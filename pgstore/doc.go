@@ -50,8 +50,14 @@
 // only operators read. leash_locks_version says the tables are leash's and
 // which schema version they have ([SchemaVersion]). Beside the tables,
 // plpgsql functions named leash_locks_acquire, _acquire_many, _renew,
-// _release, _withdraw, _force, _set_permits and _notify do the work, one
-// call per operation.
+// _release, _withdraw, _force, _set_permits, _notify and _isolation do the
+// work, one call per operation.
+//
+// Options.Schema and Options.Table (and the URL's leash_schema and
+// leash_table) must be plain identifiers: a letter or '_', then letters,
+// digits and '_' ([ErrBadName] otherwise, before any network call). They
+// are written into the functions' bodies and into the notification
+// channel's name, where nothing else would be safe.
 //
 // The complete DDL is the file schema.sql in this package; [DDL] returns it
 // for other names, and [Store.Migrate] runs it (in one transaction, under an
@@ -70,9 +76,25 @@
 // Every operation is one statement: a call of one of the functions, which
 // locks the row of each name it touches in leash_locks (FOR UPDATE; several
 // names in name order) before it reads or writes that name's holds. Under
-// the default isolation (READ COMMITTED) each statement in the function
-// reads the latest committed state once the row is locked, and the fixed
-// order rules out deadlocks between any number of clients. No row lock
+// READ COMMITTED each statement in the function reads the latest committed
+// state once the row is locked, and the fixed order rules out deadlocks
+// between any number of clients.
+//
+// The functions therefore need READ COMMITTED, PostgreSQL's default: under
+// REPEATABLE READ or SERIALIZABLE a statement would read the snapshot of
+// the call's start, from before the row lock it waited for, so calls would
+// fail with serialization errors or pass a fair waiter over. A function
+// cannot change the isolation of the transaction it runs in, so each one
+// first checks it (current_setting('transaction_isolation')) and otherwise
+// raises SQLSTATE LK001, changing nothing; the Store reports that as
+// [ErrIsolation]. If the role, the database or the server sets
+// default_transaction_isolation to another level, give the store's pool
+// read committed back, for example with the URL parameter
+// default_transaction_isolation=read%20committed (pgx sends it as a
+// setting of each session). The Store does not wrap each call in a
+// transaction of its own: BEGIN ISOLATION LEVEL READ COMMITTED and COMMIT
+// around the call would cost two more round trips, or one more with
+// pipelining, for every operation. No row lock
 // outlives a call: a client paused or cut off between two operations holds
 // none, so no client can block a name by stopping (a call in flight still
 // runs to its end on the server). Each function waits at most 5s for a row
@@ -83,20 +105,31 @@
 //
 // Renewal of many locks is one statement per Options.BatchSize locks (arrays
 // of names, owners, kinds and leases), with each lock's own outcome. A
-// multi-name acquire is one statement, all or nothing. Expired holds of a
-// name are deleted by the statements that lock that name: there is no
-// sweeper, and a name's row, which keeps its fencing counter, is never
-// deleted (one row per distinct name ever locked; if your names are
-// unbounded, delete rows with no holds now and then: a name's counter then
-// restarts from the server's clock, which keeps tokens growing under the
-// assumption below).
+// multi-name acquire is one statement, all or nothing; when it grants
+// nothing it leaves no row behind. Expired holds of a name are deleted by
+// the statements that lock that name: there is no sweeper. A name's row,
+// which keeps its fencing counter, is never deleted: the table has one
+// small row per distinct name ever locked, so draw names from a bounded
+// set. Do not delete rows yourself, even rows with no holds: under READ
+// COMMITTED a DELETE … WHERE NOT EXISTS (holds) that waits for the row
+// lock of an acquire in flight rechecks only the row, not the holds the
+// acquire added, so it deletes the row of a lock just granted. Release,
+// force release and inspection find a name's holds through its row, so
+// that hold could then be neither released nor seen: it would end only
+// once its holder stopped renewing it. (A function that finds a row gone
+// between its statements fails rather than grant without the row's
+// counter.)
 //
 // # Clock and fencing
 //
 // Leases are measured by the server's clock_timestamp() (never now(), the
-// transaction's start, and never the client's clock), read once per call:
-// a lease of d runs at least d from when the statement ran, after the
-// request was sent. Each fresh grant's fencing token is max(counter + 1,
+// transaction's start, and never the client's clock), read once per call,
+// at its start: a lease of d runs at least d from when the statement
+// began, after the request was sent. The time is read before the call
+// waits for a row lock (at most lock_timeout, 5s), so a lease may start up
+// to that much before its grant; that is safe, since the core counts a
+// hold's validity from when it sent the request (validUntil = send time +
+// lease − margin), which is earlier still. Each fresh grant's fencing token is max(counter + 1,
 // server time in µs): tokens keep growing when the counter is lost (a
 // backup restored, a failover to a replica that had not received the last
 // grants), as long as the server's clock never steps back past a token
@@ -139,9 +172,16 @@
 //
 // # Data safety
 //
-// The tables are leash's own, and each name holds one kind of lock: a
-// semaphore where a lock is asked for, and the reverse, is refused with a
-// *driver.NotALockError saying what the name holds, and nothing changes.
+// The tables are leash's own, and at any time a name holds one kind of
+// lock. A name with no live holds, fair-queue places or waiting-writer
+// marks is free for either kind: the grant of a lock (mutex, fair,
+// read-write) or of a permit, or SetPermits, switches it to that kind,
+// keeping its fencing counter. While a name has live permits, a lock asked
+// for on it is refused with a *driver.NotALockError saying what the name
+// holds, and nothing changes; while it has live locks, places or marks, so
+// is a permit or SetPermits. Releasing something that is not held is
+// driver.ErrNotHeld, with a *driver.NotALockError besides only when the
+// name holds live locks of the other kind.
 //
 // # Opening by URL
 //

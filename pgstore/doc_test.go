@@ -26,7 +26,7 @@ func TestDocDDL(t *testing.T) {
 		s = regexp.MustCompile(`--[^\n]*`).ReplaceAllString(s, "")
 		return strings.Join(strings.Fields(s), " ")
 	}
-	schema := norm(pgstore.DDL(pgstore.DefaultSchema, pgstore.DefaultTable))
+	schema := norm(mustDDL(t, pgstore.DefaultSchema, pgstore.DefaultTable))
 	tables := regexp.MustCompile(`(?s)CREATE TABLE .*?;`).FindAllString(code.String(), -1)
 	if len(tables) != 4 {
 		t.Fatalf("the package doc shows %d CREATE TABLE statements, want 4", len(tables))

@@ -109,3 +109,37 @@ func bg(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// mustDDL returns pgstore.DDL(schema, table), failing the test on an error.
+func mustDDL(t testing.TB, schema, table string) string {
+	t.Helper()
+	ddl, err := pgstore.DDL(schema, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ddl
+}
+
+// waitForLockWait returns once a backend other than the test's own is
+// waiting for a lock in a statement containing fn (a function's name):
+// the call under test has reached its row lock.
+func waitForLockWait(t testing.TB, pool *pgxpool.Pool, fn string) {
+	t.Helper()
+	ctx := bg(t)
+	for {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`, fn).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no call of %s waited for a lock: %v", fn, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

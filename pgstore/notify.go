@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -186,6 +187,14 @@ func (n *notifier) connect() (*pgx.Conn, error) {
 	cfg := pc.ConnConfig
 	// Named for pg_stat_activity (the server truncates it to 63 bytes).
 	cfg.RuntimeParams["application_name"] = listenerAppName(n.s.channel)
+	// A context that ends interrupts the connection's read by a deadline,
+	// never by a cancel request as the pool's connections may: every quiet
+	// HealthCheck period ends a wait that way, and a cancel request, which
+	// arrives when it arrives, could cancel the health check's query that
+	// follows (and a timed-out health check closes the connection anyway).
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: pc.Conn()}
+	}
 	// Made as the pool makes its connections (a BeforeConnect hook may
 	// fetch a short-lived password, say).
 	if pc.BeforeConnect != nil {

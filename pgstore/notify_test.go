@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
@@ -213,4 +215,47 @@ func TestLongestPayload(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.want(t, "release", driver.Wake{To: driver.WakeHead, Head: head}, wakeAllOnly)
+}
+
+// TestListenerNeverCancels: the listening connection does not take the
+// pool's context-watcher handler (which may send cancel requests): it
+// interrupts a wait by a deadline only. The pool's handler builder records
+// the application_name of every connection it is used for; the listener's
+// is never among them.
+func TestListenerNeverCancels(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(sharedPostgres(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used atomic.Value // the application_names, joined by "|"
+	used.Store("")
+	build := cfg.ConnConfig.BuildContextWatcherHandler
+	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		for {
+			old := used.Load().(string)
+			if used.CompareAndSwap(old, old+"|"+pc.ParameterStatus("application_name")) {
+				break
+			}
+		}
+		return build(pc)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s := pgstore.New(pool, &pgstore.Options{Table: tableName(t)})
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := s.Watch(bg(t), driver.KindMutex, "job", func(driver.Wake) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	listener := pgstore.ListenerAppName(pgstore.DefaultSchema, tableName(t))
+	if names := used.Load().(string); strings.Contains(names, listener) || names == "" {
+		t.Errorf("the pool's context-watcher handler was built for %q; want the pool's connections only, not %q", names, listener)
+	}
 }

@@ -20,7 +20,7 @@ func TestLeastPrivilege(t *testing.T) {
 	admin := newPool(t, srv.URL())
 	schema, table, role := fmt.Sprintf("dba_made_%d", rand.Uint32()), tableName(t), "leash_app"
 	ctx := bg(t)
-	if _, err := admin.Exec(ctx, pgstore.DDL(schema, table), pgx.QueryExecModeSimpleProtocol); err != nil {
+	if _, err := admin.Exec(ctx, mustDDL(t, schema, table), pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}
 	q := func(s string) string { return pgx.Identifier{s}.Sanitize() }

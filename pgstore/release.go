@@ -26,7 +26,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	err := s.pool.QueryRow(ctx, s.sql.release, int16(req.Kind), req.Name, req.Owner, s.channel).Scan(&released, &refused)
 	switch {
 	case err != nil:
-		return fmt.Errorf("pgstore: release %q: %w", req.Name, err)
+		return fmt.Errorf("pgstore: release %q: %w", req.Name, explain(err))
 	case refused != nil:
 		return fmt.Errorf("pgstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, &driver.NotALockError{Name: req.Name, Found: *refused})
 	case !released:
@@ -43,7 +43,7 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 		return err
 	}
 	if _, err := s.pool.Exec(ctx, s.sql.withdraw, req.Name, req.Owner, s.channel); err != nil {
-		return fmt.Errorf("pgstore: withdraw from %q: %w", req.Name, err)
+		return fmt.Errorf("pgstore: withdraw from %q: %w", req.Name, explain(err))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -36,12 +37,13 @@ func (s *Store) renewBatch(ctx context.Context, reqs []driver.Request, res []dri
 	for i, r := range reqs {
 		names[i], owners[i], kinds[i], leases[i] = r.Name, r.Owner, int16(r.Kind), micros(r.Lease)
 	}
+	// Statuses are kept aside until the statement has completed: an error
+	// after the rows (a failed commit, a cut connection) means the server
+	// may have renewed none of them, so every result gets the error.
 	fail := func(err error) {
-		err = fmt.Errorf("pgstore: renew %d locks: %w", n, err)
+		err = fmt.Errorf("pgstore: renew %d locks: %w", n, explain(err))
 		for i := range res {
-			if res[i].Status == 0 {
-				res[i].Err = err
-			}
+			res[i] = driver.RenewResult{Err: err}
 		}
 	}
 	rows, err := s.pool.Query(ctx, s.sql.renew, names, owners, kinds, leases)
@@ -50,6 +52,7 @@ func (s *Store) renewBatch(ctx context.Context, reqs []driver.Request, res []dri
 		return
 	}
 	defer rows.Close()
+	statuses := make([]driver.RenewStatus, n)
 	for rows.Next() {
 		var (
 			i      int32
@@ -63,15 +66,22 @@ func (s *Store) renewBatch(ctx context.Context, reqs []driver.Request, res []dri
 			fail(fmt.Errorf("unexpected result %d for request %d", status, i))
 			return
 		}
-		res[i-1].Status = driver.RenewStatus(status)
+		statuses[i-1] = driver.RenewStatus(status)
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
 		fail(err)
 		return
 	}
-	for i := range res {
-		if res[i].Status == 0 {
-			res[i].Err = fmt.Errorf("pgstore: renew %q: no result for it", reqs[i].Name)
-		}
+	if got := rows.CommandTag().RowsAffected(); got != int64(n) {
+		fail(fmt.Errorf("%d results for %d requests", got, n))
+		return
+	}
+	if i := slices.Index(statuses, 0); i >= 0 {
+		fail(fmt.Errorf("no result for %q", reqs[i].Name))
+		return
+	}
+	for i, st := range statuses {
+		res[i] = driver.RenewResult{Status: st}
 	}
 }

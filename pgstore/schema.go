@@ -41,14 +41,20 @@ var defaultNameRE = regexp.MustCompile(`public\.leash_locks(_[a-z_]+)?\b`)
 // package, with its names replaced. Migrate runs it; a DBA who creates the
 // tables by hand runs its output, as the owner of the tables, for example
 // with psql. The output is for a schema that does not hold the tables yet.
-func DDL(schema, table string) string {
+// schema and table must be names New accepts (see Options): for any other,
+// DDL returns an error matching ErrBadName, since the names are written into
+// the functions' $$-quoted bodies.
+func DDL(schema, table string) (string, error) {
+	if err := checkNames(schema, table); err != nil {
+		return "", err
+	}
 	out := defaultNameRE.ReplaceAllStringFunc(schemaSQL, func(m string) string {
 		return ident(schema, table+strings.TrimPrefix(m, "public.leash_locks"))
 	})
 	if schema != DefaultSchema {
 		out = "CREATE SCHEMA IF NOT EXISTS " + pgx.Identifier{schema}.Sanitize() + ";\n\n" + out
 	}
-	return out
+	return out, nil
 }
 
 // expectedColumns are the columns of each table, as format_type gives them.
@@ -188,7 +194,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	if state == schemaMissing {
-		if _, err := tx.Exec(ctx, DDL(s.opts.Schema, s.opts.Table), pgx.QueryExecModeSimpleProtocol); err != nil {
+		ddl, err := DDL(s.opts.Schema, s.opts.Table)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("pgstore: migrate: create the tables: %w", err)
 		}
 	}

@@ -17,8 +17,12 @@
 --     waits at most lock_timeout (5s) for a row lock, so that a transaction
 --     of someone else's that holds a row makes calls fail, not hang.
 --   * Lease time is the server's clock_timestamp(), read once per call.
+--   * Every function first checks that it runs under READ COMMITTED
+--     (leash_locks_isolation), which the rule above needs.
 --   * Expired holds of a name are deleted by the calls that lock that name;
---     the name's row, which keeps its fencing counter, is never deleted.
+--     the name's row, which keeps its fencing counter, is never deleted
+--     once committed (acquire_many deletes rows it inserted itself when it
+--     grants nothing, before anyone else can see them).
 --   * A release notifies (pg_notify) in the same transaction, so waiters hear
 --     of it only once it is committed.
 
@@ -64,12 +68,32 @@ CREATE TABLE public.leash_locks_clients (
     expires timestamptz NOT NULL
 );
 
+-- leash_locks_isolation raises, with SQLSTATE LK001, unless the running
+-- transaction is READ COMMITTED. Every function calls it first: their row
+-- locks order the calls only when each statement reads the latest committed
+-- state, which a REPEATABLE READ or SERIALIZABLE snapshot does not (calls
+-- would fail with serialization errors, or a fair waiter be passed over). A
+-- function cannot change the isolation of the transaction it runs in.
+CREATE FUNCTION public.leash_locks_isolation() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'leash: the lock functions run only under READ COMMITTED isolation, not %',
+            upper(current_setting('transaction_isolation'))
+            USING ERRCODE = 'LK001',
+                  HINT = 'Set default_transaction_isolation = ''read committed'' for the store''s connections, and do not call the functions inside a transaction of another isolation.';
+    END IF;
+END
+$$;
+
 -- leash_locks_acquire takes one lock. p_kind is driver.Kind: 0 mutex, 1 fair,
 -- 2 read, 3 write, 4 permit. p_lease and p_wait are in microseconds. Returns
 -- whether it was granted and its token; otherwise the microseconds until the
 -- blocking lease (or the queue head's place) ends, -1 when unknown. refused
 -- is set, and nothing changed, when the name holds another kind of lock
--- (what it holds) or a reader asks to write ('upgrade').
+-- (what it holds) or a reader asks to write ('upgrade'). A name with no
+-- live holds, places or marks is free for either kind: it takes the kind
+-- of the lock it grants, keeping its fencing counter.
 CREATE FUNCTION public.leash_locks_acquire(
     p_kind smallint, p_name text, p_owner text, p_parent text,
     p_lease bigint, p_wait bigint, p_permits integer,
@@ -84,6 +108,7 @@ DECLARE
     v_role   text;        -- the role to grant
     n        integer;
 BEGIN
+    PERFORM public.leash_locks_isolation();
     acquired := false; fence := 0; remaining := -1;
     SELECT * INTO l FROM public.leash_locks WHERE name = p_name FOR UPDATE;
     IF NOT FOUND THEN
@@ -91,19 +116,23 @@ BEGIN
         VALUES (p_name, CASE WHEN p_kind = 4 THEN 's' ELSE 'l' END, greatest(p_permits, 0))
         ON CONFLICT (name) DO NOTHING;
         SELECT * INTO l FROM public.leash_locks WHERE name = p_name FOR UPDATE;
-    ELSE
-        DELETE FROM public.leash_locks_holds WHERE name = p_name AND expires <= t_now;
+        IF NOT FOUND THEN -- deleted between the two statements
+            RAISE EXCEPTION 'leash: the row of lock % vanished while it was being locked', p_name
+                USING ERRCODE = 'LK002';
+        END IF;
     END IF;
+    -- On both paths: the row may have been inserted by someone else, whose
+    -- holds may have expired since.
+    DELETE FROM public.leash_locks_holds WHERE name = p_name AND expires <= t_now;
 
     IF p_kind = 4 THEN
-        IF l.kind <> 's' THEN
+        IF l.kind <> 's' THEN -- free of locks, places and marks: a semaphore from this grant
             IF EXISTS (SELECT 1 FROM public.leash_locks_holds
-                       WHERE name = p_name AND role IN ('x', 'w', 'r')) THEN
+                       WHERE name = p_name AND role IN ('x', 'w', 'r', 'q', 'm')) THEN
                 refused := 'a mutex or readers-writer lock, not a semaphore';
                 RETURN;
             END IF;
             l.kind := 's'; l.permits := greatest(p_permits, 0);
-            UPDATE public.leash_locks SET kind = l.kind, permits = l.permits WHERE name = p_name;
         END IF;
         SELECT * INTO h FROM public.leash_locks_holds WHERE name = p_name AND role = 'p' AND owner = p_owner;
         IF FOUND THEN -- a retry of a granted permit
@@ -120,9 +149,12 @@ BEGIN
         END IF;
         v_role := 'p';
     ELSE
-        IF l.kind = 's' THEN
-            refused := 'a semaphore, not a mutex or readers-writer lock';
-            RETURN;
+        IF l.kind = 's' THEN -- free of permits: a lock from this grant
+            IF EXISTS (SELECT 1 FROM public.leash_locks_holds WHERE name = p_name AND role = 'p') THEN
+                refused := 'a semaphore, not a mutex or readers-writer lock';
+                RETURN;
+            END IF;
+            l.kind := 'l';
         END IF;
         IF p_kind <> 2 THEN -- a retry of a granted exclusive lock
             SELECT * INTO h FROM public.leash_locks_holds
@@ -208,8 +240,9 @@ BEGIN
     -- server's clock in µs, so that tokens keep growing if the counter is
     -- ever lost (a restore, a failover to a replica that had not received
     -- the last grants).
+    -- The grant also writes the kind (and a new semaphore's permit count).
     l.fence := greatest(l.fence + 1, (extract(epoch FROM t_now) * 1000000)::bigint);
-    UPDATE public.leash_locks SET fence = l.fence WHERE name = p_name;
+    UPDATE public.leash_locks SET fence = l.fence, kind = l.kind, permits = l.permits WHERE name = p_name;
     INSERT INTO public.leash_locks_holds (name, role, owner, expires, fence)
     VALUES (p_name, v_role, p_owner, t_now + p_lease * interval '1 microsecond', l.fence);
     acquired := true; fence := l.fence;
@@ -219,7 +252,9 @@ $$;
 -- leash_locks_acquire_many takes the exclusive locks on every name in
 -- p_names for p_owner (leases in µs, in the same order), all or none.
 -- Returns the tokens in request order; otherwise the µs until the first
--- blocking lease ends. refused is the first name that holds a semaphore.
+-- blocking lease ends. refused is the first name that holds a semaphore
+-- (live permits); a name that is free takes the kind of a lock at the
+-- grant. When it grants nothing, it leaves no row behind.
 CREATE FUNCTION public.leash_locks_acquire_many(
     p_names text[], p_owner text, p_leases bigint[],
     OUT acquired boolean, OUT fences bigint[], OUT remaining bigint, OUT refused text)
@@ -229,15 +264,28 @@ DECLARE
     blocked timestamptz;
     r       record;
     f       bigint;
+    created text[]; -- the names whose rows this call inserted
+    n       bigint;
 BEGIN
+    PERFORM public.leash_locks_isolation();
     acquired := false; fences := '{}'; remaining := -1;
-    INSERT INTO public.leash_locks (name)
-    SELECT DISTINCT u FROM unnest(p_names) AS u ORDER BY u
-    ON CONFLICT (name) DO NOTHING;
+    WITH ins AS (
+        INSERT INTO public.leash_locks (name)
+        SELECT DISTINCT u FROM unnest(p_names) AS u ORDER BY u
+        ON CONFLICT (name) DO NOTHING
+        RETURNING name)
+    SELECT array_agg(name) INTO created FROM ins;
     PERFORM 1 FROM public.leash_locks WHERE name = ANY (p_names) ORDER BY name FOR UPDATE;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n <> (SELECT count(DISTINCT u) FROM unnest(p_names) AS u) THEN -- a row deleted meanwhile
+        RAISE EXCEPTION 'leash: % of the % rows of the locks were locked: a row vanished', n,
+            (SELECT count(DISTINCT u) FROM unnest(p_names) AS u) USING ERRCODE = 'LK002';
+    END IF;
     DELETE FROM public.leash_locks_holds WHERE name = ANY (p_names) AND expires <= t_now;
-    SELECT name INTO refused FROM public.leash_locks WHERE name = ANY (p_names) AND kind = 's' ORDER BY name LIMIT 1;
+    SELECT name INTO refused FROM public.leash_locks_holds
+    WHERE name = ANY (p_names) AND role = 'p' ORDER BY name LIMIT 1;
     IF FOUND THEN -- the name of a semaphore
+        DELETE FROM public.leash_locks WHERE name = ANY (created);
         RETURN;
     END IF;
     -- The earliest end among the leases that block: other owners' exclusive
@@ -250,6 +298,7 @@ BEGIN
         GROUP BY name) AS b;
     IF blocked IS NOT NULL THEN
         remaining := (extract(epoch FROM blocked - t_now) * 1000000)::bigint;
+        DELETE FROM public.leash_locks WHERE name = ANY (created);
         RETURN;
     END IF;
     FOR r IN SELECT u.name, u.lease FROM unnest(p_names, p_leases) WITH ORDINALITY AS u(name, lease, i) ORDER BY u.i LOOP
@@ -257,7 +306,8 @@ BEGIN
         WHERE name = r.name AND role IN ('x', 'w') AND owner = p_owner
         RETURNING fence INTO f;
         IF NOT FOUND THEN -- not a retry: a fresh grant
-            UPDATE public.leash_locks SET fence = greatest(fence + 1, (extract(epoch FROM t_now) * 1000000)::bigint)
+            UPDATE public.leash_locks SET fence = greatest(fence + 1, (extract(epoch FROM t_now) * 1000000)::bigint),
+                kind = 'l'
             WHERE name = r.name RETURNING fence INTO f;
             INSERT INTO public.leash_locks_holds (name, role, owner, expires, fence)
             VALUES (r.name, 'x', p_owner, t_now + r.lease * interval '1 microsecond', f);
@@ -278,6 +328,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' A
 DECLARE
     t_now timestamptz := clock_timestamp();
 BEGIN
+    PERFORM public.leash_locks_isolation();
     PERFORM 1 FROM public.leash_locks WHERE name = ANY (p_names) ORDER BY name FOR UPDATE;
     RETURN QUERY
     WITH req AS (
@@ -311,7 +362,8 @@ $$;
 
 -- leash_locks_release drops p_owner's hold of kind p_kind on p_name and
 -- notifies the waiters it frees. released is false when p_owner holds no such
--- lock; refused then says what the name holds if it is another kind.
+-- lock; refused then says what the name holds if it holds live locks of the
+-- other kind (permits where a lock is released, or the reverse).
 CREATE FUNCTION public.leash_locks_release(
     p_kind smallint, p_name text, p_owner text, p_channel text,
     OUT released boolean, OUT refused text)
@@ -322,22 +374,23 @@ DECLARE
     r    text;
     head text;
 BEGIN
+    PERFORM public.leash_locks_isolation();
     released := false;
     SELECT * INTO l FROM public.leash_locks WHERE name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
     END IF;
     DELETE FROM public.leash_locks_holds WHERE name = p_name AND expires <= t_now;
-    IF (p_kind = 4) <> (l.kind = 's') THEN
-        refused := CASE l.kind WHEN 's' THEN 'a semaphore, not a mutex or readers-writer lock'
-                   ELSE 'a mutex or readers-writer lock, not a semaphore' END;
-        RETURN;
-    END IF;
     DELETE FROM public.leash_locks_holds
     WHERE name = p_name AND owner = p_owner
       AND role = ANY (CASE p_kind WHEN 2 THEN '{r}' WHEN 4 THEN '{p}' ELSE '{x,w}' END::text[])
     RETURNING role INTO r;
     IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM public.leash_locks_holds WHERE name = p_name
+                   AND role = ANY (CASE WHEN p_kind = 4 THEN '{x,w,r}' ELSE '{p}' END::text[])) THEN
+            refused := CASE WHEN p_kind = 4 THEN 'a mutex or readers-writer lock, not a semaphore'
+                       ELSE 'a semaphore, not a mutex or readers-writer lock' END;
+        END IF;
         RETURN;
     END IF;
     released := true;
@@ -376,6 +429,7 @@ DECLARE
     head  text;
     held  boolean;
 BEGIN
+    PERFORM public.leash_locks_isolation();
     PERFORM 1 FROM public.leash_locks WHERE name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
@@ -405,6 +459,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' A
 DECLARE
     t_now timestamptz := clock_timestamp();
 BEGIN
+    PERFORM public.leash_locks_isolation();
     deleted := false;
     PERFORM 1 FROM public.leash_locks WHERE name = p_name FOR UPDATE;
     IF NOT FOUND THEN
@@ -421,13 +476,15 @@ $$;
 
 -- leash_locks_set_permits sets the permit count of the semaphore p_name,
 -- creating it if there is none, and wakes its waiters. refused says what the
--- name holds when it is a lock.
+-- name holds when it holds a lock, a fair-queue place or a waiting-writer
+-- mark; a free lock name becomes a semaphore.
 CREATE FUNCTION public.leash_locks_set_permits(p_name text, p_permits integer, p_channel text, OUT refused text)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now timestamptz := clock_timestamp();
     l   public.leash_locks%ROWTYPE;
 BEGIN
+    PERFORM public.leash_locks_isolation();
     SELECT * INTO l FROM public.leash_locks WHERE name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO public.leash_locks (name, kind, permits) VALUES (p_name, 's', p_permits)
@@ -436,7 +493,7 @@ BEGIN
     END IF;
     DELETE FROM public.leash_locks_holds WHERE name = p_name AND expires <= t_now;
     IF l.kind <> 's' AND EXISTS (SELECT 1 FROM public.leash_locks_holds
-                                 WHERE name = p_name AND role IN ('x', 'w', 'r')) THEN
+                                 WHERE name = p_name AND role IN ('x', 'w', 'r', 'q', 'm')) THEN
         refused := 'a mutex or readers-writer lock, not a semaphore';
         RETURN;
     END IF;

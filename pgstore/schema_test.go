@@ -105,7 +105,7 @@ func TestSchemaMissing(t *testing.T) {
 // at once all succeed, and a second Migrate changes nothing.
 func TestMigrateConcurrentAndRepeated(t *testing.T) {
 	pool := newPool(t, sharedPostgres(t).URL())
-	opts := &pgstore.Options{Schema: "leash migrate", Table: tableName(t)}
+	opts := &pgstore.Options{Schema: "leash_migrate", Table: tableName(t)}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -147,21 +147,21 @@ func TestSchemaVersionChecked(t *testing.T) {
 // accepts, under names of their choosing.
 func TestDDLForDBAs(t *testing.T) {
 	pool := newPool(t, sharedPostgres(t).URL())
-	ddl := pgstore.DDL("ops", "Locks-"+tableName(t))
-	if !strings.Contains(ddl, `"ops"."Locks-`+tableName(t)+`_holds"`) || strings.Contains(ddl, "public.leash_locks") {
+	ddl := mustDDL(t, "ops", "Locks_"+tableName(t))
+	if !strings.Contains(ddl, `"ops"."Locks_`+tableName(t)+`_holds"`) || strings.Contains(ddl, "public.leash_locks") {
 		t.Fatalf("DDL keeps default names or lacks the chosen ones:\n%s", ddl)
 	}
 	if _, err := pool.Exec(bg(t), ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}
-	s := pgstore.New(pool, &pgstore.Options{Schema: "ops", Table: "Locks-" + tableName(t)})
+	s := pgstore.New(pool, &pgstore.Options{Schema: "ops", Table: "Locks_" + tableName(t)})
 	if err := s.Check(bg(t)); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := s.Acquire(bg(t), driver.Request{Name: "a", Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}); err != nil || !g.Acquired {
 		t.Fatalf("Acquire = %+v, %v", g, err)
 	}
-	if pgstore.DDL(pgstore.DefaultSchema, pgstore.DefaultTable) == "" {
+	if mustDDL(t, pgstore.DefaultSchema, pgstore.DefaultTable) == "" {
 		t.Fatal("empty default DDL")
 	}
 }

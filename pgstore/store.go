@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"sync/atomic"
 	"time"
 
@@ -38,12 +39,14 @@ const (
 // Options configures a Store. A nil *Options means all defaults; a zero
 // field means that field's default.
 type Options struct {
-	// Schema is the PostgreSQL schema that holds the tables. Default
-	// DefaultSchema ("public").
+	// Schema is the PostgreSQL schema that holds the tables: a letter or
+	// '_', then letters, digits and '_' (ErrBadName otherwise), at most 63
+	// bytes. Default DefaultSchema ("public").
 	Schema string
 	// Table is the name of the lock table; the store's other tables and
 	// functions are named after it (Table+"_holds", Table+"_acquire", …).
-	// At most MaxTableLen bytes. Default DefaultTable ("leash_locks").
+	// Like Schema, a letter or '_', then letters, digits and '_', and at
+	// most MaxTableLen bytes. Default DefaultTable ("leash_locks").
 	Table string
 	// BatchSize is how many locks one renewal statement renews. Default
 	// DefaultBatchSize (1000); at most MaxBatchSize.
@@ -108,10 +111,8 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	switch {
 	case pool == nil:
 		s.err = errors.New("pgstore: New: the pool is nil; pass one from pgxpool.New(ctx, \"postgres://user@host/db\")")
-	case len(s.opts.Table) > MaxTableLen:
-		s.err = fmt.Errorf("pgstore: Options.Table = %q: at most %d bytes (the names derived from it must fit PostgreSQL's 63-byte identifiers)", s.opts.Table, MaxTableLen)
-	case len(s.opts.Schema) > 63:
-		s.err = fmt.Errorf("pgstore: Options.Schema = %q: at most 63 bytes", s.opts.Schema)
+	case checkNames(s.opts.Schema, s.opts.Table) != nil:
+		s.err = checkNames(s.opts.Schema, s.opts.Table)
 	case s.opts.BatchSize < 0 || s.opts.BatchSize > MaxBatchSize:
 		s.err = fmt.Errorf("pgstore: Options.BatchSize = %d: must be between 1 and %d (zero means %d)", s.opts.BatchSize, MaxBatchSize, DefaultBatchSize)
 	case s.opts.ListenTimeout < 0:
@@ -134,9 +135,28 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	return s
 }
 
+// identRE matches the schema and table names a Store accepts. The names go
+// into the DDL's function bodies (quoted with $$) and into the notification
+// channel "leash:schema.table", so nothing but these characters may occur:
+// no '$', no quote, and no '.', which separates them in the channel.
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkNames reports a schema or table name a Store does not accept, with
+// an error matching ErrBadName.
+func checkNames(schema, table string) error {
+	if !identRE.MatchString(table) || len(table) > MaxTableLen {
+		return fmt.Errorf("pgstore: Options.Table = %q: %w: want a letter or '_', then letters, digits and '_', at most %d bytes (the names derived from it must fit PostgreSQL's 63-byte identifiers)", table, ErrBadName, MaxTableLen)
+	}
+	if !identRE.MatchString(schema) || len(schema) > 63 {
+		return fmt.Errorf("pgstore: Options.Schema = %q: %w: want a letter or '_', then letters, digits and '_', at most 63 bytes", schema, ErrBadName)
+	}
+	return nil
+}
+
 // channelName is the NOTIFY channel of a store's tables: "leash:schema.table",
 // or, when that would not fit a 63-byte identifier, "leash:" and a hash of it.
-// Channels are per database, so the schema is part of it.
+// Channels are per database, so the schema is part of it; neither name can
+// contain '.' (see identRE), so two stores' channels never coincide.
 func channelName(schema, table string) string {
 	ch := "leash:" + schema + "." + table
 	if len(ch) <= 63 {

@@ -16,6 +16,6 @@ func TestConformance(t *testing.T) {
 // TestConformanceSmallBatches runs the suite with renewal batches of 7
 // locks, so that a renewal spans many statements.
 func TestConformanceSmallBatches(t *testing.T) {
-	s := newStore(t, &pgstore.Options{BatchSize: 7, Schema: "leash small"})
+	s := newStore(t, &pgstore.Options{BatchSize: 7, Schema: "leash_small"})
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }

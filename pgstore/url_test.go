@@ -41,7 +41,7 @@ func TestURLErrors(t *testing.T) {
 // opened store does not create them itself.
 func TestURLOpens(t *testing.T) {
 	table := tableName(t)
-	url := sharedPostgres(t).URL() + "&application_name=leash-test&leash_schema=url+tests&leash_table=" + table + "&leash_batch_size=3"
+	url := sharedPostgres(t).URL() + "&application_name=leash-test&leash_schema=url_tests&leash_table=" + table + "&leash_batch_size=3"
 	s, err := driver.Open(bg(t), url)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +71,8 @@ func TestURLOpens(t *testing.T) {
 		}
 	}
 	var schema string
-	if err := s.(interface{ Pool() *pgxpool.Pool }).Pool().QueryRow(bg(t), "SELECT schemaname FROM pg_tables WHERE tablename = $1", table).Scan(&schema); err != nil || schema != "url tests" {
-		t.Errorf("table %s in schema %q (%v), want \"url tests\"", table, schema, err)
+	if err := s.(interface{ Pool() *pgxpool.Pool }).Pool().QueryRow(bg(t), "SELECT schemaname FROM pg_tables WHERE tablename = $1", table).Scan(&schema); err != nil || schema != "url_tests" {
+		t.Errorf("table %s in schema %q (%v), want \"url_tests\"", table, schema, err)
 	}
 }
 
