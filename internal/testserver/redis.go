@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -47,9 +45,7 @@ type Redis struct {
 	opts    RedisOptions
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // ErrNotInstalled reports that a server binary is not on PATH.
@@ -75,7 +71,7 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 	if _, err := RedisBinary(); err != nil {
 		return nil, err
 	}
-	r := &Redis{opts: opts, Dir: opts.Dir}
+	r := &Redis{opts: opts, Dir: opts.Dir, process: process{name: "redis-server"}}
 	if r.Dir == "" {
 		d, err := os.MkdirTemp("", "leash-redis-")
 		if err != nil {
@@ -240,61 +236,6 @@ func (r *Redis) logTail() string {
 		lines = lines[len(lines)-5:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-// PID returns the server's process id, or 0 when it is not running.
-func (r *Redis) PID() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return 0
-	}
-	return r.cmd.Process.Pid
-}
-
-// signal sends sig to the running server.
-func (r *Redis) signal(sig syscall.Signal) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return errors.New("testserver: redis-server is not running")
-	}
-	return r.cmd.Process.Signal(sig)
-}
-
-// Pause freezes the server with SIGSTOP. Clients can still connect (the
-// kernel accepts), but nothing is answered until Resume.
-func (r *Redis) Pause() error { return r.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (r *Redis) Resume() error { return r.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (r *Redis) Kill() error { return r.end(syscall.SIGKILL) }
-
-func (r *Redis) end(sig syscall.Signal) error {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	if cmd == nil {
-		r.mu.Unlock()
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process ignores SIGTERM
-	err := cmd.Process.Signal(sig)
-	r.mu.Unlock()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	r.mu.Lock()
-	r.cmd, r.exited = nil, nil
-	r.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
 }
 
 // Restart kills the server (like a crash) and starts it again on the same

@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -70,9 +68,7 @@ type ZooKeeper struct {
 
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // StartZooKeeper starts a standalone ZooKeeper server on a free loopback port
@@ -82,7 +78,7 @@ func StartZooKeeper(dir string) (*ZooKeeper, error) {
 	if _, _, err := ZooKeeperClassPath(); err != nil {
 		return nil, err
 	}
-	z := &ZooKeeper{Dir: dir}
+	z := &ZooKeeper{Dir: dir, process: process{name: "zookeeper"}}
 	if z.Dir == "" {
 		d, err := os.MkdirTemp("", "leash-zookeeper-")
 		if err != nil {
@@ -256,54 +252,6 @@ func (z *ZooKeeper) logTail() string {
 	return strings.Join(lines, " | ")
 }
 
-// PID returns the server's process id, or 0 when it is not running.
-func (z *ZooKeeper) PID() int {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.cmd == nil {
-		return 0
-	}
-	return z.cmd.Process.Pid
-}
-
-func (z *ZooKeeper) signal(sig syscall.Signal) error {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.cmd == nil {
-		return errors.New("testserver: zookeeper is not running")
-	}
-	return z.cmd.Process.Signal(sig)
-}
-
-// Pause freezes the server with SIGSTOP: connections stay open, nothing is
-// answered, and its sessions' timeouts keep running on the other servers
-// (and on this one's clock once it resumes).
-func (z *ZooKeeper) Pause() error { return z.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (z *ZooKeeper) Resume() error { return z.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (z *ZooKeeper) Kill() error {
-	z.mu.Lock()
-	cmd, exited := z.cmd, z.exited
-	if cmd == nil {
-		z.mu.Unlock()
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	err := cmd.Process.Signal(syscall.SIGKILL)
-	z.mu.Unlock()
-	<-exited
-	z.mu.Lock()
-	z.cmd, z.exited = nil, nil
-	z.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
-
 // Restart kills the server (like a crash) and starts it again on the same
 // port and directory; its data survives. A standalone server is awaited
 // until it serves; an ensemble member serves once it has rejoined a quorum
@@ -374,7 +322,7 @@ func StartZooKeeperEnsemble(dir string) (*Ensemble, error) {
 		fmt.Fprintf(&lines, "server.%d=127.0.0.1:%d:%d\n", id, ports[3*(id-1)+1], ports[3*(id-1)+2])
 	}
 	for id := 1; id <= 3; id++ {
-		z := &ZooKeeper{ID: id, Port: ports[3*(id-1)], Dir: filepath.Join(e.dir, "zk"+strconv.Itoa(id))}
+		z := &ZooKeeper{ID: id, Port: ports[3*(id-1)], Dir: filepath.Join(e.dir, "zk"+strconv.Itoa(id)), process: process{name: "zookeeper"}}
 		z.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(z.Port))
 		e.Servers = append(e.Servers, z)
 		if err := z.writeConfig(lines.String()); err != nil {
