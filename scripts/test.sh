@@ -34,12 +34,16 @@ need() {
 
 need go golang
 need redis-server redis-server
+# ZooKeeper: Debian's zookeeper package, whose jars the tests run (it pulls in a Java runtime).
+PATH="$PATH:/usr/share/zookeeper/bin" need zkServer.sh zookeeper
+need java default-jre-headless
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say "versions"
 go version
 redis-server --version
+java -version 2>&1 | head -1
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -48,7 +52,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./zkstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"
