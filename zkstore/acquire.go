@@ -15,95 +15,37 @@ import (
 // read changed before its write.
 const maxAttempts = 20
 
-// dirState is a lock directory as one read saw it.
-type dirState struct {
-	exists  bool
-	version int32 // data version: the number of grants so far
-	mzxid   int64 // the zxid of the last grant (when version > 0)
-	nodes   []lockNode
-}
-
-// maxVerified bounds the Store's record of lock directories it has
-// recognised, so that it stays small whatever the number of names.
-const maxVerified = 1 << 16
-
-// readDir reads name's lock directory: its children, and, the first time
-// the Store sees the directory, its data, which must be leash's marker.
-func (s *Store) readDir(ctx context.Context, name string) (dirState, error) {
-	dir := s.dir(name)
-	type got struct {
-		children []string
-		st       *zk.Stat
-	}
-	g, err := call(ctx, func() (got, error) { c, st, err := s.conn.Children(dir); return got{c, st}, err })
-	if errors.Is(err, zk.ErrNoNode) {
-		return dirState{}, nil
-	}
-	if err != nil {
-		return dirState{}, fmt.Errorf("zkstore: read lock %q: %w", name, err)
-	}
-	s.mu.Lock()
-	known := s.verified[dir] == g.st.Czxid
-	s.mu.Unlock()
-	if !known {
-		data, _, err := getData(ctx, s, dir)
-		if errors.Is(err, zk.ErrNoNode) {
-			return dirState{}, nil
-		}
-		if err != nil {
-			return dirState{}, fmt.Errorf("zkstore: read lock %q: %w", name, err)
-		}
-		if string(data) != string(dirMarker) {
-			return dirState{}, &driver.NotALockError{Name: name,
-				Found: fmt.Sprintf("znode %s with %s and %d children, not a leash lock", dir, describeData(data), len(g.children))}
-		}
-		s.mu.Lock()
-		if len(s.verified) >= maxVerified {
-			clear(s.verified)
-		}
-		s.verified[dir] = g.st.Czxid
-		s.mu.Unlock()
-	}
-	nodes, bad := parseChildren(g.children)
-	if bad != "" {
-		return dirState{}, &driver.NotALockError{Name: name,
-			Found: fmt.Sprintf("leash lock znode %s with a child %q that is not a leash lock node", dir, bad)}
-	}
-	return dirState{exists: true, version: g.st.Version, mzxid: g.st.Mzxid, nodes: nodes}, nil
-}
-
-// fence returns the last fencing token granted on a directory, 0 if none.
-func (d dirState) fence() int64 {
-	if d.version == 0 {
-		return 0
-	}
-	return d.mzxid
-}
-
-// createDir creates name's lock directory.
-func (s *Store) createDir(ctx context.Context, name string) error {
+// createDir creates name's lock directory, for a lock or, when sem, a
+// semaphore of permits.
+func (s *Store) createDir(ctx context.Context, name string, sem bool, permits int) error {
 	if err := s.ensureRoot(ctx); err != nil {
 		return err
 	}
-	return s.createIfMissing(ctx, s.dir(name), dirMarker)
+	data := dirMarker
+	if sem {
+		data = semData(permits)
+	}
+	return s.createIfMissing(ctx, s.dir(name), data)
 }
 
-// A nodeView is a lock node judged: whether its owner still holds it.
+// A nodeView is a lock directory's node judged: whether it is alive (a
+// hold whose owner still holds it, a waiting place still kept).
 type nodeView struct {
 	node      lockNode
 	gone      bool          // deleted since the directory was read
-	lease     time.Duration // from its data
+	d         time.Duration // a hold's lease, a place's wait, from its data
 	version   int32         // its data version
 	alive     bool
 	remaining time.Duration // when alive
-	// session is the owner's session node, when it exists with the node's
+	// session is the hold's session node, when it exists with the node's
 	// epoch: a keep-alive changes its version, which a takeover checks.
 	session *zk.Stat
 }
 
-// takeover returns the operations that delete a lock node judged dead, on
-// the condition that its session has not been kept alive since.
-func (v nodeView) takeover(dir, sessionPath string) []any {
+// drop returns the operations that delete a node judged dead, on the
+// condition that it has not changed since (a place refreshed) and its
+// session has not been kept alive since.
+func (v nodeView) drop(dir, sessionPath string) []any {
 	var ops []any
 	if v.session != nil {
 		ops = append(ops, &zk.CheckVersionRequest{Path: sessionPath, Version: v.session.Version})
@@ -121,16 +63,27 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 	return st.Mtime, nil
 }
 
-// judge reads each lock node of a directory, its owner's session node and
-// the server's clock, all at once, and says of each node whether its owner
-// still holds it: its session node exists with the node's epoch, and was
-// kept alive less than the node's lease ago.
+// judge reads each node, the session node of each hold's client and the
+// server's clock, all at once, and says of each node whether it is alive:
+// a hold while its session node exists with the node's epoch and was kept
+// alive less than the node's lease ago; a waiting place while it was last
+// refreshed less than its wait ago.
 func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nodeView, error) {
 	dir := s.dir(name)
 	views := make([]nodeView, len(nodes))
-	sessions := make([]*zk.Stat, len(nodes))
-	epochs := make([]uint64, len(nodes))
-	errs := make([]error, 2*len(nodes)+1)
+	type session struct {
+		st    *zk.Stat
+		epoch uint64
+		err   error
+	}
+	sessions := map[string]*session{}
+	for _, n := range nodes {
+		if n.kind.hold() {
+			sessions[driver.OwnerClient(n.owner)] = &session{}
+		}
+	}
+	mtimes := make([]int64, len(nodes))
+	errs := make([]error, len(nodes)+1)
 	var now int64
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -141,31 +94,36 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 			case errors.Is(err, zk.ErrNoNode):
 				views[i].gone = true
 			case err != nil:
-				errs[2*i] = err
+				errs[i] = err
 			default:
-				lease, ok := parseNodeData(data)
+				d, ok := parseNodeData(n.kind, data)
 				if !ok {
-					errs[2*i] = &driver.NotALockError{Name: name,
+					errs[i] = &driver.NotALockError{Name: name,
 						Found: fmt.Sprintf("leash lock znode %s with a child %q holding %s, not a leash lock node", dir, n.name, describeData(data))}
 				}
-				views[i].lease, views[i].version = lease, st.Version
+				views[i].d, views[i].version, mtimes[i] = d, st.Version, st.Mtime
 			}
 		})
+	}
+	for client, ss := range sessions {
 		wg.Go(func() {
-			data, st, err := getData(ctx, s, s.clientPath(driver.OwnerClient(n.owner)))
+			data, st, err := getData(ctx, s, s.clientPath(client))
 			switch {
 			case errors.Is(err, zk.ErrNoNode):
 			case err != nil:
-				errs[2*i+1] = err
+				ss.err = err
 			default:
 				if epoch, _, ok := parseSessionData(data); ok {
-					sessions[i], epochs[i] = st, epoch
+					ss.st, ss.epoch = st, epoch
 				}
 			}
 		})
 	}
 	wg.Go(func() { now, errs[len(errs)-1] = s.now(ctx) })
 	wg.Wait()
+	for _, ss := range sessions {
+		errs = append(errs, ss.err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		var nl *driver.NotALockError
 		if errors.As(err, &nl) {
@@ -175,11 +133,18 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 	}
 	for i := range views {
 		v := &views[i]
-		if v.gone || sessions[i] == nil || epochs[i] != v.node.epoch {
-			continue // a session that ended never comes back: no condition on it
+		if v.gone {
+			continue
 		}
-		v.session = sessions[i]
-		if end := sessions[i].Mtime + v.lease.Milliseconds(); now < end {
+		since := mtimes[i]
+		if v.node.kind.hold() {
+			ss := sessions[driver.OwnerClient(v.node.owner)]
+			if ss.st == nil || ss.epoch != v.node.epoch {
+				continue // a session that ended never comes back: no condition on it
+			}
+			v.session, since = ss.st, ss.st.Mtime
+		}
+		if end := since + v.d.Milliseconds(); now < end {
 			v.alive, v.remaining = true, time.Duration(end-now)*time.Millisecond
 		}
 	}
@@ -209,19 +174,109 @@ func (s *Store) checkLease(req driver.Request) error {
 	return nil
 }
 
-// Acquire implements [driver.Store]. It reads the lock's directory (one
-// round trip) and, when no live holder is found, takes the lock with one
-// multi-operation: it bumps the directory's data version (a compare and
-// set against the version it read, so that of two racing acquirers one
-// wins), deletes lock nodes whose holders' leases ran out, refreshes the
-// owner's session node, and creates the owner's ephemeral sequential lock
-// node. The fencing token is the multi-operation's zxid, the lock node's
-// czxid. A refused acquire writes nothing but the clock node, which it
-// reads the server's time from to judge the holder's lease.
-func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if req.Kind != driver.KindMutex {
-		return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: %w", req.Name, driver.Unsupported(s, req.Kind.String()+" locks"))
+// Kinds implements [driver.KindStore]: every kind.
+func (s *Store) Kinds() []driver.Kind {
+	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
+}
+
+// blocked is what keeps a request from being granted, judged from a
+// directory's live nodes.
+type blocked struct {
+	remaining time.Duration // until the blocker's lease or place runs out
+	place     nodeKind      // the waiting place a refused request keeps (nkQueue, nkWaitW), or nkLock for none
+}
+
+// blocker says whether the live nodes keep req from being granted, as the
+// rules of its kind say (see driver.KindStore), and for how long.
+func blocker(req driver.Request, d dirState, views []nodeView) (blocked, bool) {
+	var excl, writer *nodeView
+	var latestRead, firstMark, firstPermit time.Duration
+	var queue []nodeView
+	permits := 0
+	for i := range views {
+		v := &views[i]
+		if !v.alive {
+			continue
+		}
+		switch v.node.kind {
+		case nkLock, nkWrite:
+			excl = v
+			if v.node.kind == nkWrite {
+				writer = v
+			}
+		case nkRead:
+			latestRead = max(latestRead, v.remaining)
+		case nkPermit:
+			permits++
+			if firstPermit == 0 || v.remaining < firstPermit {
+				firstPermit = v.remaining
+			}
+		case nkQueue:
+			queue = append(queue, *v)
+		case nkWaitW:
+			if firstMark == 0 || v.remaining < firstMark {
+				firstMark = v.remaining
+			}
+		}
 	}
+	held := func() (blocked, bool) {
+		if excl != nil {
+			return blocked{remaining: excl.remaining}, true
+		}
+		if latestRead > 0 {
+			return blocked{remaining: latestRead}, true
+		}
+		return blocked{}, false
+	}
+	switch req.Kind {
+	case driver.KindPermit:
+		limit := d.permits
+		if !d.sem { // an empty directory becomes a semaphore of req.Permits
+			limit = req.Permits
+		}
+		if permits >= limit {
+			return blocked{remaining: firstPermit}, true
+		}
+	case driver.KindRead:
+		downgrade := writer != nil && req.Parent != "" && writer.node.owner == req.Parent
+		switch {
+		case downgrade:
+		case excl != nil:
+			return blocked{remaining: excl.remaining}, true
+		case firstMark > 0:
+			return blocked{remaining: firstMark}, true
+		}
+	case driver.KindWrite:
+		if b, ok := held(); ok {
+			b.place = nkWaitW
+			return b, true
+		}
+	case driver.KindFair:
+		if b, ok := held(); ok {
+			b.place = nkQueue
+			return b, true
+		}
+		if len(queue) > 0 && queue[0].node.owner != req.Owner {
+			return blocked{remaining: queue[0].remaining, place: nkQueue}, true
+		}
+	default:
+		return held()
+	}
+	return blocked{}, false
+}
+
+// Acquire implements [driver.Store]. It reads the lock's directory (one
+// round trip) and, unless its rules keep the request out, takes the lock
+// with one multi-operation: it bumps the directory's data version (a
+// compare-and-set against the version it read, so that of two racing
+// acquirers one wins), deletes nodes that are no longer alive, refreshes
+// the owner's session node, and creates the owner's ephemeral sequential
+// hold node. The fencing token is the multi-operation's zxid, the hold
+// node's czxid. When other nodes are there, it first judges them (reading
+// their data, their sessions and the server's clock, which costs one write
+// to the clock node). A refused request that waits (KindFair, KindWrite
+// with Wait > 0) creates or refreshes its waiting place.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.checkLease(req); err != nil {
 		return driver.Grant{}, err
 	}
@@ -238,54 +293,84 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			return driver.Grant{}, err
 		}
 		if !d.exists {
-			if err := s.createDir(ctx, req.Name); err != nil {
+			if err := s.createDir(ctx, req.Name, req.Kind == driver.KindPermit, req.Permits); err != nil {
 				return driver.Grant{}, err
 			}
 			continue
+		}
+		if err := d.wrongKind(req.Name, req.Kind); err != nil {
+			return driver.Grant{}, err
 		}
 		cs, err := s.session(ctx, client)
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		var own *lockNode
-		var others []lockNode
-		for _, n := range d.nodes {
-			if n.owner == req.Owner && own == nil {
-				own = &n
-			} else {
-				others = append(others, n)
-			}
-		}
-		if own != nil && cs != nil && own.epoch == cs.epoch {
-			g, again, err := s.refresh(ctx, req, client, cs, *own)
+		if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok && cs != nil && own.epoch == cs.epoch {
+			g, again, err := s.refresh(ctx, req, client, cs, own)
 			if again {
 				continue
 			}
 			return g, err
 		}
-		if own != nil { // of a session that ended: a tenure of the past
-			others = append(others, *own)
+		if req.Kind == driver.KindWrite {
+			if r, ok := d.own(req.Owner, nkRead); ok && cs != nil && r.epoch == cs.epoch {
+				return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: %w", req.Name, driver.ErrUpgrade)
+			}
 		}
-		views, err := s.judge(ctx, req.Name, others)
+		views, err := s.judge(ctx, req.Name, d.nodes)
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		var ops []any
-		for _, v := range views {
-			if v.alive {
-				return driver.Grant{Remaining: v.remaining}, nil
+		if b, ok := blocker(req, d, views); ok {
+			if b.place != nkLock && req.Wait > 0 {
+				if err := s.keepPlace(ctx, req, b.place, d); err != nil {
+					return driver.Grant{}, err
+				}
 			}
-			if !v.gone {
-				ops = append(ops, v.takeover(s.dir(req.Name), s.clientPath(driver.OwnerClient(v.node.owner)))...)
+			return driver.Grant{Remaining: b.remaining}, nil
+		}
+		var drops []any
+		for _, v := range views {
+			mine := v.node.owner == req.Owner && (v.node.kind == nkQueue || v.node.kind == nkWaitW)
+			if !v.gone && (!v.alive || mine) {
+				drops = append(drops, v.drop(s.dir(req.Name), s.clientPath(driver.OwnerClient(v.node.owner)))...)
 			}
 		}
-		g, again, err := s.grant(ctx, req, client, cs, d, ops)
+		g, again, err := s.grant(ctx, []driver.Request{req}, client, cs, []dirState{d}, drops)
 		if again {
 			continue
 		}
-		return g, err
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		return driver.Grant{Acquired: true, Fence: g}, nil
 	}
 	return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: the lock changed under every one of %d attempts", req.Name, maxAttempts)
+}
+
+// keepPlace creates req's waiting place of kind, or refreshes it, so that
+// it lasts req.Wait from now.
+func (s *Store) keepPlace(ctx context.Context, req driver.Request, kind nodeKind, d dirState) error {
+	dir := s.dir(req.Name)
+	data := nodeData(kind, req.Wait)
+	if p, ok := d.own(req.Owner, kind); ok {
+		_, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(dir+"/"+p.name, data, -1) })
+		if !errors.Is(err, zk.ErrNoNode) { // dropped meanwhile: take a new place
+			return wrapErr("keep the waiting place on", req.Name, err)
+		}
+	}
+	_, err := call(ctx, func() (string, error) {
+		return s.conn.Create(dir+"/"+nodeName(kind, 0, req.Owner), data, zk.FlagEphemeralSequential, s.acl)
+	})
+	return wrapErr("take a waiting place on", req.Name, err)
+}
+
+// wrapErr adds what was done, and on which lock, to an error.
+func wrapErr(what, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("zkstore: %s %q: %w", what, name, err)
 }
 
 // sessionOp returns the operation that refreshes client's session node
@@ -308,46 +393,76 @@ func changed(err error) bool {
 	return errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode) || errors.Is(err, zk.ErrNodeExists)
 }
 
-// grant takes the lock for req (see Acquire). again reports that something
-// changed since d was read and the caller must start over.
-func (s *Store) grant(ctx context.Context, req driver.Request, client string, cs *clientSession, d dirState, takeovers []any) (g driver.Grant, again bool, err error) {
-	dir := s.dir(req.Name)
-	sop, next := s.sessionOp(client, cs, req.Lease)
-	ops := append([]any{&zk.SetDataRequest{Path: dir, Data: dirMarker, Version: d.version}}, takeovers...)
-	ops = append(ops, sop, &zk.CreateRequest{Path: dir + "/" + nodeName(next.epoch, req.Owner), Data: nodeData(req.Lease), Acl: s.acl, Flags: zk.FlagEphemeralSequential})
+// grant takes the locks of reqs, all of one owner, in one multi-operation
+// (see Acquire): ds are their directories as read, drops the deletions of
+// nodes no longer alive. It returns the fencing token, the operation's
+// zxid. again reports that something changed since the directories were
+// read, and the caller must start over.
+func (s *Store) grant(ctx context.Context, reqs []driver.Request, client string, cs *clientSession, ds []dirState, drops []any) (fence int64, again bool, err error) {
+	lease := reqs[0].Lease
+	for _, r := range reqs {
+		lease = max(lease, r.Lease)
+	}
+	sop, next := s.sessionOp(client, cs, lease)
+	var ops []any
+	after := make([]dirState, len(reqs))
+	for i, r := range reqs {
+		d := ds[i]
+		d.sem = r.Kind == driver.KindPermit // an empty directory becomes what is asked
+		if d.sem && !ds[i].sem {
+			d.permits = r.Permits
+		}
+		after[i] = d
+		ops = append(ops, &zk.SetDataRequest{Path: s.dir(r.Name), Data: d.data(), Version: d.version})
+	}
+	ops = append(ops, drops...)
+	ops = append(ops, sop)
+	first := len(ops)
+	for _, r := range reqs {
+		kind := holdKind(r.Kind)
+		ops = append(ops, &zk.CreateRequest{Path: s.dir(r.Name) + "/" + nodeName(kind, next.epoch, r.Owner),
+			Data: nodeData(kind, r.Lease), Acl: s.acl, Flags: zk.FlagEphemeralSequential})
+	}
 	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
 	if changed(err) {
 		s.remember(client, nil)
-		return driver.Grant{}, true, nil
+		return 0, true, nil
 	}
 	if err != nil {
-		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
+		return 0, false, fmt.Errorf("zkstore: acquire %q: %w", reqs[0].Name, err)
 	}
-	st := res[0].Stat // the directory's: the operation's zxid and time
+	st := res[0].Stat // the first directory's: the operation's zxid and time
 	next.mtime = st.Mtime
-	if sst := res[len(res)-2].Stat; sst != nil {
+	if sst := res[first-1].Stat; sst != nil {
 		next.version = sst.Version
 	}
-	created := res[len(res)-1].String
 	if cs != nil && cs.lapsed(st.Mtime) {
 		// The session had ended before this acquire refreshed it: its
 		// locks' leases ran out, and must not come back. Undo, end the
 		// session, and start over with a new one.
-		if err := s.undo(ctx, client, created, next.version); err != nil {
-			return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
+		var created []string
+		for _, r := range res[first:] {
+			created = append(created, r.String)
 		}
-		return driver.Grant{}, true, nil
+		if err := s.undo(ctx, client, next.version, created...); err != nil {
+			return 0, false, fmt.Errorf("zkstore: acquire %q: %w", reqs[0].Name, err)
+		}
+		return 0, true, nil
+	}
+	for i, r := range reqs {
+		d := after[i]
+		s.knowDir(s.dir(r.Name), dirData{czxid: d.czxid, version: d.version + 1, sem: d.sem, permits: d.permits})
 	}
 	s.remember(client, &next)
-	return driver.Grant{Acquired: true, Fence: st.Mzxid}, false, nil
+	return st.Mzxid, false, nil
 }
 
-// undo deletes a lock node created under a session that had lapsed, and
-// the session's node.
-func (s *Store) undo(ctx context.Context, client, node string, version int32) error {
+// undo deletes nodes created under a session that had lapsed, and the
+// session's node.
+func (s *Store) undo(ctx context.Context, client string, version int32, nodes ...string) error {
 	ops := []any{&zk.DeleteRequest{Path: s.clientPath(client), Version: version}}
-	if node != "" {
-		ops = append(ops, &zk.DeleteRequest{Path: node, Version: -1})
+	for _, n := range nodes {
+		ops = append(ops, &zk.DeleteRequest{Path: n, Version: -1})
 	}
 	_, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
 	s.remember(client, nil)
@@ -359,12 +474,12 @@ func (s *Store) undo(ctx context.Context, client, node string, version int32) er
 
 // refresh is an acquire by the owner that holds the lock: it sets the
 // lock's lease to req.Lease and refreshes the owner's session, and returns
-// the tenure's fencing token, the lock node's czxid.
+// the tenure's fencing token, the hold node's czxid.
 func (s *Store) refresh(ctx context.Context, req driver.Request, client string, cs *clientSession, own lockNode) (g driver.Grant, again bool, err error) {
 	sop, next := s.sessionOp(client, cs, req.Lease)
 	node := s.dir(req.Name) + "/" + own.name
 	res, err := call(ctx, func() ([]zk.MultiResponse, error) {
-		return s.conn.Multi(&zk.SetDataRequest{Path: node, Data: nodeData(req.Lease), Version: -1}, sop)
+		return s.conn.Multi(&zk.SetDataRequest{Path: node, Data: nodeData(own.kind, req.Lease), Version: -1}, sop)
 	})
 	if changed(err) {
 		s.remember(client, nil)
@@ -376,7 +491,7 @@ func (s *Store) refresh(ctx context.Context, req driver.Request, client string, 
 	st, sst := res[0].Stat, res[1].Stat
 	next.mtime, next.version = sst.Mtime, sst.Version
 	if cs.lapsed(sst.Mtime) {
-		if err := s.undo(ctx, client, "", next.version); err != nil {
+		if err := s.undo(ctx, client, next.version); err != nil {
 			return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
 		}
 		return driver.Grant{}, true, nil

@@ -9,15 +9,14 @@ import (
 	"github.com/leash-go/leash/driver"
 )
 
-// Release implements [driver.Store]: it deletes the owner's lock node,
-// which wakes every watcher of the lock. A lock node of a session that
-// ended is deleted too, but the release reports ErrNotHeld: the tenure had
-// ended.
+// Release implements [driver.Store]: it deletes the owner's hold node,
+// which wakes the lock's watchers. A hold node of a session that ended is
+// deleted too, but the release reports ErrNotHeld: the tenure had ended.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
-	if req.Kind != driver.KindMutex {
-		return fmt.Errorf("zkstore: release %q: %w", req.Name, driver.Unsupported(s, req.Kind.String()+" locks"))
-	}
 	d, err := s.readDir(ctx, req.Name)
+	if err == nil {
+		err = d.wrongKind(req.Name, req.Kind)
+	}
 	var nl *driver.NotALockError
 	if errors.As(err, &nl) {
 		return fmt.Errorf("zkstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, nl)
@@ -25,7 +24,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	if err != nil {
 		return err
 	}
-	own, ok := find(d.nodes, req.Owner)
+	own, ok := d.own(req.Owner, kindsOf(req.Kind)...)
 	if !ok {
 		return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)
 	}
@@ -33,8 +32,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	if err != nil {
 		return err
 	}
-	path := s.dir(req.Name) + "/" + own.name
-	err = call0(ctx, func() error { return s.conn.Delete(path, -1) })
+	err = call0(ctx, func() error { return s.conn.Delete(s.dir(req.Name)+"/"+own.name, -1) })
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)
@@ -46,12 +44,28 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	return nil
 }
 
-// find returns owner's lock node among nodes.
-func find(nodes []lockNode, owner string) (lockNode, bool) {
-	for _, n := range nodes {
-		if n.owner == owner {
-			return n, true
+// Withdraw implements [driver.Withdrawer]: it deletes the owner's place in
+// the fair queue (KindFair) or its waiting writer's mark (KindWrite).
+func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
+	kind := nkQueue
+	if req.Kind == driver.KindWrite {
+		kind = nkWaitW
+	}
+	d, err := s.readDir(ctx, req.Name)
+	var nl *driver.NotALockError
+	if errors.As(err, &nl) {
+		return nil // no place of ours there
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range d.nodes {
+		if n.kind == kind && n.owner == req.Owner {
+			err := call0(ctx, func() error { return s.conn.Delete(s.dir(req.Name)+"/"+n.name, -1) })
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				return fmt.Errorf("zkstore: withdraw from %q: %w", req.Name, err)
+			}
 		}
 	}
-	return lockNode{}, false
+	return nil
 }

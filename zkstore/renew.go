@@ -5,48 +5,75 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
 )
 
-// renewConcurrency bounds the requests one Renew has in flight: they are
-// pipelined on the Store's one connection.
+// renewConcurrency bounds the requests one Renew (or List) has in flight:
+// they are pipelined on the Store's one connection.
 const renewConcurrency = 64
 
 // Renew implements [driver.Store] for a [driver.SessionStore]: it extends
 // nothing (KeepAlive does, for every lock of a client at once) and checks
-// each lock: Renewed while the owner's lock node exists under its client's
-// current session, RenewTaken when another owner's node is there instead,
-// RenewGone when there is none (or the name holds something that is not a
-// lock). It reads each lock's directory once, the reads pipelined.
+// each lock: Renewed while the owner's hold node exists under its client's
+// current session and its lease has not run out since the session's last
+// keep-alive; RenewTaken when, instead, another owner's hold is there (for
+// the exclusive kinds); RenewGone otherwise, and for a name that holds
+// something that is not a lock. Each lock costs two pipelined reads (its
+// directory's children and its node's lease); the call, one write to the
+// clock node for the server's time.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))
-	epochs := sync.Map{} // client id → *epochResult, read once per Renew
+	r := &renewal{s: s}
 	sem := make(chan struct{}, renewConcurrency)
 	var wg sync.WaitGroup
-	for i, r := range reqs {
+	for i, req := range reqs {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			res[i] = s.check(ctx, r, &epochs)
+			res[i] = r.check(ctx, req)
 		})
 	}
 	wg.Wait()
 	return res
 }
 
-// epochResult is a client's current session epoch (0: none), read once.
-type epochResult struct {
-	once  sync.Once
-	epoch uint64
-	err   error
+// renewal is one Renew call: what its checks share, each read once.
+type renewal struct {
+	s        *Store
+	sessions sync.Map // client id → *onceSession
+	clock    struct {
+		once sync.Once
+		now  int64
+		err  error
+	}
+}
+
+type onceSession struct {
+	once sync.Once
+	cs   *clientSession
+	err  error
+}
+
+func (r *renewal) session(ctx context.Context, client string) (*clientSession, error) {
+	v, _ := r.sessions.LoadOrStore(client, &onceSession{})
+	o := v.(*onceSession)
+	o.once.Do(func() { o.cs, o.err = r.s.session(ctx, client) })
+	return o.cs, o.err
+}
+
+func (r *renewal) now(ctx context.Context) (int64, error) {
+	r.clock.once.Do(func() { r.clock.now, r.clock.err = r.s.now(ctx) })
+	return r.clock.now, r.clock.err
 }
 
 // check is Renew of one lock.
-func (s *Store) check(ctx context.Context, r driver.Request, epochs *sync.Map) driver.RenewResult {
-	if r.Kind != driver.KindMutex {
-		return driver.RenewResult{Err: driver.Unsupported(s, r.Kind.String()+" locks")}
+func (r *renewal) check(ctx context.Context, req driver.Request) driver.RenewResult {
+	s := r.s
+	d, err := s.readDir(ctx, req.Name)
+	if err == nil {
+		err = d.wrongKind(req.Name, req.Kind)
 	}
-	d, err := s.readDir(ctx, r.Name)
 	var nl *driver.NotALockError
 	if errors.As(err, &nl) {
 		return driver.RenewResult{Status: driver.RenewGone}
@@ -54,28 +81,46 @@ func (s *Store) check(ctx context.Context, r driver.Request, epochs *sync.Map) d
 	if err != nil {
 		return driver.RenewResult{Err: err}
 	}
-	if own, ok := find(d.nodes, r.Owner); ok {
-		client := driver.OwnerClient(r.Owner)
-		v, _ := epochs.LoadOrStore(client, &epochResult{})
-		e := v.(*epochResult)
-		e.once.Do(func() {
-			cs, err := s.session(ctx, client)
-			if cs != nil {
-				e.epoch = cs.epoch
-			}
-			e.err = err
-		})
-		if e.err != nil {
-			return driver.RenewResult{Err: e.err}
+	if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok {
+		held, err := r.holds(ctx, req.Name, own)
+		if err != nil {
+			return driver.RenewResult{Err: err}
 		}
-		if e.epoch == own.epoch {
+		if held {
 			return driver.RenewResult{Status: driver.Renewed}
 		}
 	}
-	for _, n := range d.nodes {
-		if n.owner != r.Owner {
-			return driver.RenewResult{Status: driver.RenewTaken}
+	if req.Kind != driver.KindRead && req.Kind != driver.KindPermit {
+		for _, n := range d.nodes {
+			if n.owner != req.Owner && (n.kind.exclusive() || n.kind == nkRead) {
+				return driver.RenewResult{Status: driver.RenewTaken}
+			}
 		}
 	}
 	return driver.RenewResult{Status: driver.RenewGone}
+}
+
+// holds reports whether own, a hold node, is alive: its client's session
+// is the one it was created in, and was kept alive less than its lease ago.
+func (r *renewal) holds(ctx context.Context, name string, own lockNode) (bool, error) {
+	cs, err := r.session(ctx, driver.OwnerClient(own.owner))
+	if err != nil || cs == nil || cs.epoch != own.epoch {
+		return false, err
+	}
+	data, _, err := getData(ctx, r.s, r.s.dir(name)+"/"+own.name)
+	if errors.Is(err, zk.ErrNoNode) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	lease, ok := parseNodeData(own.kind, data)
+	if !ok {
+		return false, nil
+	}
+	now, err := r.now(ctx)
+	if err != nil {
+		return false, err
+	}
+	return now < cs.mtime+lease.Milliseconds(), nil
 }

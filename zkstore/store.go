@@ -70,7 +70,7 @@ type Store struct {
 	mu       sync.Mutex
 	rootDone bool
 	sessions map[string]*clientSession // by client id: what this Store last knew of its node
-	verified map[string]int64          // lock directory → czxid of the directory whose marker was read
+	dirs     map[string]dirData        // lock directory → its data, as last read or written
 }
 
 var (
@@ -157,7 +157,7 @@ func newStore(opts *Options) *Store {
 		desc:     "zkstore(" + root + ")",
 		closed:   make(chan struct{}),
 		sessions: make(map[string]*clientSession),
-		verified: make(map[string]int64),
+		dirs:     make(map[string]dirData),
 	}
 }
 
