@@ -31,7 +31,8 @@ const DefaultSessionTimeout = 40 * time.Second
 // Options configures a Store. The zero value (or nil) means all defaults.
 type Options struct {
 	// Root is the znode under which the Store keeps its nodes: Root/locks,
-	// Root/clients and Root/clock (see the package documentation). Default
+	// Root/clients, Root/clock and Root/records (see the package
+	// documentation). Default
 	// DefaultRoot. It must be an absolute ZooKeeper path other than "/".
 	Root string
 	// SessionTimeout is, for Dial, the session timeout to ask the server for
@@ -55,6 +56,7 @@ type Store struct {
 	locks   string // root/locks: one directory per lock name
 	clients string // root/clients: one session node per client id
 	clock   string // root/clock: written to read the server's clock
+	records string // root/records: one holder record per client id
 	acl     []zk.ACL
 	desc    string
 
@@ -153,6 +155,7 @@ func newStore(opts *Options) *Store {
 		locks:    root + "/locks",
 		clients:  root + "/clients",
 		clock:    root + "/clock",
+		records:  root + "/records",
 		acl:      o.ACL,
 		desc:     "zkstore(" + root + ")",
 		closed:   make(chan struct{}),
@@ -310,7 +313,7 @@ func (s *Store) ensureRoot(ctx context.Context) error {
 	for _, d := range []struct {
 		path string
 		data []byte
-	}{{s.locks, locksMarker}, {s.clients, clientsMarker}, {s.clock, clockMarker}} {
+	}{{s.locks, locksMarker}, {s.clients, clientsMarker}, {s.clock, clockMarker}, {s.records, recordsMarker}} {
 		if err := s.createIfMissing(ctx, d.path, d.data); err != nil {
 			return err
 		}
