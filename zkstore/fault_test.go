@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/faultproxy"
 	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
@@ -157,4 +160,51 @@ func TestLeaderLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d holds survived the leader's loss", kept, len(holds))
+}
+
+// TestSessionExpiry cuts a holder's connection until the server expires its
+// ZooKeeper session (its lock node vanishes): the holder is told it lost the
+// lock, and after the reconnect, under a new session, the client's
+// keep-alive reports ErrNotHeld.
+func TestSessionExpiry(t *testing.T) {
+	z := shared.ZooKeeper(t)
+	p, err := faultproxy.New(z.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	const lease = time.Second
+	s := dial(t, &zkstore.Options{SessionTimeout: lease}, p.Addr)
+	c, err := leash.New(s, &leash.Options{Lease: lease})
+	c = testkit.Closing(t, c, err)
+	watcher := dial(t, nil, z.Addr)
+	name := lockName(t)
+	h, err := c.Mutex(name).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := driver.OwnerClient(h.Owner())
+	session := s.Conn().SessionID()
+	p.Blackhole()
+	dir := zkstore.DefaultRoot + "/locks/" + url.PathEscape(name)
+	for { // the server expires the session: its ephemeral lock node goes
+		n, _, err := watcher.Conn().Children(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h.Err() == nil {
+		t.Fatalf("the session expired on the server, and the holder still believes it holds %q", name)
+	}
+	p.Heal()
+	for s.Conn().SessionID() == session || s.Conn().State() != zk.StateHasSession {
+		time.Sleep(20 * time.Millisecond) // go-zookeeper reconnects, learns of the expiry, starts a new session
+	}
+	if err := s.KeepAlive(bg(t), client); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("KeepAlive after the session expired = %v, want ErrNotHeld", err)
+	}
 }
