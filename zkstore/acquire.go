@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
@@ -65,10 +66,14 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 
 // judge reads each node, the session node of each hold's client and the
 // server's clock, all at once, and says of each node whether it is alive:
-// a hold while its session node exists with the node's epoch and was kept
-// alive less than the node's lease ago; a waiting place while it was last
-// refreshed less than its wait ago.
+// a hold while its session node exists with the node's epoch and less than
+// the node's lease has passed since its session's last keep-alive or its
+// own grant (or refresh), whichever is later; a waiting place while it was
+// last refreshed less than its wait ago.
 func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nodeView, error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
 	dir := s.dir(name)
 	views := make([]nodeView, len(nodes))
 	type session struct {
@@ -142,7 +147,7 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 			if ss.st == nil || ss.epoch != v.node.epoch {
 				continue // a session that ended never comes back: no condition on it
 			}
-			v.session, since = ss.st, ss.st.Mtime
+			v.session, since = ss.st, max(since, ss.st.Mtime)
 		}
 		if end := since + v.d.Milliseconds(); now < end {
 			v.alive, v.remaining = true, time.Duration(end-now)*time.Millisecond
@@ -373,9 +378,12 @@ func wrapErr(what, name string, err error) error {
 	return fmt.Errorf("zkstore: %s %q: %w", what, name, err)
 }
 
-// sessionOp returns the operation that refreshes client's session node
-// (creating it, with a fresh epoch, when cs is nil) for a lock of lease,
-// and the session it leaves.
+// sessionOp returns the operation a grant of a lock of lease makes on
+// client's session node: create it, with a fresh epoch, when cs is nil;
+// raise its time to live when lease is longer; otherwise only check that
+// it is as read (a keep-alive in between makes the grant start over, and
+// concurrent grants of one client do not conflict). It also returns the
+// session the operation leaves.
 func (s *Store) sessionOp(client string, cs *clientSession, lease time.Duration) (any, clientSession) {
 	path := s.clientPath(client)
 	if cs == nil {
@@ -383,8 +391,22 @@ func (s *Store) sessionOp(client string, cs *clientSession, lease time.Duration)
 		return &zk.CreateRequest{Path: path, Data: sessionData(next.epoch, next.ttl), Acl: s.acl, Flags: zk.FlagEphemeral}, next
 	}
 	next := *cs
-	next.ttl = max(cs.ttl, lease.Milliseconds())
+	if lease.Milliseconds() <= cs.ttl {
+		return &zk.CheckVersionRequest{Path: path, Version: cs.version}, next
+	}
+	next.ttl = lease.Milliseconds()
 	return &zk.SetDataRequest{Path: path, Data: sessionData(next.epoch, next.ttl), Version: cs.version}, next
+}
+
+// afterSessionOp updates next, the session sessionOp left, from the result
+// of its operation in a multi-operation at now (server time).
+func afterSessionOp(next *clientSession, r zk.MultiResponse, created bool, now int64) {
+	switch {
+	case created:
+		next.version, next.mtime = 0, now
+	case r.Stat != nil:
+		next.version, next.mtime = r.Stat.Version, r.Stat.Mtime
+	}
 }
 
 // changed reports whether a multi-operation failed because a znode it
@@ -432,11 +454,8 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, client string,
 		return 0, false, fmt.Errorf("zkstore: acquire %q: %w", reqs[0].Name, err)
 	}
 	st := res[0].Stat // the first directory's: the operation's zxid and time
-	next.mtime = st.Mtime
-	if sst := res[first-1].Stat; sst != nil {
-		next.version = sst.Version
-	}
-	if cs != nil && cs.lapsed(st.Mtime) {
+	afterSessionOp(&next, res[first-1], cs == nil, st.Mtime)
+	if cs != nil && s.lapsed(client, cs, st.Mtime) {
 		// The session had ended before this acquire refreshed it: its
 		// locks' leases ran out, and must not come back. Undo, end the
 		// session, and start over with a new one.
@@ -454,6 +473,10 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, client string,
 		s.knowDir(s.dir(r.Name), dirData{czxid: d.czxid, version: d.version + 1, sem: d.sem, permits: d.permits})
 	}
 	s.remember(client, &next)
+	s.granted(client, next.epoch, st.Mtime)
+	for i, r := range reqs {
+		s.hold(r.Name, r.Owner, path.Base(res[first+i].String))
+	}
 	return st.Mzxid, false, nil
 }
 
@@ -488,14 +511,15 @@ func (s *Store) refresh(ctx context.Context, req driver.Request, client string, 
 	if err != nil {
 		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
 	}
-	st, sst := res[0].Stat, res[1].Stat
-	next.mtime, next.version = sst.Mtime, sst.Version
-	if cs.lapsed(sst.Mtime) {
+	st := res[0].Stat
+	afterSessionOp(&next, res[1], false, st.Mtime)
+	if s.lapsed(client, cs, st.Mtime) {
 		if err := s.undo(ctx, client, next.version); err != nil {
 			return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
 		}
 		return driver.Grant{}, true, nil
 	}
 	s.remember(client, &next)
+	s.granted(client, next.epoch, st.Mtime)
 	return driver.Grant{Acquired: true, Fence: st.Czxid}, false, nil
 }

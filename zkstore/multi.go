@@ -141,15 +141,16 @@ func (s *Store) refreshMany(ctx context.Context, reqs []driver.Request, client s
 	if err != nil {
 		return g, false, false, fmt.Errorf("zkstore: acquire %d locks: %w", len(reqs), err)
 	}
-	sst := res[len(res)-1].Stat
-	next.mtime, next.version = sst.Mtime, sst.Version
-	if cs.lapsed(sst.Mtime) {
+	now := res[0].Stat.Mtime
+	afterSessionOp(&next, res[len(res)-1], false, now)
+	if s.lapsed(client, cs, now) {
 		if err := s.undo(ctx, client, next.version); err != nil {
 			return g, false, false, err
 		}
 		return g, false, true, nil
 	}
 	s.remember(client, &next)
+	s.granted(client, next.epoch, now)
 	g.Acquired = true
 	for _, r := range res[:len(reqs)] {
 		g.Fences = append(g.Fences, r.Stat.Czxid)

@@ -33,6 +33,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		return err
 	}
 	err = call0(ctx, func() error { return s.conn.Delete(s.dir(req.Name)+"/"+own.name, -1) })
+	if err == nil || errors.Is(err, zk.ErrNoNode) {
+		s.hold(req.Name, req.Owner, "")
+	}
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)

@@ -19,9 +19,10 @@ const renewConcurrency = 64
 // current session and its lease has not run out since the session's last
 // keep-alive; RenewTaken when, instead, another owner's hold is there (for
 // the exclusive kinds); RenewGone otherwise, and for a name that holds
-// something that is not a lock. Each lock costs two pipelined reads (its
-// directory's children and its node's lease); the call, one write to the
-// clock node for the server's time.
+// something that is not a lock. A lock this Store granted costs one
+// pipelined read (its node's lease); another, two (its directory's
+// children first); the call, one write to the clock node for the server's
+// time.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))
 	r := &renewal{s: s}
@@ -67,9 +68,38 @@ func (r *renewal) now(ctx context.Context) (int64, error) {
 	return r.clock.now, r.clock.err
 }
 
-// check is Renew of one lock.
+// heldKey names a lock of an owner.
+type heldKey struct{ name, owner string }
+
+// hold records (node != "") or forgets the hold node of owner's lock on
+// name, so that Renew reads it directly.
+func (s *Store) hold(name, owner, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if node == "" {
+		delete(s.held, heldKey{name, owner})
+		return
+	}
+	s.held[heldKey{name, owner}] = node
+}
+
+// check is Renew of one lock: one read of its node, when the Store granted
+// it; otherwise, or when that node is gone, a read of its directory first.
 func (r *renewal) check(ctx context.Context, req driver.Request) driver.RenewResult {
 	s := r.s
+	s.mu.Lock()
+	node, ok := s.held[heldKey{req.Name, req.Owner}]
+	s.mu.Unlock()
+	if n, parsed := parseNode(node); ok && parsed {
+		held, err := r.holds(ctx, req.Name, n)
+		if err != nil {
+			return driver.RenewResult{Err: err}
+		}
+		if held {
+			return driver.RenewResult{Status: driver.Renewed}
+		}
+		s.hold(req.Name, req.Owner, "")
+	}
 	d, err := s.readDir(ctx, req.Name)
 	if err == nil {
 		err = d.wrongKind(req.Name, req.Kind)
@@ -101,13 +131,14 @@ func (r *renewal) check(ctx context.Context, req driver.Request) driver.RenewRes
 }
 
 // holds reports whether own, a hold node, is alive: its client's session
-// is the one it was created in, and was kept alive less than its lease ago.
+// is the one it was created in, and less than its lease has passed since
+// the session's last keep-alive or the node's grant, whichever is later.
 func (r *renewal) holds(ctx context.Context, name string, own lockNode) (bool, error) {
 	cs, err := r.session(ctx, driver.OwnerClient(own.owner))
 	if err != nil || cs == nil || cs.epoch != own.epoch {
 		return false, err
 	}
-	data, _, err := getData(ctx, r.s, r.s.dir(name)+"/"+own.name)
+	data, st, err := getData(ctx, r.s, r.s.dir(name)+"/"+own.name)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil
 	}
@@ -122,5 +153,5 @@ func (r *renewal) holds(ctx context.Context, name string, own lockNode) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return now < cs.mtime+lease.Milliseconds(), nil
+	return now < max(cs.mtime, st.Mtime)+lease.Milliseconds(), nil
 }

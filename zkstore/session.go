@@ -87,10 +87,36 @@ func (s *Store) readSession(ctx context.Context, client string) (*clientSession,
 	return cs, nil
 }
 
-// lapsed reports whether a session whose node was refreshed at now (by the
-// server's clock) had ended before: more than its time to live had passed
-// since the refresh before, so every lock it kept had expired.
-func (cs *clientSession) lapsed(now int64) bool { return now-cs.mtime > cs.ttl }
+// lapsed reports whether client's session cs had ended before now (by the
+// server's clock): more than its time to live had passed since its last
+// keep-alive and its last grant, so every lock it kept had expired.
+func (s *Store) lapsed(client string, cs *clientSession, now int64) bool {
+	s.mu.Lock()
+	g := s.grants[client]
+	s.mu.Unlock()
+	since := cs.mtime
+	if g.epoch == cs.epoch {
+		since = max(since, g.at)
+	}
+	return now-since > cs.ttl
+}
+
+// lastGrant is when a session last granted or refreshed a lock.
+type lastGrant struct {
+	epoch uint64
+	at    int64 // server time, in milliseconds
+}
+
+// granted records that client's session of epoch granted or refreshed a
+// lock at (server time): every lock of a session lasts its lease from its
+// grant or from the session's last keep-alive, whichever is later.
+func (s *Store) granted(client string, epoch uint64, at int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.grants[client]; g.epoch != epoch || g.at < at {
+		s.grants[client] = lastGrant{epoch: epoch, at: at}
+	}
+}
 
 // KeepAlive implements [driver.SessionStore]: it extends every lock of
 // client, each for its own lease from now, by setting the data of the
@@ -126,7 +152,7 @@ func (s *Store) KeepAlive(ctx context.Context, client string) error {
 		case err != nil:
 			return fmt.Errorf("zkstore: keep-alive of client %q: %w", client, err)
 		}
-		if cs.lapsed(st.Mtime) {
+		if s.lapsed(client, cs, st.Mtime) {
 			s.endSession(ctx, client, st.Version)
 			return fmt.Errorf("zkstore: keep-alive of client %q: %w: no keep-alive for %v, longer than its longest lease %v: every lock it kept has expired",
 				client, driver.ErrNotHeld, time.Duration(st.Mtime-cs.mtime)*time.Millisecond, time.Duration(cs.ttl)*time.Millisecond)
@@ -142,6 +168,9 @@ func (s *Store) KeepAlive(ctx context.Context, client string) error {
 // node is marked dead, and deleted before the client's session is used
 // again.
 func (s *Store) endSession(ctx context.Context, client string, version int32) {
+	s.mu.Lock()
+	delete(s.grants, client)
+	s.mu.Unlock()
 	err := call0(ctx, func() error { return s.conn.Delete(s.clientPath(client), version) })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		s.remember(client, &clientSession{dead: true, version: version, zkID: s.conn.SessionID()})

@@ -73,6 +73,8 @@ type Store struct {
 	rootDone bool
 	sessions map[string]*clientSession // by client id: what this Store last knew of its node
 	dirs     map[string]dirData        // lock directory → its data, as last read or written
+	grants   map[string]lastGrant      // by client id: its session's last grant
+	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released
 }
 
 var (
@@ -161,6 +163,8 @@ func newStore(opts *Options) *Store {
 		closed:   make(chan struct{}),
 		sessions: make(map[string]*clientSession),
 		dirs:     make(map[string]dirData),
+		grants:   make(map[string]lastGrant),
+		held:     make(map[heldKey]string),
 	}
 }
 
