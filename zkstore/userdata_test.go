@@ -2,9 +2,11 @@ package zkstore_test
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
@@ -16,7 +18,7 @@ import (
 // NotALockError saying what is there, List leaves them out, and none is
 // changed or deleted.
 func TestUserZnodesUntouched(t *testing.T) {
-	root := "/" + url.PathEscape(t.Name())
+	root := fmt.Sprintf("/%s-%d", url.PathEscape(t.Name()), time.Now().UnixNano()) // fresh for every run
 	s := dial(t, &zkstore.Options{Root: root}, shared.ZooKeeper(t).Addr)
 	conn := s.Conn()
 	ctx := bg(t)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,7 +23,7 @@ func TestZooKeeperRunShowLsUnlock(t *testing.T) {
 	if status, _, stderr := run(t, "run", "--no-wait", name, "--", "true"); status != 0 {
 		t.Fatalf("run on a free lock = %d, %q", status, stderr)
 	}
-	c := openClient(t, url, &leash.Options{Lease: 10 * time.Second})
+	c := openClient(t, url, &leash.Options{Lease: 3 * time.Second})
 	h, err := c.Mutex(name).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +34,23 @@ func TestZooKeeperRunShowLsUnlock(t *testing.T) {
 	status, out, stderr := run(t, "show", name)
 	if status != 0 || !strings.Contains(out, h.Owner()) || !regexp.MustCompile(`(?m)^state +held`).MatchString(out) {
 		t.Errorf("show = %d, %q:\n%s", status, stderr, out)
+	}
+	// The Client publishes its holder record by its first renewal at the
+	// latest; show then names the holder's host.
+	host, _ := os.Hostname()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		status, out, stderr = run(t, "show", "--json", name)
+		var j lockJSON
+		err := json.Unmarshal([]byte(out), &j)
+		if status != 0 || err != nil || !j.Held || len(j.Owners) != 1 || j.Fence != h.Fence() {
+			t.Fatalf("show --json = %d, %q, %q (%v); want the holder and its token %d", status, out, stderr, err, h.Fence())
+		}
+		if j.Owners[0].Host == host {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("show --json = %s: no holder record naming host %q after the first renewal", out, host)
+		}
 	}
 	status, out, stderr = run(t, "ls", lockName(t)+"*")
 	if status != 0 || !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(name)+` +mutex `).MatchString(out) {
