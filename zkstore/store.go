@@ -105,12 +105,6 @@ func New(conn *zk.Conn, opts *Options) *Store {
 // its own, which Close ends. It returns before the session is established;
 // the first request waits for it.
 func Dial(servers []string, opts *Options) (*Store, error) {
-	return dial(servers, opts, "")
-}
-
-// dial is Dial, adding digest credentials ("user:password") when digest is
-// not empty.
-func dial(servers []string, opts *Options, digest string) (*Store, error) {
 	s := newStore(opts)
 	if err := s.checkOptions(); err != nil {
 		return nil, err
@@ -129,11 +123,6 @@ func dial(servers []string, opts *Options, digest string) (*Store, error) {
 		return nil, fmt.Errorf("zkstore: connect to %s: %w", strings.Join(servers, ","), err)
 	}
 	s.conn, s.owned = conn, true
-	if digest != "" {
-		// Queued until the session is established; go-zookeeper sends it
-		// again after every reconnect.
-		go func() { _ = conn.AddAuth("digest", []byte(digest)) }() // owner: dial; ends when the server answers or conn closes
-	}
 	return s, nil
 }
 

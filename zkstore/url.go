@@ -83,14 +83,22 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 
 // openURL is the zk:// Opener: a Store from Dial, with digest credentials
 // when the URL has user information.
-func openURL(_ context.Context, rawURL string) (driver.StoreCloser, error) {
+func openURL(ctx context.Context, rawURL string) (driver.StoreCloser, error) {
 	servers, opts, digest, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	s, err := dial(servers, &opts, digest)
+	s, err := Dial(servers, &opts)
 	if err != nil {
 		return nil, fmt.Errorf("zkstore: open %q: %w", driver.Redact(rawURL), err)
+	}
+	if digest != "" {
+		// Sent first, once the session is established; go-zookeeper sends
+		// it again after every reconnect.
+		if err := call0(ctx, func() error { return s.conn.AddAuth("digest", []byte(digest)) }); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("zkstore: open %q: digest credentials: %w", driver.Redact(rawURL), err)
+		}
 	}
 	return s, nil
 }

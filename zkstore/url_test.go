@@ -39,9 +39,10 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
-// TestOpenURL opens a zk:// URL through driver.Open and takes a lock on it.
+// TestOpenURL opens a zk:// URL with digest credentials through
+// driver.Open and takes a lock on it.
 func TestOpenURL(t *testing.T) {
-	s, err := driver.Open(context.Background(), "zk://"+shared.ZooKeeper(t).Addr+"/url-test?session_timeout=20s")
+	s, err := driver.Open(context.Background(), "zk://alice:s3cret@"+shared.ZooKeeper(t).Addr+"/url-test?session_timeout=20s")
 	if err != nil {
 		t.Fatal(err)
 	}
