@@ -208,3 +208,38 @@ func TestSessionExpiry(t *testing.T) {
 		t.Errorf("KeepAlive after the session expired = %v, want ErrNotHeld", err)
 	}
 }
+
+// TestServerRestart kills the server and starts it again on the same port
+// and data directory within the session timeout: the session, kept in the
+// server's data, survives, and the lock with it.
+func TestServerRestart(t *testing.T) {
+	z := testserver.NewZooKeeper(t)
+	const lease = 5 * time.Second
+	s := dial(t, &zkstore.Options{SessionTimeout: 4 * lease}, z.Addr)
+	c, err := leash.New(s, &leash.Options{Lease: lease})
+	c = testkit.Closing(t, c, err)
+	h, err := c.Mutex(lockName(t)).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := s.Conn().SessionID()
+	if err := z.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for err := h.Renew(bg(t)); err != nil; err = h.Renew(bg(t)) {
+		if h.Err() != nil {
+			t.Fatalf("hold lost across the restart: %v (last renewal: %v)", h.Err(), err)
+		}
+		time.Sleep(50 * time.Millisecond) // go-zookeeper reconnects
+	}
+	if got := s.Conn().SessionID(); got != session {
+		t.Errorf("session after the restart = %x, want the same %x", got, session)
+	}
+	other := newClient(t, nil, nil, z.Addr)
+	if _, err := other.Mutex(lockName(t)).TryLock(bg(t)); !errors.Is(err, leash.ErrNotAcquired) {
+		t.Errorf("TryLock by another client after the restart = %v, want ErrNotAcquired", err)
+	}
+	if err := h.Unlock(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+}
