@@ -35,9 +35,12 @@
 // The Store recognises its znodes by these names and data, and refuses
 // anything else with a *driver.NotALockError saying what is there: a
 // directory without leash's data, a child that is not a leash node. It never
-// deletes or changes such a znode, and List leaves it out. Lock directories
-// are never deleted (their data carries the fencing state); everything below
-// them is ephemeral and goes with its session.
+// deletes or changes such a znode, and List leaves it out. The Store never
+// deletes a lock directory, so there is one persistent znode per name ever
+// locked; everything below them is ephemeral and goes with its session. An
+// operator may delete an empty directory (ZooKeeper refuses to delete one
+// that is not) of a name no one uses: fencing tokens are zxids, which keep
+// growing whatever happens to the directory.
 //
 // # Sessions and leases
 //
@@ -131,21 +134,23 @@
 //
 // A grant is one multi-operation that bumps the lock directory's data
 // version (a compare-and-set: of two racing acquirers one wins), deletes
-// dead nodes, refreshes the session node and creates the hold node. The
+// dead nodes, checks (or creates) the session node and creates the hold
+// node. The
 // fencing token is that operation's zxid: the hold node's czxid, and the
 // directory's mzxid, which Inspect reports as the last token (for a
 // semaphore, the zxid of its last grant or resize). A zxid is
 // ensemble-wide and only grows — its high 32 bits are the leader's epoch,
 // which every election increments — so tokens keep growing across leader
 // changes and whatever happens to the directory. The sequence number was not
-// chosen: it counts a parent's child creations (waiting places too) and
-// starts again at 0 if the parent is deleted and created again.
+// chosen: it is the parent's count of child changes (waiting places' too),
+// and starts again at 0 if the parent is deleted and created again.
 //
 // # Costs
 //
 // An uncontended acquire is two round trips (the directory's children, then
 // the multi-operation; one more read when the directory's data changed since
-// the Store last saw it); a release two (children, delete). A contended
+// the Store last saw it, and one for a Client's first lock, its session
+// node); a release two (children, delete). A contended
 // acquire adds one round of pipelined reads of the holders and one write to
 // the clock node. A renewal round is one write per Client (KeepAlive) and,
 // for Renew's check, one write to the clock node and one pipelined read per
