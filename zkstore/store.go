@@ -47,8 +47,11 @@ type Options struct {
 	ACL []zk.ACL
 }
 
-// Store is a leash store on ZooKeeper: a [driver.Store], [driver.Watcher],
-// [driver.SessionStore] and [driver.Admin]. It is safe for concurrent use.
+// Store is a leash store on ZooKeeper (see the package documentation): a
+// [driver.Store] of every kind ([driver.KindStore], [driver.Withdrawer],
+// [driver.PermitSetter]), [driver.Watcher], [driver.SessionStore],
+// [driver.MultiStore], [driver.Admin] and [driver.ClientRecorder]. It is
+// safe for concurrent use.
 type Store struct {
 	conn    *zk.Conn
 	owned   bool // Close closes conn
@@ -86,6 +89,10 @@ var (
 	_ driver.StoreCloser  = (*Store)(nil)
 	_ driver.NameChecker  = (*Store)(nil)
 	_ fmt.Stringer        = (*Store)(nil)
+	_ driver.KindStore    = (*Store)(nil)
+	_ driver.Withdrawer   = (*Store)(nil)
+	_ driver.PermitSetter = (*Store)(nil)
+	_ driver.MultiStore   = (*Store)(nil)
 )
 
 // New returns a Store on conn, a connection the caller opened with
