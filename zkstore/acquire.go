@@ -93,6 +93,7 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		views[i].node = n
+		// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			data, st, err := getData(ctx, s, dir+"/"+n.name)
 			switch {
@@ -111,6 +112,7 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 		})
 	}
 	for client, ss := range sessions {
+		// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			data, st, err := getData(ctx, s, s.clientPath(client))
 			switch {
@@ -124,6 +126,7 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 			}
 		})
 	}
+	// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
 	wg.Go(func() { now, errs[len(errs)-1] = s.now(ctx) })
 	wg.Wait()
 	for _, ss := range sessions {

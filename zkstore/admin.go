@@ -80,6 +80,7 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	var wg sync.WaitGroup
 	for i, name := range names {
 		sem <- struct{}{}
+		// Owner: List, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			defer func() { <-sem }()
 			info, err := s.Inspect(ctx, name)

@@ -42,6 +42,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		errs := make([]error, len(reqs))
 		var wg sync.WaitGroup
 		for i, r := range reqs {
+			// Owner: AcquireMany, which waits for it (wg.Wait); ctx bounds it.
 			wg.Go(func() {
 				ds[i], errs[i] = s.readDir(ctx, r.Name)
 				if errs[i] == nil && !ds[i].exists {

@@ -30,6 +30,7 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 	var wg sync.WaitGroup
 	for i, req := range reqs {
 		sem <- struct{}{}
+		// Owner: Renew, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			defer func() { <-sem }()
 			res[i] = r.check(ctx, req)
