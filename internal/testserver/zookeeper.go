@@ -33,6 +33,11 @@ var zookeeperJars = []string{
 	"snappy-java.jar",
 }
 
+// zookeeperStartTimeout bounds how long a ZooKeeper server may take to
+// serve: a JVM starts slowly on a busy machine, and an ensemble member
+// serves only once a quorum has elected a leader.
+const zookeeperStartTimeout = time.Minute
+
 // zookeeperJarDir is where Debian's zookeeper package puts its jars.
 const zookeeperJarDir = "/usr/share/java"
 
@@ -186,7 +191,7 @@ func (z *ZooKeeper) awaitServing() error {
 		return errors.New("testserver: zookeeper is not running")
 	}
 	var mode string
-	ok := eventually(func() bool {
+	ok := eventuallyWithin(zookeeperStartTimeout, func() bool {
 		select {
 		case <-exited:
 			return true
@@ -201,7 +206,7 @@ func (z *ZooKeeper) awaitServing() error {
 	default:
 	}
 	if !ok {
-		return fmt.Errorf("testserver: zookeeper on %s not serving after %v: %s", z.Addr, startTimeout, z.logTail())
+		return fmt.Errorf("testserver: zookeeper on %s not serving after %v: %s", z.Addr, zookeeperStartTimeout, z.logTail())
 	}
 	return nil
 }
