@@ -134,12 +134,16 @@ func parseNode(name string) (lockNode, bool) {
 		if len(rest) < 16+1+1+1+seqLen || rest[16] != '-' || rest[len(rest)-seqLen-1] != '-' {
 			return lockNode{}, false
 		}
-		epoch, err := strconv.ParseUint(rest[:16], 16, 64)
+		e, sq := rest[:16], rest[len(rest)-seqLen:]
+		if strings.Trim(e, "0123456789abcdef") != "" || strings.Trim(sq, "0123456789") != "" {
+			return lockNode{}, false // only what nodeName and ZooKeeper write
+		}
+		epoch, err := strconv.ParseUint(e, 16, 64)
 		if err != nil {
 			return lockNode{}, false
 		}
-		seq, err := strconv.ParseInt(rest[len(rest)-seqLen:], 10, 64)
-		if err != nil || seq < 0 {
+		seq, err := strconv.ParseInt(sq, 10, 64)
+		if err != nil {
 			return lockNode{}, false
 		}
 		owner, ok := unescapeSegment(rest[17 : len(rest)-seqLen-1])

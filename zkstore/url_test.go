@@ -59,3 +59,26 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("Acquire with a lease longer than the session timeout = %v, want a refusal saying so", err)
 	}
 }
+
+// FuzzParseURL: ParseURL never panics; it either refuses with ErrBadURL or
+// returns at least one server and a usable root.
+func FuzzParseURL(f *testing.F) {
+	for _, u := range []string{"zk://h:1", "zk://u:p@h1:1,h2:2/a/b?session_timeout=3s", "zk://h:1/?x=1", "zk://@/", "zk://[::1]:2181/r"} {
+		f.Add(u)
+	}
+	f.Fuzz(func(t *testing.T, u string) {
+		servers, opts, _, err := zkstore.ParseURL(u)
+		if err != nil {
+			if !errors.Is(err, driver.ErrBadURL) {
+				t.Fatalf("ParseURL(%q) = %v, not ErrBadURL", u, err)
+			}
+			return
+		}
+		if len(servers) == 0 {
+			t.Fatalf("ParseURL(%q) = no server and no error", u)
+		}
+		if opts.Root != "" && (!strings.HasPrefix(opts.Root, "/") || opts.Root == "/" || strings.Contains(opts.Root, "//")) {
+			t.Fatalf("ParseURL(%q) = root %q, not an absolute path other than \"/\"", u, opts.Root)
+		}
+	})
+}
