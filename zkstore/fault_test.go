@@ -243,3 +243,41 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPausedServerHolderToldFirst freezes the server (SIGSTOP) under a
+// holder: the holder is told it lost the lock, and another client gets it
+// once the server is back, never while the holder still believes it holds it.
+func TestPausedServerHolderToldFirst(t *testing.T) {
+	z := testserver.NewZooKeeper(t)
+	const lease = time.Second
+	holder := newClient(t, &zkstore.Options{SessionTimeout: 2 * lease}, &leash.Options{Lease: lease}, z.Addr)
+	name := lockName(t)
+	h, err := holder.Mutex(name).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Lost():
+	case <-time.After(30 * lease): // bounds a broken watchdog, not a speed
+		_ = z.Resume()
+		t.Fatalf("holder not told within %v of its server freezing", 30*lease)
+	}
+	if err := z.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	other := newClient(t, nil, &leash.Options{Lease: lease}, z.Addr)
+	g, err := other.Mutex(name).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Err() == nil {
+		t.Fatalf("%q granted to another client (fence %d) while the holder still believed it held it", name, g.Fence())
+	}
+	if g.Fence() <= h.Fence() {
+		t.Errorf("fence of the next holder = %d, want > %d", g.Fence(), h.Fence())
+	}
+	_ = g.Unlock(bg(t))
+}
