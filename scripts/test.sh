@@ -57,6 +57,9 @@ fi
 PATH=$PATH:/usr/sbin # mariadbd lives there; a user's PATH may lack it
 need mariadbd mariadb-server
 need mariadb-install-db mariadb-server
+# ZooKeeper: Debian's zookeeper package, whose jars the tests run (it pulls in a Java runtime).
+PATH="$PATH:/usr/share/zookeeper/bin" need zkServer.sh zookeeper
+need java default-jre-headless
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
@@ -65,6 +68,7 @@ go version
 redis-server --version
 "$(pg_bin)/postgres" --version
 mariadbd --version
+java -version 2>&1 | head -1
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -73,7 +77,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./zkstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"

@@ -7,6 +7,7 @@ require (
 	github.com/leash-go/leash/mysqlstore v0.1.0
 	github.com/leash-go/leash/pgstore v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
+	github.com/leash-go/leash/zkstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/sys v0.48.0
 )
@@ -15,6 +16,7 @@ require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect

@@ -14,6 +14,8 @@ import (
 // process is the running process of a test server: started, signalled and
 // ended by the server type that embeds it. The zero value is not running.
 type process struct {
+	name string // the server, for messages ("zookeeper"); may be empty
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -81,6 +83,9 @@ func (p *process) signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
+		if p.name != "" {
+			return errors.New("testserver: " + p.name + " is not running")
+		}
 		return errors.New("testserver: the server is not running")
 	}
 	return p.cmd.Process.Signal(sig)

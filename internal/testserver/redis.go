@@ -71,7 +71,7 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 	if _, err := RedisBinary(); err != nil {
 		return nil, err
 	}
-	r := &Redis{opts: opts, Dir: opts.Dir}
+	r := &Redis{opts: opts, Dir: opts.Dir, process: process{name: "redis-server"}}
 	if r.Dir == "" {
 		d, err := os.MkdirTemp("", "leash-redis-")
 		if err != nil {
@@ -244,8 +244,12 @@ const startTimeout = 15 * time.Second
 
 // eventually polls cond every 10ms until it holds, for up to startTimeout,
 // and reports whether it did.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(startTimeout); !cond(); time.Sleep(10 * time.Millisecond) {
+func eventually(cond func() bool) bool { return eventuallyWithin(startTimeout, cond) }
+
+// eventuallyWithin polls cond every 10ms until it holds, for up to d, and
+// reports whether it did.
+func eventuallyWithin(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return false
 		}

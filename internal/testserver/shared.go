@@ -35,3 +35,29 @@ func (s *Shared) Close() {
 		s.srv.Close()
 	}
 }
+
+// SharedZooKeeper is a standalone ZooKeeper server that a test package
+// starts on first use and stops in TestMain. The zero value is ready to use.
+type SharedZooKeeper struct {
+	once sync.Once
+	srv  *ZooKeeper
+	err  error
+}
+
+// ZooKeeper returns the server, starting it on the first call; it skips or
+// fails the test as NewZooKeeper does when ZooKeeper is not installed.
+func (s *SharedZooKeeper) ZooKeeper(t TB) *ZooKeeper {
+	t.Helper()
+	s.once.Do(func() { s.srv, s.err = StartZooKeeper("") })
+	if s.err != nil {
+		skipOrFail(t, s.err)
+	}
+	return s.srv
+}
+
+// Close stops the server if it was started.
+func (s *SharedZooKeeper) Close() {
+	if s.srv != nil {
+		s.srv.Close()
+	}
+}

@@ -37,3 +37,38 @@ func NewRedis(t TB, opts RedisOptions) *Redis {
 	t.Cleanup(r.Close)
 	return r
 }
+
+// NewZooKeeper starts a standalone ZooKeeper server for the test and kills
+// it at cleanup. When ZooKeeper or java is not installed it skips the test,
+// or fails it under LEASH_REQUIRE_SERVERS=1.
+func NewZooKeeper(t TB) *ZooKeeper {
+	t.Helper()
+	z, err := StartZooKeeper(t.TempDir())
+	if err != nil {
+		skipOrFail(t, err)
+	}
+	t.Cleanup(z.Close)
+	return z
+}
+
+// NewZooKeeperEnsemble starts a three-server ZooKeeper ensemble for the test
+// and kills it at cleanup, skipping or failing as NewZooKeeper does.
+func NewZooKeeperEnsemble(t TB) *Ensemble {
+	t.Helper()
+	e, err := StartZooKeeperEnsemble(t.TempDir())
+	if err != nil {
+		skipOrFail(t, err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// skipOrFail skips the test when err says a server is not installed (unless
+// LEASH_REQUIRE_SERVERS=1), and fails it otherwise.
+func skipOrFail(t TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNotInstalled) && !RequireServers() {
+		t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", err)
+	}
+	t.Fatalf("%v", err)
+}

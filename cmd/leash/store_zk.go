@@ -1,0 +1,3 @@
+package main
+
+import _ "github.com/leash-go/leash/zkstore" // registers zk:// URLs

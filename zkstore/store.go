@@ -1,0 +1,389 @@
+package zkstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/leash-go/leash/driver"
+)
+
+// DefaultRoot is the znode under which a Store keeps its nodes unless
+// Options.Root says otherwise.
+const DefaultRoot = "/leash"
+
+// DefaultSessionTimeout is the session timeout Dial asks for unless
+// Options.SessionTimeout says otherwise: it covers leash's default 30 s
+// lease, and is ZooKeeper's default maxSessionTimeout (20 ticks of 2 s).
+const DefaultSessionTimeout = 40 * time.Second
+
+// Options configures a Store. The zero value (or nil) means all defaults.
+type Options struct {
+	// Root is the znode under which the Store keeps its nodes: Root/locks,
+	// Root/clients, Root/clock and Root/records (see the package
+	// documentation). Default
+	// DefaultRoot. It must be an absolute ZooKeeper path other than "/".
+	Root string
+	// SessionTimeout is, for Dial, the session timeout to ask the server for
+	// (default DefaultSessionTimeout); the server clamps it to its
+	// [minSessionTimeout, maxSessionTimeout], and the Store learns the
+	// timeout the server granted from the connection handshake. For New it
+	// is the timeout conn's session negotiated, and is required: Acquire
+	// refuses a lease longer than it.
+	SessionTimeout time.Duration
+	// ACL is the ACL of the znodes the Store creates. Default
+	// zk.WorldACL(zk.PermAll).
+	ACL []zk.ACL
+}
+
+// Store is a leash store on ZooKeeper (see the package documentation): a
+// [driver.Store] of every kind ([driver.KindStore], [driver.Withdrawer],
+// [driver.PermitSetter]), [driver.Watcher], [driver.SessionStore],
+// [driver.MultiStore], [driver.Admin] and [driver.ClientRecorder]. It is
+// safe for concurrent use.
+type Store struct {
+	conn    *zk.Conn
+	owned   bool // Close closes conn
+	root    string
+	locks   string // root/locks: one directory per lock name
+	clients string // root/clients: one session node per client id
+	clock   string // root/clock: written to read the server's clock
+	records string // root/records: one holder record per client id
+	acl     []zk.ACL
+	desc    string
+
+	// timeout is the session timeout in milliseconds: the one the server
+	// granted (Dial), or the one Options gave (New).
+	timeout atomic.Int64
+	// requested is the session timeout Dial asked for, for messages.
+	requested time.Duration
+
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	rootDone bool
+	sessions map[string]*clientSession // by client id: what this Store last knew of its node
+	dirs     map[string]dirData        // lock directory → its data, as last read or written
+	grants   map[string]lastGrant      // by client id: its session's last grant
+	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released
+}
+
+var (
+	_ driver.Store        = (*Store)(nil)
+	_ driver.Watcher      = (*Store)(nil)
+	_ driver.SessionStore = (*Store)(nil)
+	_ driver.Admin        = (*Store)(nil)
+	_ driver.Validator    = (*Store)(nil)
+	_ driver.StoreCloser  = (*Store)(nil)
+	_ driver.NameChecker  = (*Store)(nil)
+	_ fmt.Stringer        = (*Store)(nil)
+	_ driver.KindStore    = (*Store)(nil)
+	_ driver.Withdrawer   = (*Store)(nil)
+	_ driver.PermitSetter = (*Store)(nil)
+	_ driver.MultiStore   = (*Store)(nil)
+)
+
+// New returns a Store on conn, a connection the caller opened with
+// zk.Connect and keeps: Close does not close it. opts.SessionTimeout must be
+// the timeout conn's session has (see Options); Validate reports its
+// absence. Every client's locks live on conn's session.
+func New(conn *zk.Conn, opts *Options) *Store {
+	s := newStore(opts)
+	s.conn = conn
+	if opts != nil {
+		s.timeout.Store(opts.SessionTimeout.Milliseconds())
+	}
+	return s
+}
+
+// Dial connects to the ZooKeeper servers ("host:port") with a session of
+// its own, which Close ends. It returns before the session is established;
+// the first request waits for it.
+func Dial(servers []string, opts *Options) (*Store, error) {
+	s := newStore(opts)
+	if err := s.checkOptions(); err != nil {
+		return nil, err
+	}
+	if len(servers) == 0 {
+		return nil, errors.New("zkstore: no ZooKeeper server to dial")
+	}
+	s.requested = DefaultSessionTimeout
+	if opts != nil && opts.SessionTimeout > 0 {
+		s.requested = opts.SessionTimeout
+	}
+	conn, _, err := zk.Connect(servers, s.requested,
+		zk.WithLogger(log.New(io.Discard, "", 0)),
+		zk.WithDialer(s.dialer))
+	if err != nil {
+		return nil, fmt.Errorf("zkstore: connect to %s: %w", strings.Join(servers, ","), err)
+	}
+	s.conn, s.owned = conn, true
+	return s, nil
+}
+
+func newStore(opts *Options) *Store {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Root == "" {
+		o.Root = DefaultRoot
+	}
+	if o.ACL == nil {
+		o.ACL = zk.WorldACL(zk.PermAll)
+	}
+	root := strings.TrimSuffix(o.Root, "/")
+	if root == "" {
+		root = o.Root // "/", refused by checkOptions
+	}
+	return &Store{
+		root:     root,
+		locks:    root + "/locks",
+		clients:  root + "/clients",
+		clock:    root + "/clock",
+		records:  root + "/records",
+		acl:      o.ACL,
+		desc:     "zkstore(" + root + ")",
+		closed:   make(chan struct{}),
+		sessions: make(map[string]*clientSession),
+		dirs:     make(map[string]dirData),
+		grants:   make(map[string]lastGrant),
+		held:     make(map[heldKey]string),
+	}
+}
+
+// checkOptions reports a bad Root.
+func (s *Store) checkOptions() error {
+	if s.root == "/" || !strings.HasPrefix(s.root, "/") || strings.Contains(s.root, "//") {
+		return fmt.Errorf("zkstore: Options.Root %q is not an absolute ZooKeeper path other than \"/\"", s.root)
+	}
+	for _, seg := range strings.Split(s.root[1:], "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("zkstore: Options.Root %q has a %q segment", s.root, seg)
+		}
+	}
+	return nil
+}
+
+// Validate implements driver.Validator: it reports a nil connection, a bad
+// Root, or (for New) a missing session timeout.
+func (s *Store) Validate() error {
+	if s.conn == nil {
+		return errors.New("zkstore: nil *zk.Conn")
+	}
+	if err := s.checkOptions(); err != nil {
+		return err
+	}
+	if !s.owned && s.timeout.Load() <= 0 {
+		return errors.New("zkstore: Options.SessionTimeout must be the timeout the connection's session negotiated (New needs it to refuse leases its session cannot cover)")
+	}
+	return nil
+}
+
+// String names the store in messages.
+func (s *Store) String() string { return s.desc }
+
+// Conn returns the Store's ZooKeeper connection.
+func (s *Store) Conn() *zk.Conn { return s.conn }
+
+// SessionTimeout returns the session timeout that bounds every lease: the
+// one the server granted to a Store from Dial (0 until the session is first
+// established), or Options.SessionTimeout for New.
+func (s *Store) SessionTimeout() time.Duration {
+	return time.Duration(s.timeout.Load()) * time.Millisecond
+}
+
+// Close ends the session of a Store from Dial (every lock it holds is
+// released at once, and waiters are woken); for a Store from New it leaves
+// the caller's connection open. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if s.owned {
+			s.conn.Close()
+		}
+	})
+	return nil
+}
+
+// CheckName implements driver.NameChecker. Every name leash accepts maps
+// onto one znode name (see the package documentation), so it accepts all.
+func (s *Store) CheckName(string) error { return nil }
+
+// dialer dials a server and reads the session timeout the server granted
+// from the handshake's reply.
+func (s *Store) dialer(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: c, s: s}, nil
+}
+
+// handshakeConn reads the negotiated session timeout from the first bytes a
+// server sends: the connect response, [length int32][protocol version
+// int32][timeout int32][session id int64][password]. go-zookeeper reads a
+// connection from one goroutine at a time.
+type handshakeConn struct {
+	net.Conn
+	s    *Store
+	n    int
+	head [12]byte
+}
+
+func (c *handshakeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.n < len(c.head) && n > 0 {
+		c.n += copy(c.head[c.n:], p[:n])
+		if c.n == len(c.head) {
+			if ms := int32(binary.BigEndian.Uint32(c.head[8:12])); ms > 0 {
+				c.s.timeout.Store(int64(ms))
+			}
+		}
+	}
+	return n, err
+}
+
+// call runs f, a go-zookeeper request, and returns its result, or ctx's
+// error as soon as ctx is done: go-zookeeper's requests take no context.
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	if ctx.Done() == nil {
+		return f()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	// Owner: call. go-zookeeper answers every request (with an error when
+	// its connection ends), so the goroutine ends after an abandoned call too.
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// nothing is call's result for requests that return only an error.
+type nothing struct{}
+
+func call0(ctx context.Context, f func() error) error {
+	_, err := call(ctx, func() (nothing, error) { return nothing{}, f() })
+	return err
+}
+
+// ensureRoot creates the Store's directories when they are missing, and
+// checks that those that exist are leash's.
+func (s *Store) ensureRoot(ctx context.Context) error {
+	s.mu.Lock()
+	done := s.rootDone
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	// The root and its parents are anybody's; only what is below is leash's.
+	path := ""
+	for _, seg := range strings.Split(s.root[1:], "/") {
+		path += "/" + seg
+		if err := s.createIfMissing(ctx, path, nil); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		path string
+		data []byte
+	}{{s.locks, locksMarker}, {s.clients, clientsMarker}, {s.clock, clockMarker}, {s.records, recordsMarker}} {
+		if err := s.createIfMissing(ctx, d.path, d.data); err != nil {
+			return err
+		}
+		data, _, err := getData(ctx, s, d.path)
+		if err != nil {
+			return fmt.Errorf("zkstore: read %s: %w", d.path, err)
+		}
+		if string(data) != string(d.data) {
+			return fmt.Errorf("zkstore: %s holds %s, not leash's %q: choose another Options.Root", d.path, describeData(data), d.data)
+		}
+	}
+	s.mu.Lock()
+	s.rootDone = true
+	s.mu.Unlock()
+	return nil
+}
+
+// createIfMissing creates a persistent znode.
+func (s *Store) createIfMissing(ctx context.Context, path string, data []byte) error {
+	_, err := call(ctx, func() (string, error) { return s.conn.Create(path, data, 0, s.acl) })
+	if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zkstore: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// describeData says what a znode's data is, for messages.
+func describeData(b []byte) string {
+	if len(b) == 0 {
+		return "no data"
+	}
+	if len(b) > 40 {
+		return fmt.Sprintf("%d bytes of data starting %q", len(b), b[:40])
+	}
+	return fmt.Sprintf("data %q", b)
+}
+
+// escapeSegment turns a lock name or a client id into one znode name:
+// url.PathEscape, which escapes '/', '%', control characters and every
+// non-ASCII byte, and also "." and "..", which ZooKeeper refuses.
+func escapeSegment(s string) string {
+	e := url.PathEscape(s)
+	switch e {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return e
+}
+
+// unescapeSegment reverses escapeSegment; ok is false for a znode name
+// escapeSegment cannot have made.
+func unescapeSegment(e string) (string, bool) {
+	s, err := url.PathUnescape(e)
+	if err != nil || escapeSegment(s) != e {
+		return "", false
+	}
+	return s, true
+}
+
+// dir returns the lock directory of name.
+func (s *Store) dir(name string) string { return s.locks + "/" + escapeSegment(name) }
+
+// clientPath returns the session node of a client id.
+func (s *Store) clientPath(client string) string { return s.clients + "/" + escapeSegment(client) }
+
+// randomEpoch returns a fresh session epoch.
+func randomEpoch() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1 // never 0
+}
