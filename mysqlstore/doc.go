@@ -69,18 +69,23 @@
 // and the procedures leash_locks_open, _acquire, _release, _withdraw,
 // _set_permits, _force_release, _acquire_many, _renew, _put_client and
 // _waiting, each documented in schema.sql. Options.Table renames them all
-// (<Table>_holders, <Table>_acquire, …; up to 50 characters, any that
-// MySQL accepts, quoted with backticks), and Options.Database puts them in
-// a database other than the connection's default.
+// (<Table>_holders, <Table>_acquire, …; 1 to 50 characters, quoted with
+// backticks, with no upper-case letter, NUL, line break or trailing space:
+// see Options.Table), and Options.Database puts them in a database other
+// than the connection's default.
 //
 // Before its first use, a Store checks that the tables are leash's (their
 // columns, and the row ('leash', SchemaVersion) in <Table>_schema), that
-// they are InnoDB and that the procedures exist, and refuses with
-// ErrNotLeashTable, ErrNotInnoDB, ErrSchemaVersion or ErrNoSchema; and that
+// they are InnoDB and that the procedures exist and are leash's (each
+// carries the comment 'leash: … (github.com/leash-go/leash/mysqlstore)'),
+// and refuses with ErrNotLeashTable, ErrNotLeashProcedure, ErrNotInnoDB,
+// ErrSchemaVersion or ErrNoSchema; and that
 // the session runs with autocommit on (ErrNoAutocommit: the DSN must not set
 // autocommit=0). A table
 // of one of those names that is another application's is never read or
-// written, and Migrate creates nothing beside it. A later version of the
+// written, a stored procedure of one of those names without leash's
+// comment is never called, dropped or replaced, and Migrate then creates
+// nothing. A later version of the
 // schema will be brought up by Migrate, from the recorded version.
 //
 // Migrate needs CREATE (the tables), CREATE ROUTINE and ALTER ROUTINE (it

@@ -6,6 +6,12 @@
 --
 --     mariadb --database=app < schema.sql
 --
+-- The script drops and creates again the procedures of leash's names
+-- (DROP PROCEDURE IF EXISTS): applied by hand, check first that no
+-- procedure of those names is another application's. Migrate checks it and
+-- refuses (ErrNotLeashProcedure): leash's procedures carry the comment
+-- 'leash: … (github.com/leash-go/leash/mysqlstore)'.
+--
 -- For a table name other than leash_locks (Options.Table), replace every
 -- leash_locks that starts an identifier below with the chosen name: the
 -- companion tables and the procedures are named after the table.

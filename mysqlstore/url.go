@@ -166,7 +166,7 @@ func parseURL(raw string) (*mysql.Config, *Options, bool, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	if err := checkIdent("leash_table", opts.Table, maxTableLen); opts.Table != "" && err != nil {
+	if err := checkTable("leash_table", opts.Table); opts.Table != "" && err != nil {
 		return bad("%v", err)
 	}
 	return cfg, opts, migrate, nil
