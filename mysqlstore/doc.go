@@ -111,6 +111,14 @@
 //	leash_table=NAME     Options.Table (default leash_locks)
 //	leash_migrate=true   run Migrate when opening (a network call)
 //
+// go-sql-driver/mysql sends every parameter it does not know to the server
+// as a session variable (SET name=value, on each new connection): that is
+// how it spells session settings. So a misspelt parameter (parsetime=true,
+// time_zon=…) is not refused when the URL is opened: it fails at the first
+// connection, with the server's error (Unknown system variable). A
+// parameter given twice, or whose name cannot be a system variable's (not
+// letters, digits and underscores, not starting with a digit), is refused.
+//
 // Unless the URL sets timeout, a connection attempt is bounded by 3s. A URL
 // that cannot name a Store is an error that matches driver.ErrBadURL, and no
 // error shows the password (driver.Redact). The opened store's Close closes
