@@ -181,12 +181,13 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		fences    string
 		remaining int64
 		refusal   int
+		name      []byte
 	)
-	if err := st.acquireMany.QueryRowContext(ctx, []byte(reqs[0].Owner), arg).Scan(&granted, &fences, &remaining, &refusal); err != nil {
+	if err := st.acquireMany.QueryRowContext(ctx, []byte(reqs[0].Owner), arg).Scan(&granted, &fences, &remaining, &refusal, &name); err != nil {
 		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), err)
 	}
 	if refusal != 0 {
-		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), refused("one of them", refusedSemaphore, refusal))
+		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), refused(string(name), refusedSemaphore, refusal))
 	}
 	if !granted {
 		rem := time.Duration(remaining) * time.Microsecond

@@ -21,6 +21,18 @@
 // for all its locks at once (a connection is no such lease: see "Paused
 // clients"), so the watchdog renews each lock, in batches.
 //
+// Locks (Mutex, FairMutex, RWMutex, MultiLock) and semaphores share one
+// name space. A name that nothing holds, queues for or waits for (no
+// exclusive holder, reader, permit, fair queue place or waiting writer's
+// mark whose lease is live) is free for either kind: it switches kind at
+// the acquire that finds it free, keeping its fencing counter, so tokens
+// keep growing across the switch. While anything of one kind is live on a
+// name, an acquire of the other kind (a SetPermits of a lock's name too;
+// AcquireMany names the name) is refused with a [driver.NotALockError]
+// saying what is there. A release of a kind the name does not hold is
+// [driver.ErrNotHeld]; it is also a NotALockError only while the name
+// holds the other kind.
+//
 // # Schema
 //
 // Migrate creates the schema, or does nothing when it is current. The DDL
