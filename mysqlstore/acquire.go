@@ -51,6 +51,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := refused(req.Name, refusal, kind); err != nil {
 		return driver.Grant{}, err
 	}
+	s.watch.sawFence(req.Name, fence)
 	if granted {
 		if req.Kind != driver.KindPermit {
 			s.watch.observe(req.Name, groupOf(req.Kind), true, req.Lease)

@@ -246,15 +246,22 @@
 //   - A release, withdrawal, resize or force release made through the Store
 //     wakes the Store's waiters of that name at once, with no round trip,
 //     with the wake-up the release calls for (the fair queue's new head, the
-//     waiting writer, every reader).
+//     waiting writer, every reader); a release also wakes the Store's
+//     waiters of the name's other kinds (a Mutex waiter blocked by a
+//     reader), who try again.
 //   - A release made elsewhere (another process) is seen by the Store's one
 //     poller for that name, shared by all its waiters: a consistent,
-//     non-locking read of the name's row and holders by primary key, every
-//     quarter of the time since the name last changed hands, at least
-//     Options.PollMin (10ms) and at most Options.PollMax (1s), and never
-//     past the blocking lease as last seen. A name waited for by one Store
-//     for a minute costs about 80 reads; the hand-off lags a release by
-//     about a quarter of the hold it ends, at most PollMax.
+//     non-locking read of the name's row and holders by primary key. It
+//     wakes the waiters when it finds the name free after it was last known
+//     held (by a read, or by a refusal of the Store's own), or free with a
+//     later fencing token than last known (taken and given back between
+//     two reads). The next read comes a quarter of the time since a read
+//     last saw the name change (its token, or whether it is held), or since
+//     the poller started, at least Options.PollMin (10ms) and at most
+//     Options.PollMax (1s), but never later than 1ms after the blocking
+//     lease as last known ends. A name waited for by one Store for a minute
+//     costs about 80 reads; the hand-off lags a release by about a quarter
+//     of the hold it ends, at most PollMax.
 //   - Each poller is registered in <Table>_waiters while it polls (a write
 //     when it starts, every 3.3s, and when it stops), so that Inspect's
 //     Waiters counts the clients waiting, as on Redis.

@@ -139,7 +139,8 @@ END//
 -- mutex, 1 fair, 2 read, 3 write, 4 permit (leash's driver.Kind); p_parent
 -- is a downgrading writer's owner (read), p_wait_us how long a waiting place
 -- lasts (fair, write; 0 takes none), p_permits a new semaphore's count.
--- Returns one row: granted (0/1), fence (the grant's token), remaining_us
+-- Returns one row: granted (0/1), fence (the grant's token; when refused,
+-- the name's last token, which tells a poller of later grants), remaining_us
 -- (when refused: until the blocking lease or place ends), refusal (0 none,
 -- 1 the name is a semaphore, 2 the name is a lock, not a semaphore, 3 an
 -- upgrade: the owner reads), held (1 when refused because holders hold the
@@ -271,7 +272,7 @@ BEGIN
     END IF;
   END IF;
   COMMIT;
-  SELECT v_granted AS granted, v_token AS fence, IF(v_granted = 1 OR v_until = 0, -1, v_until - v_now) AS remaining_us,
+  SELECT v_granted AS granted, IF(v_granted = 1, v_token, v_fence) AS fence, IF(v_granted = 1 OR v_until = 0, -1, v_until - v_now) AS remaining_us,
     v_refusal AS refusal, v_held AND NOT v_granted AS held, v_kind AS kind;
 END//
 

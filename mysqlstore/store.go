@@ -54,10 +54,10 @@ type Options struct {
 	// renews. Default DefaultBatchSize (500); at most MaxBatchSize.
 	BatchSize int
 	// PollMin and PollMax bound the interval at which a waited-for name is
-	// polled (see Watch): a quarter of the time since the lock last changed
-	// hands, at least PollMin and at most PollMax, and never past the
-	// holder's lease. Defaults DefaultPollMin (10ms) and DefaultPollMax
-	// (1s).
+	// polled (see Watch): a quarter of the time since a poll last saw the
+	// lock change (its token, or whether it is held), at least PollMin and
+	// at most PollMax, and never later than 1ms past the holder's lease as
+	// last known. Defaults DefaultPollMin (10ms) and DefaultPollMax (1s).
 	PollMin, PollMax time.Duration
 }
 
