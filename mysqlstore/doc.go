@@ -216,12 +216,29 @@
 // before the loss, and fewer than a million grants of one name are made per
 // second. This is the Redis store's rule.
 //
-// The cost: one row per name ever locked, the name's length and about 50
-// bytes. Expired readers,
-// permits, places and marks are deleted by the next call that touches their
-// name; the name's row is kept. A DBA may delete rows that hold nothing
-// (owner NULL and no holder rows); tokens of those names then rest on the
-// clock alone.
+// The cost: the lock table keeps one row per name ever locked, and leash
+// never deletes one: the name's length and about 50 bytes each, plus the
+// primary key. An application that locks unbounded names (one per request,
+// user or file) grows the table without bound; prefer a bounded set of
+// names. Expired readers, permits, places and marks are deleted by the next
+// call that touches their name; the name's row is kept.
+//
+// If the table must be pruned, a DBA may delete a row that holds nothing,
+// one name at a time, in a transaction that locks the name's row first, as
+// leash's procedures do (the name's holder rows are created only under
+// that lock), and deletes it only if it has no exclusive holder and no
+// holder rows:
+//
+//	START TRANSACTION;
+//	SELECT `owner` FROM leash_locks WHERE `name` = 'n' FOR UPDATE;   -- must be NULL
+//	SELECT COUNT(*) FROM leash_locks_holders WHERE `name` = 'n';      -- must be 0
+//	DELETE FROM leash_locks WHERE `name` = 'n';                        -- only then
+//	COMMIT;
+//
+// Never delete a row with an owner or holder rows (that frees a held lock)
+// and never with a plain DELETE … WHERE over many names, which checks the
+// holder rows without the name's lock. The next tokens of a deleted name
+// rest on the server clock alone (above).
 //
 // # Restarts and failover
 //

@@ -144,3 +144,52 @@ func TestAcquireManyNamesTheRefusal(t *testing.T) {
 		t.Errorf("AcquireMany with a free semaphore's name = %+v, %v; want granted", g, err)
 	}
 }
+
+// TestPruneFreeName follows the package doc's way of deleting a name's row:
+// a held name is left alone, a free one is deleted, and its next token
+// still grows (from the server clock).
+func TestPruneFreeName(t *testing.T) {
+	s := migrated(t)
+	db := s.DB()
+	ctx := bg(t)
+	r := driver.Request{Kind: driver.KindMutex, Name: "n", Owner: ownerN(1), Lease: time.Minute}
+	g, err := s.Acquire(ctx, r)
+	if err != nil || !g.Acquired {
+		t.Fatal(g, err)
+	}
+	prune := func() bool {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+		var owner []byte
+		var holders int
+		if err := tx.QueryRowContext(ctx, "SELECT `owner` FROM leash_locks WHERE `name` = 'n' FOR UPDATE").Scan(&owner); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM leash_locks_holders WHERE `name` = 'n'").Scan(&holders); err != nil {
+			t.Fatal(err)
+		}
+		if owner != nil || holders != 0 {
+			return false
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM leash_locks WHERE `name` = 'n'"); err != nil {
+			t.Fatal(err)
+		}
+		return tx.Commit() == nil
+	}
+	if prune() {
+		t.Fatal("a held name's row was pruned")
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if !prune() {
+		t.Fatal("a free name's row was not pruned")
+	}
+	g2, err := s.Acquire(ctx, r)
+	if err != nil || !g2.Acquired || g2.Fence <= g.Fence {
+		t.Errorf("after pruning, Acquire = %+v, %v; want a token above %d", g2, err, g.Fence)
+	}
+}
