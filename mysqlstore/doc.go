@@ -25,8 +25,9 @@
 // name space. A name that nothing holds, queues for or waits for (no
 // exclusive holder, reader, permit, fair queue place or waiting writer's
 // mark whose lease is live) is free for either kind: it switches kind at
-// the acquire that finds it free, keeping its fencing counter, so tokens
-// keep growing across the switch. While anything of one kind is live on a
+// the acquire that finds it free (or at a SetPermits, which makes it a
+// semaphore's), keeping its fencing counter, so tokens keep growing across
+// the switch. While anything of one kind is live on a
 // name, an acquire of the other kind (a SetPermits of a lock's name too;
 // AcquireMany names the name) is refused with a [driver.NotALockError]
 // saying what is there. A release of a kind the name does not hold is
