@@ -51,6 +51,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := refused(req.Name, refusal, kind); err != nil {
 		return driver.Grant{}, err
 	}
+	s.watch.sawFence(req.Name, fence)
 	if granted {
 		if req.Kind != driver.KindPermit {
 			s.watch.observe(req.Name, groupOf(req.Kind), true, req.Lease)
@@ -181,12 +182,13 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		fences    string
 		remaining int64
 		refusal   int
+		name      []byte
 	)
-	if err := st.acquireMany.QueryRowContext(ctx, []byte(reqs[0].Owner), arg).Scan(&granted, &fences, &remaining, &refusal); err != nil {
+	if err := st.acquireMany.QueryRowContext(ctx, []byte(reqs[0].Owner), arg).Scan(&granted, &fences, &remaining, &refusal, &name); err != nil {
 		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), err)
 	}
 	if refusal != 0 {
-		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), refused("one of them", refusedSemaphore, refusal))
+		return driver.MultiGrant{}, fmt.Errorf("mysqlstore: acquire %d names: %w", len(reqs), refused(string(name), refusedSemaphore, refusal))
 	}
 	if !granted {
 		rem := time.Duration(remaining) * time.Microsecond

@@ -21,6 +21,19 @@
 // for all its locks at once (a connection is no such lease: see "Paused
 // clients"), so the watchdog renews each lock, in batches.
 //
+// Locks (Mutex, FairMutex, RWMutex, MultiLock) and semaphores share one
+// name space. A name that nothing holds, queues for or waits for (no
+// exclusive holder, reader, permit, fair queue place or waiting writer's
+// mark whose lease is live) is free for either kind: it switches kind at
+// the acquire that finds it free (or at a SetPermits, which makes it a
+// semaphore's), keeping its fencing counter, so tokens keep growing across
+// the switch. While anything of one kind is live on a
+// name, an acquire of the other kind (a SetPermits of a lock's name too;
+// AcquireMany names the name) is refused with a [driver.NotALockError]
+// saying what is there. A release of a kind the name does not hold is
+// [driver.ErrNotHeld]; it is also a NotALockError only while the name
+// holds the other kind.
+//
 // # Schema
 //
 // Migrate creates the schema, or does nothing when it is current. The DDL
@@ -69,18 +82,23 @@
 // and the procedures leash_locks_open, _acquire, _release, _withdraw,
 // _set_permits, _force_release, _acquire_many, _renew, _put_client and
 // _waiting, each documented in schema.sql. Options.Table renames them all
-// (<Table>_holders, <Table>_acquire, …; up to 50 characters, any that
-// MySQL accepts, quoted with backticks), and Options.Database puts them in
-// a database other than the connection's default.
+// (<Table>_holders, <Table>_acquire, …; 1 to 50 characters, quoted with
+// backticks, with no upper-case letter, NUL, line break or trailing space:
+// see Options.Table), and Options.Database puts them in a database other
+// than the connection's default.
 //
 // Before its first use, a Store checks that the tables are leash's (their
 // columns, and the row ('leash', SchemaVersion) in <Table>_schema), that
-// they are InnoDB and that the procedures exist, and refuses with
-// ErrNotLeashTable, ErrNotInnoDB, ErrSchemaVersion or ErrNoSchema; and that
+// they are InnoDB and that the procedures exist and are leash's (each
+// carries the comment 'leash: … (github.com/leash-go/leash/mysqlstore)'),
+// and refuses with ErrNotLeashTable, ErrNotLeashProcedure, ErrNotInnoDB,
+// ErrSchemaVersion or ErrNoSchema; and that
 // the session runs with autocommit on (ErrNoAutocommit: the DSN must not set
 // autocommit=0). A table
 // of one of those names that is another application's is never read or
-// written, and Migrate creates nothing beside it. A later version of the
+// written, a stored procedure of one of those names without leash's
+// comment is never called, dropped or replaced, and Migrate then creates
+// nothing. A later version of the
 // schema will be brought up by Migrate, from the recorded version.
 //
 // Migrate needs CREATE (the tables), CREATE ROUTINE and ALTER ROUTINE (it
@@ -105,6 +123,14 @@
 //
 //	leash_table=NAME     Options.Table (default leash_locks)
 //	leash_migrate=true   run Migrate when opening (a network call)
+//
+// go-sql-driver/mysql sends every parameter it does not know to the server
+// as a session variable (SET name=value, on each new connection): that is
+// how it spells session settings. So a misspelt parameter (parsetime=true,
+// time_zon=…) is not refused when the URL is opened: it fails at the first
+// connection, with the server's error (Unknown system variable). A
+// parameter given twice, or whose name cannot be a system variable's (not
+// letters, digits and underscores, not starting with a digit), is refused.
 //
 // Unless the URL sets timeout, a connection attempt is bounded by 3s. A URL
 // that cannot name a Store is an error that matches driver.ErrBadURL, and no
@@ -191,12 +217,29 @@
 // before the loss, and fewer than a million grants of one name are made per
 // second. This is the Redis store's rule.
 //
-// The cost: one row per name ever locked, the name's length and about 50
-// bytes. Expired readers,
-// permits, places and marks are deleted by the next call that touches their
-// name; the name's row is kept. A DBA may delete rows that hold nothing
-// (owner NULL and no holder rows); tokens of those names then rest on the
-// clock alone.
+// The cost: the lock table keeps one row per name ever locked, and leash
+// never deletes one: the name's length and about 50 bytes each, plus the
+// primary key. An application that locks unbounded names (one per request,
+// user or file) grows the table without bound; prefer a bounded set of
+// names. Expired readers, permits, places and marks are deleted by the next
+// call that touches their name; the name's row is kept.
+//
+// If the table must be pruned, a DBA may delete a row that holds nothing,
+// one name at a time, in a transaction that locks the name's row first, as
+// leash's procedures do (the name's holder rows are created only under
+// that lock), and deletes it only if it has no exclusive holder and no
+// holder rows:
+//
+//	START TRANSACTION;
+//	SELECT `owner` FROM leash_locks WHERE `name` = 'n' FOR UPDATE;   -- must be NULL
+//	SELECT COUNT(*) FROM leash_locks_holders WHERE `name` = 'n';      -- must be 0
+//	DELETE FROM leash_locks WHERE `name` = 'n';                        -- only then
+//	COMMIT;
+//
+// Never delete a row with an owner or holder rows (that frees a held lock)
+// and never with a plain DELETE … WHERE over many names, which checks the
+// holder rows without the name's lock. The next tokens of a deleted name
+// rest on the server clock alone (above).
 //
 // # Restarts and failover
 //
@@ -221,15 +264,22 @@
 //   - A release, withdrawal, resize or force release made through the Store
 //     wakes the Store's waiters of that name at once, with no round trip,
 //     with the wake-up the release calls for (the fair queue's new head, the
-//     waiting writer, every reader).
+//     waiting writer, every reader); a release also wakes the Store's
+//     waiters of the name's other kinds (a Mutex waiter blocked by a
+//     reader), who try again.
 //   - A release made elsewhere (another process) is seen by the Store's one
 //     poller for that name, shared by all its waiters: a consistent,
-//     non-locking read of the name's row and holders by primary key, every
-//     quarter of the time since the name last changed hands, at least
-//     Options.PollMin (10ms) and at most Options.PollMax (1s), and never
-//     past the blocking lease as last seen. A name waited for by one Store
-//     for a minute costs about 80 reads; the hand-off lags a release by
-//     about a quarter of the hold it ends, at most PollMax.
+//     non-locking read of the name's row and holders by primary key. It
+//     wakes the waiters when it finds the name free after it was last known
+//     held (by a read, or by a refusal of the Store's own), or free with a
+//     later fencing token than last known (taken and given back between
+//     two reads). The next read comes a quarter of the time since a read
+//     last saw the name change (its token, or whether it is held), or since
+//     the poller started, at least Options.PollMin (10ms) and at most
+//     Options.PollMax (1s), but never later than 1ms after the blocking
+//     lease as last known ends. A name waited for by one Store for a minute
+//     costs about 80 reads; the hand-off lags a release by about a quarter
+//     of the hold it ends, at most PollMax.
 //   - Each poller is registered in <Table>_waiters while it polls (a write
 //     when it starts, every 3.3s, and when it stops), so that Inspect's
 //     Waiters counts the clients waiting, as on Redis.

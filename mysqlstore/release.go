@@ -3,6 +3,7 @@ package mysqlstore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -36,6 +37,25 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	if wakeKind >= 0 {
 		notes = append(notes, note{driver.Kind(wakeKind), driver.Wake{To: driver.Waking(wakeTo), Head: string(head)}})
 	}
-	s.watch.released(req.Name, notes)
+	s.watch.released(req.Name, append(notes, othersToWake(req.Kind, notes)...))
 	return nil
+}
+
+// othersToWake are the wake-ups a release of kind adds, beside notes, for
+// the Store's waiters of the other kinds on the name: locks and semaphores
+// share one name space, so a waiter of any kind may have been blocked by
+// what was released (a Mutex waiter by a reader). A waiter of a kind the
+// notes address gets those; of the released kind's own watch, only those
+// (a reader's release with readers left lets no writer in); of any other
+// kind, one wake-up: it tries again, at the cost of one round trip if it
+// is still blocked.
+func othersToWake(kind driver.Kind, notes []note) []note {
+	var out []note
+	for _, k := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindWrite, driver.KindPermit} {
+		if k == watchKind(kind) || slices.ContainsFunc(notes, func(n note) bool { return watchKind(n.kind) == k }) {
+			continue
+		}
+		out = append(out, note{k, freed(k)})
+	}
+	return out
 }

@@ -36,6 +36,11 @@ var (
 	// leash's (another application's): the Store neither reads nor writes
 	// it, and Migrate creates nothing beside it.
 	ErrNotLeashTable = errors.New("mysqlstore: table is not leash's")
+	// ErrNotLeashProcedure reports a stored procedure of one of the names
+	// leash's procedures take (<Table>_acquire, …) that is not leash's (its
+	// comment is not leash's): the Store never calls it, and Migrate
+	// neither drops nor replaces it, nor creates anything.
+	ErrNotLeashProcedure = errors.New("mysqlstore: stored procedure is not leash's")
 	// ErrSchemaVersion reports a schema of another version than
 	// SchemaVersion: an older one needs Migrate, a newer one a newer leash.
 	ErrSchemaVersion = errors.New("mysqlstore: schema version mismatch")
@@ -67,18 +72,41 @@ var procedures = []string{
 // maxTableLen keeps every derived identifier within MySQL's 64 characters.
 const maxTableLen = 64 - len("_force_release")
 
+// ErrBadIdent reports an Options.Table or Options.Database (or a URL's
+// leash_table) that leash does not accept; the error says why.
+var ErrBadIdent = errors.New("mysqlstore: bad table or database name")
+
 // checkIdent reports whether s can name a database or table: 1 to max
-// characters of UTF-8, no NUL, not ending in a space (MySQL's rules).
+// characters of UTF-8, no NUL, not ending in a space (MySQL's rules), and no
+// line break (Migrate splits schema.sql into statements at line ends, as
+// the mysql client does). The error matches ErrBadIdent.
 func checkIdent(what, s string, max int) error {
 	switch {
 	case s == "":
-		return fmt.Errorf("mysqlstore: %s is empty", what)
+		return fmt.Errorf("%w: %s is empty", ErrBadIdent, what)
 	case !utf8.ValidString(s) || strings.ContainsRune(s, 0):
-		return fmt.Errorf("mysqlstore: %s %q is not valid UTF-8 without NUL", what, s)
+		return fmt.Errorf("%w: %s %q is not valid UTF-8 without NUL", ErrBadIdent, what, s)
 	case utf8.RuneCountInString(s) > max:
-		return fmt.Errorf("mysqlstore: %s %q is longer than %d characters", what, s, max)
+		return fmt.Errorf("%w: %s %q is longer than %d characters", ErrBadIdent, what, s, max)
 	case strings.HasSuffix(s, " "):
-		return fmt.Errorf("mysqlstore: %s %q ends with a space, which MySQL does not allow", what, s)
+		return fmt.Errorf("%w: %s %q ends with a space, which MySQL does not allow", ErrBadIdent, what, s)
+	case strings.ContainsAny(s, "\n\r"):
+		return fmt.Errorf("%w: %s %q holds a line break", ErrBadIdent, what, s)
+	}
+	return nil
+}
+
+// checkTable is checkIdent for the table name, which must also have no
+// upper-case letter: a server with lower_case_table_names=1 (the default on
+// Windows and macOS) stores table names lower-cased, and the Store finds its
+// tables by exact name.
+func checkTable(what, s string) error {
+	if err := checkIdent(what, s, maxTableLen); err != nil {
+		return err
+	}
+	if strings.ToLower(s) != s {
+		return fmt.Errorf("%w: %s %q has upper-case letters; use %q (servers with lower_case_table_names=1 lower-case table names)",
+			ErrBadIdent, what, s, strings.ToLower(s))
 	}
 	return nil
 }
@@ -163,8 +191,9 @@ type schemaState struct {
 	database   string            // the database the names live in
 	engines    map[string]string // by table suffix; absent when the table does not exist
 	columns    map[string][]string
-	version    int // 0 when no leash row
-	procedures int // how many of the procedures exist
+	version    int      // 0 when no leash row
+	procedures int      // how many of leash's procedures exist
+	foreign    []string // procedures of leash's names that are not leash's
 	autocommit bool
 }
 
@@ -222,9 +251,30 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 	for _, p := range procedures {
 		procs = append(procs, n.table+p)
 	}
-	err = q.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN (?"+
-		strings.Repeat(", ?", len(procedures)-1)+")", procs...).Scan(&st.procedures)
-	return st, err
+	rows, err = q.QueryContext(ctx, "SELECT ROUTINE_NAME, ROUTINE_COMMENT FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ? AND ROUTINE_TYPE = 'PROCEDURE' AND ROUTINE_NAME IN (?"+
+		strings.Repeat(", ?", len(procedures)-1)+") ORDER BY ROUTINE_NAME", procs...)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var name, comment string
+		if err := rows.Scan(&name, &comment); err != nil {
+			rows.Close()
+			return st, err
+		}
+		if isLeashComment(comment) {
+			st.procedures++
+		} else {
+			st.foreign = append(st.foreign, name)
+		}
+	}
+	return st, rows.Close()
+}
+
+// isLeashComment reports whether a procedure's comment is one schema.sql
+// gives its procedures: 'leash: … (github.com/leash-go/leash/mysqlstore)'.
+func isLeashComment(c string) bool {
+	return strings.HasPrefix(c, "leash: ") && strings.HasSuffix(c, " (github.com/leash-go/leash/mysqlstore)")
 }
 
 // ErrNoAutocommit reports a session with autocommit off (the DSN's
@@ -238,6 +288,10 @@ func (n names) usable(st schemaState) error {
 		return ErrNoAutocommit
 	}
 	where := fmt.Sprintf("%s.%s", st.database, n.table)
+	if len(st.foreign) > 0 {
+		return fmt.Errorf("%w: procedure %s.%s exists without leash's comment; leash leaves it untouched (drop or rename it, or choose another Options.Table)",
+			ErrNotLeashProcedure, st.database, strings.Join(st.foreign, ", "))
+	}
 	if len(st.engines) == 0 {
 		return fmt.Errorf("%w: table %s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where)
 	}
@@ -288,7 +342,10 @@ const migrateSQLMode = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"
 // Migrate creates the schema (schema.sql, with the names Options gives) if it
 // does not exist, or brings an older version of it to SchemaVersion, and
 // does nothing when it is current. It refuses, creating nothing, a table of
-// the lock table's name that is not leash's (ErrNotLeashTable) and a schema
+// the lock table's name that is not leash's (ErrNotLeashTable), a stored
+// procedure of one of leash's procedures' names that is not leash's
+// (ErrNotLeashProcedure: leash's carry a comment 'leash: …
+// (github.com/leash-go/leash/mysqlstore)') and a schema
 // newer than this package's (ErrSchemaVersion). Concurrent Migrates, from
 // any process, take turns (GET_LOCK). See the package doc for the
 // privileges it needs.
@@ -320,7 +377,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	case err == nil:
 		s.markReady()
 		return nil
-	case errors.Is(err, ErrNotLeashTable), errors.Is(err, ErrNotInnoDB), errors.Is(err, ErrNoAutocommit):
+	case errors.Is(err, ErrNotLeashTable), errors.Is(err, ErrNotLeashProcedure), errors.Is(err, ErrNotInnoDB), errors.Is(err, ErrNoAutocommit):
 		return err
 	case errors.Is(err, ErrSchemaVersion) && st.version > SchemaVersion:
 		return err

@@ -6,6 +6,12 @@
 --
 --     mariadb --database=app < schema.sql
 --
+-- The script drops and creates again the procedures of leash's names
+-- (DROP PROCEDURE IF EXISTS): applied by hand, check first that no
+-- procedure of those names is another application's. Migrate checks it and
+-- refuses (ErrNotLeashProcedure): leash's procedures carry the comment
+-- 'leash: … (github.com/leash-go/leash/mysqlstore)'.
+--
 -- For a table name other than leash_locks (Options.Table), replace every
 -- leash_locks that starts an identifier below with the chosen name: the
 -- companion tables and the procedures are named after the table.
@@ -133,11 +139,16 @@ END//
 -- mutex, 1 fair, 2 read, 3 write, 4 permit (leash's driver.Kind); p_parent
 -- is a downgrading writer's owner (read), p_wait_us how long a waiting place
 -- lasts (fair, write; 0 takes none), p_permits a new semaphore's count.
--- Returns one row: granted (0/1), fence (the grant's token), remaining_us
+-- Returns one row: granted (0/1), fence (the grant's token; when refused,
+-- the name's last token, which tells a poller of later grants), remaining_us
 -- (when refused: until the blocking lease or place ends), refusal (0 none,
 -- 1 the name is a semaphore, 2 the name is a lock, not a semaphore, 3 an
 -- upgrade: the owner reads), held (1 when refused because holders hold the
 -- name, not only because of a waiting place or mark), kind (the name's).
+-- A name of the other kind (a lock's for a permit, a semaphore's for a
+-- lock) that nothing holds, waits for or queues for switches kind here,
+-- keeping its fencing counter; while anything of its kind is live the call
+-- is refused (1 or 2).
 DROP PROCEDURE IF EXISTS `leash_locks_acquire`//
 CREATE PROCEDURE `leash_locks_acquire`(IN p_kind INT, IN p_name VARBINARY(512), IN p_owner VARBINARY(255),
     IN p_parent VARBINARY(255), IN p_lease_us BIGINT, IN p_wait_us BIGINT, IN p_permits INT)
@@ -156,15 +167,24 @@ BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 1, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
-  IF p_kind = 4 THEN
-    SELECT COUNT(*) INTO v_count FROM `leash_locks_holders` WHERE `name` = p_name AND `role` = 2 FOR UPDATE;
-    IF v_kind NOT IN (0, 4) OR v_kind = 0 AND (v_owner IS NOT NULL OR v_count > 0) THEN
+  IF v_kind IN (0, 4) AND (p_kind = 4) <> (v_kind = 4) THEN
+    -- The other kind: the name switches kind if it is free (no exclusive
+    -- holder, and no reader, permit, place or mark: the expired ones are
+    -- gone), keeping its fencing counter; refused while anything of the
+    -- other kind is live.
+    IF v_owner IS NOT NULL OR EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = p_name FOR UPDATE) THEN
+      SET v_refusal = IF(p_kind = 4, 2, 1);
+    ELSE
+      SET v_kind = IF(p_kind = 4, 4, 0), v_permits = IF(p_kind = 4, p_permits, 0);
+      UPDATE `leash_locks` SET `kind` = v_kind, `permits` = v_permits WHERE `name` = p_name;
+    END IF;
+  END IF;
+  IF v_refusal <> 0 THEN
+    DO 0; -- refused above
+  ELSEIF p_kind = 4 THEN
+    IF v_kind <> 4 THEN
       SET v_refusal = 2;
     ELSE
-      IF v_kind = 0 THEN
-        SET v_kind = 4, v_permits = p_permits;
-        UPDATE `leash_locks` SET `kind` = 4, `permits` = p_permits WHERE `name` = p_name;
-      END IF;
       SELECT MAX(`fence`) INTO v_mine FROM `leash_locks_holders` WHERE `name` = p_name AND `owner` = p_owner AND `role` = 4 FOR UPDATE;
       SELECT COUNT(*), COALESCE(MIN(`expires_us`), 0) INTO v_count, v_until
         FROM `leash_locks_holders` WHERE `name` = p_name AND `role` = 4 FOR UPDATE;
@@ -252,14 +272,15 @@ BEGIN
     END IF;
   END IF;
   COMMIT;
-  SELECT v_granted AS granted, v_token AS fence, IF(v_granted = 1 OR v_until = 0, -1, v_until - v_now) AS remaining_us,
+  SELECT v_granted AS granted, IF(v_granted = 1, v_token, v_fence) AS fence, IF(v_granted = 1 OR v_until = 0, -1, v_until - v_now) AS remaining_us,
     v_refusal AS refusal, v_held AND NOT v_granted AS held, v_kind AS kind;
 END//
 
 -- leash_locks_release: drop p_owner's lock of kind p_kind (as in
 -- leash_locks_acquire) on p_name. Returns one row: released (0/1), refusal
--- (1: the name is a semaphore; 2: it is a lock, not a semaphore), kind (the
--- name's), and whom
+-- (1: the name is a semaphore with live permits; 2: it is a lock, not a
+-- semaphore, held, queued for or waited for; a free name of the other kind
+-- is just not held: 0), kind (the name's), and whom
 -- the release lets in, for the store's own waiters: wake_kind (the kind of
 -- lock whose waiters to wake, -1 none), wake_to (leash's driver.Waking) and
 -- wake_head (the fair queue's head, for wake_to 4).
@@ -281,8 +302,14 @@ BEGIN
   CALL `leash_locks_open`(p_name, v_now, 0, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
   IF v_found = 0 THEN
     SET v_released = 0;
-  ELSEIF v_kind NOT IN (0, 4) OR (p_kind = 4) <> (v_kind = 4) THEN
+  ELSEIF v_kind NOT IN (0, 4) THEN
     SET v_refusal = IF(p_kind = 4, 2, 1);
+  ELSEIF (p_kind = 4) <> (v_kind = 4) THEN
+    -- Not held: the name is the other kind. Refused as such only while
+    -- something of that kind is live on it.
+    IF v_owner IS NOT NULL OR EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = p_name FOR UPDATE) THEN
+      SET v_refusal = IF(p_kind = 4, 2, 1);
+    END IF;
   ELSEIF p_kind = 2 OR p_kind = 4 THEN
     DELETE FROM `leash_locks_holders` WHERE `name` = p_name AND `owner` = p_owner AND `role` = p_kind;
     SET v_released = ROW_COUNT() > 0;
@@ -351,8 +378,9 @@ BEGIN
 END//
 
 -- leash_locks_set_permits: set semaphore p_name's permit count to p_n,
--- creating it if need be. Returns one row: refusal (2 when the name holds a
--- lock, not a semaphore; 0 done), kind (the name's).
+-- creating it if need be, or switching a free lock's name to a semaphore.
+-- Returns one row: refusal (2 when the name is a lock that is held, queued
+-- for or waited for; 0 done), kind (the name's).
 DROP PROCEDURE IF EXISTS `leash_locks_set_permits`//
 CREATE PROCEDURE `leash_locks_set_permits`(IN p_name VARBINARY(512), IN p_n INT)
   MODIFIES SQL DATA
@@ -367,7 +395,7 @@ BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   CALL `leash_locks_open`(p_name, v_now, 1, v_found, v_kind, v_owner, v_write, v_exp, v_owner_fence, v_fence, v_permits);
-  IF v_kind NOT IN (0, 4) OR v_kind = 0 AND (v_owner IS NOT NULL OR EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = p_name AND `role` = 2 FOR UPDATE)) THEN
+  IF v_kind NOT IN (0, 4) OR v_kind = 0 AND (v_owner IS NOT NULL OR EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = p_name FOR UPDATE)) THEN
     SET v_refusal = 2;
   ELSE
     UPDATE `leash_locks` SET `kind` = 4, `permits` = p_n WHERE `name` = p_name;
@@ -408,8 +436,11 @@ END//
 -- sorted by name: the rows are locked in that order. Returns one row:
 -- granted (0/1), fences (the tokens, comma-separated, in p_reqs order, when
 -- granted), remaining_us (the shortest remaining lease of the blocking
--- holders when refused), refusal (the kind of a name that is not a lock, 0
--- when every name is one).
+-- holders when refused), refusal (the kind of the first name, in name
+-- order, that is not a lock: a semaphore's with live permits or a row of a
+-- kind this version does not know; 0 when every name is a lock or free) and
+-- refused_name (that name, '' when none). A semaphore's name that no permit
+-- holds becomes a lock's at the grant, keeping its fencing counter.
 DROP PROCEDURE IF EXISTS `leash_locks_acquire_many`//
 CREATE PROCEDURE `leash_locks_acquire_many`(IN p_owner VARBINARY(255), IN p_reqs LONGTEXT)
   MODIFIES SQL DATA
@@ -425,6 +456,7 @@ BEGIN
   DECLARE v_exp, v_owner_fence, v_fence, v_until BIGINT;
   DECLARE v_blocked INT DEFAULT 0;
   DECLARE v_refusal INT DEFAULT 0;
+  DECLARE v_refused VARBINARY(512) DEFAULT NULL;
   DECLARE v_remaining BIGINT DEFAULT NULL;
   DECLARE v_fences LONGTEXT DEFAULT '';
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
@@ -445,8 +477,16 @@ BEGIN
     IF v_owner IS NOT NULL AND v_owner <> p_owner THEN
       SET v_until = GREATEST(v_until, v_exp);
     END IF;
+    IF v_kind = 4 AND NOT EXISTS (SELECT 1 FROM `leash_locks_holders` WHERE `name` = v_name FOR UPDATE) THEN
+      -- A semaphore's name that no permit holds: free, it becomes a lock's
+      -- at the grant.
+      SET v_kind = 0;
+    END IF;
     IF v_kind <> 0 THEN
-      SET v_blocked = v_blocked + 1, v_refusal = v_kind;
+      IF v_refusal = 0 THEN
+        SET v_refusal = v_kind, v_refused = v_name;
+      END IF;
+      SET v_blocked = v_blocked + 1;
     ELSEIF v_until > 0 THEN
       SET v_blocked = v_blocked + 1, v_remaining = LEAST(COALESCE(v_remaining, v_until - v_now), v_until - v_now);
     END IF;
@@ -463,7 +503,8 @@ BEGIN
         UPDATE `leash_locks` SET `expires_us` = v_now + v_lease WHERE `name` = v_name;
       ELSE
         SET v_fence = GREATEST(v_fence + 1, v_now);
-        UPDATE `leash_locks` SET `owner` = p_owner, `write` = 0, `expires_us` = v_now + v_lease, `owner_fence` = v_fence, `fence` = v_fence
+        UPDATE `leash_locks` SET `kind` = 0, `permits` = 0, `owner` = p_owner, `write` = 0, `expires_us` = v_now + v_lease,
+            `owner_fence` = v_fence, `fence` = v_fence
           WHERE `name` = v_name;
       END IF;
       SET v_fences = CONCAT(v_fences, IF(v_i = 0, '', ','), v_fence);
@@ -471,7 +512,8 @@ BEGIN
     END WHILE;
   END IF;
   COMMIT;
-  SELECT v_blocked = 0 AS granted, v_fences AS fences, COALESCE(v_remaining, -1) AS remaining_us, v_refusal AS refusal;
+  SELECT v_blocked = 0 AS granted, v_fences AS fences, COALESCE(v_remaining, -1) AS remaining_us, v_refusal AS refusal,
+    COALESCE(v_refused, '') AS refused_name;
 END//
 
 -- leash_locks_renew: set the lease of each lock of p_reqs still held by its

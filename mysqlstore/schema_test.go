@@ -256,3 +256,105 @@ func TestNoAutocommit(t *testing.T) {
 		t.Errorf("Migrate with autocommit=0 = %v, want ErrNoAutocommit", err)
 	}
 }
+
+// routineDump is a stored procedure's definition and comment, to compare
+// before and after.
+func routineDump(t *testing.T, db *sql.DB, name string) string {
+	t.Helper()
+	var def, comment string
+	err := db.QueryRowContext(bg(t), "SELECT ROUTINE_DEFINITION, ROUTINE_COMMENT FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME = ?", name).
+		Scan(&def, &comment)
+	if err != nil {
+		t.Fatalf("procedure %s: %v", name, err)
+	}
+	return def + "|" + comment
+}
+
+// TestNotLeashProcedure: a stored procedure of one of the names leash's
+// procedures take that is another application's is refused by Migrate and
+// by every call, with ErrNotLeashProcedure naming it, and left exactly as
+// it was; Migrate creates nothing.
+func TestNotLeashProcedure(t *testing.T) {
+	t.Run("before Migrate", func(t *testing.T) {
+		db := freshDB(t)
+		exec(t, db, "CREATE PROCEDURE `app_release`() COMMENT 'the application''s own' SELECT 42")
+		before := routineDump(t, db, "app_release")
+		s := mysqlstore.New(db, &mysqlstore.Options{Table: "app"})
+		defer s.Close()
+		if err := s.Migrate(bg(t)); !errors.Is(err, mysqlstore.ErrNotLeashProcedure) || !strings.Contains(err.Error(), "app_release") {
+			t.Errorf("Migrate = %v, want ErrNotLeashProcedure naming app_release", err)
+		}
+		for call, err := range everyCall(s) {
+			if !errors.Is(err, mysqlstore.ErrNotLeashProcedure) {
+				t.Errorf("%s = %v, want ErrNotLeashProcedure", call, err)
+			}
+		}
+		if after := routineDump(t, db, "app_release"); after != before {
+			t.Errorf("the procedure changed: %q, want %q", after, before)
+		}
+		var n int
+		if err := db.QueryRowContext(bg(t), "SELECT COUNT(*) FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()").Scan(&n); err != nil || n != 1 {
+			t.Errorf("the database holds %d procedures (%v), want only the application's", n, err)
+		}
+		if err := db.QueryRowContext(bg(t), "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()").Scan(&n); err != nil || n != 0 {
+			t.Errorf("the database holds %d tables (%v), want none", n, err)
+		}
+	})
+	t.Run("after Migrate", func(t *testing.T) {
+		db := freshDB(t)
+		m := mysqlstore.New(db, &mysqlstore.Options{Table: "app"})
+		defer m.Close()
+		if err := m.Migrate(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		// Another application replaces one of leash's procedures with its own.
+		exec(t, db, "DROP PROCEDURE `app_withdraw`", "CREATE PROCEDURE `app_withdraw`() COMMENT 'mine' SELECT 1")
+		before := routineDump(t, db, "app_withdraw")
+		s := mysqlstore.New(db, &mysqlstore.Options{Table: "app"})
+		defer s.Close()
+		for call, err := range everyCall(s) {
+			if !errors.Is(err, mysqlstore.ErrNotLeashProcedure) || !strings.Contains(err.Error(), "app_withdraw") {
+				t.Errorf("%s = %v, want ErrNotLeashProcedure naming app_withdraw", call, err)
+			}
+		}
+		if err := s.Migrate(bg(t)); !errors.Is(err, mysqlstore.ErrNotLeashProcedure) {
+			t.Errorf("Migrate = %v, want ErrNotLeashProcedure", err)
+		}
+		if after := routineDump(t, db, "app_withdraw"); after != before {
+			t.Errorf("the procedure changed: %q, want %q", after, before)
+		}
+	})
+}
+
+// TestBadTableNames: names Migrate could not apply (a line break splits
+// its statements) or the server could not find again (upper case, under
+// lower_case_table_names=1) are refused before any network call, with
+// ErrBadIdent; odd names it can apply work.
+func TestBadTableNames(t *testing.T) {
+	for _, table := range []string{"a;\nb", "p//\nq", "c\rr", "Orders", "ÉTÉ", strings.Repeat("x", 51), "sp "} {
+		s := mysqlstore.New(&sql.DB{}, &mysqlstore.Options{Table: table})
+		for _, err := range []error{s.Validate(), s.Migrate(bg(t))} {
+			if !errors.Is(err, mysqlstore.ErrBadIdent) {
+				t.Errorf("table %q: %v, want ErrBadIdent", table, err)
+			}
+		}
+		s.Close()
+	}
+	if err := mysqlstore.New(&sql.DB{}, &mysqlstore.Options{Table: "x", Database: "a\nb"}).Validate(); !errors.Is(err, mysqlstore.ErrBadIdent) {
+		t.Errorf("database with a line break: %v, want ErrBadIdent", err)
+	}
+	for i, table := range []string{"x`y", "dot.ted", "été", strings.Repeat("x", 50), "semi;colon//"} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			db := freshDB(t)
+			s := mysqlstore.New(db, &mysqlstore.Options{Table: table})
+			defer s.Close()
+			if err := s.Migrate(bg(t)); err != nil {
+				t.Fatalf("Migrate: %v", err)
+			}
+			g, err := s.Acquire(bg(t), driver.Request{Name: "n", Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute})
+			if err != nil || !g.Acquired {
+				t.Errorf("Acquire = %+v, %v", g, err)
+			}
+		})
+	}
+}

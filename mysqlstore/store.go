@@ -42,18 +42,22 @@ type Options struct {
 	// "": the connection's default database, the DSN's /dbname.
 	Database string
 	// Table is the lock table's name; its companion table and procedures are
-	// named after it (<Table>_schema, <Table>_acquire, …). Any name MySQL
-	// accepts, up to 51 characters; it is quoted with backticks. Default
+	// named after it (<Table>_schema, <Table>_acquire, …). 1 to 50
+	// characters of UTF-8 with no upper-case letter (servers with
+	// lower_case_table_names=1 lower-case table names), no NUL, no line
+	// break (CR or LF) and no trailing space; it is quoted with backticks,
+	// so any other character, a backtick included, is allowed. New refuses
+	// any other name with an error matching ErrBadIdent. Default
 	// DefaultTable ("leash_locks").
 	Table string
 	// BatchSize is how many locks one renewal call (one CALL, one UPDATE)
 	// renews. Default DefaultBatchSize (500); at most MaxBatchSize.
 	BatchSize int
 	// PollMin and PollMax bound the interval at which a waited-for name is
-	// polled (see Watch): a quarter of the time since the lock last changed
-	// hands, at least PollMin and at most PollMax, and never past the
-	// holder's lease. Defaults DefaultPollMin (10ms) and DefaultPollMax
-	// (1s).
+	// polled (see Watch): a quarter of the time since a poll last saw the
+	// lock change (its token, or whether it is held), at least PollMin and
+	// at most PollMax, and never later than 1ms past the holder's lease as
+	// last known. Defaults DefaultPollMin (10ms) and DefaultPollMax (1s).
 	PollMin, PollMax time.Duration
 }
 
@@ -124,7 +128,7 @@ func New(db *sql.DB, opts *Options) *Store {
 	case o.PollMin < 0 || o.PollMax < o.PollMin:
 		s.err = fmt.Errorf("mysqlstore: Options.PollMin %v and PollMax %v: want 0 < PollMin <= PollMax", o.PollMin, o.PollMax)
 	}
-	if err := checkIdent("Options.Table", o.Table, maxTableLen); err != nil && s.err == nil {
+	if err := checkTable("Options.Table", o.Table); err != nil && s.err == nil {
 		s.err = err
 	}
 	if o.Database != "" {

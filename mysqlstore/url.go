@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +35,11 @@ const (
 // URLParams returns the query parameters of the Store's own that its URLs
 // accept beside go-sql-driver/mysql's: leash_table and leash_migrate.
 func URLParams() []string { return []string{paramTable, paramMigrate} }
+
+// paramName is what a parameter's name must look like: every parameter
+// that is neither leash's nor go-sql-driver's is sent to the server as a
+// session variable (SET name=value), so it must be able to name one.
+var paramName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // urlDialTimeout bounds each connection attempt unless the URL sets timeout.
 const urlDialTimeout = 3 * time.Second
@@ -134,6 +142,16 @@ func parseURL(raw string) (*mysql.Config, *Options, bool, error) {
 	if err != nil {
 		return bad("query: %v", err)
 	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case len(q[k]) > 1:
+			return bad("parameter %s is given %d times: want it once", k, len(q[k]))
+		case !paramName.MatchString(k):
+			// Unknown parameters go to the server as session variables
+			// (SET name=value): this one cannot name one.
+			return bad("parameter %q is neither leash's, the driver's nor a possible system variable name", k)
+		}
+	}
 	opts := &Options{Table: q.Get(paramTable)}
 	if q.Has(paramTable) && opts.Table == "" {
 		return bad("%s is empty", paramTable)
@@ -166,7 +184,7 @@ func parseURL(raw string) (*mysql.Config, *Options, bool, error) {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
-	if err := checkIdent("leash_table", opts.Table, maxTableLen); opts.Table != "" && err != nil {
+	if err := checkTable("leash_table", opts.Table); opts.Table != "" && err != nil {
 		return bad("%v", err)
 	}
 	return cfg, opts, migrate, nil

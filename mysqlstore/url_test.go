@@ -69,6 +69,15 @@ func TestParseURLRefuses(t *testing.T) {
 		"mysql://u:" + secret + "@h/a?leash_table=ends+with+space+",
 		"mysql://u:" + secret + "@h/a?x=%zz",
 		"mysql:u:" + secret + "@h/a",
+		"mysql://u:" + secret + "@h/a?leash_table=x&leash_table=y",
+		"mysql://u:" + secret + "@h/a?timeout=1s&timeout=2s",
+		"mysql://u:" + secret + "@h/a?time_zone=%27%2B01%3A00%27&time_zone=%27%2B02%3A00%27",
+		"mysql://u:" + secret + "@h/a?leash_migrate=true&leash_migrate=false",
+		"mysql://u:" + secret + "@h/a?no-such=1",
+		"mysql://u:" + secret + "@h/a?1st=1",
+		"mysql://u:" + secret + "@h/a?x%3Dy=1",
+		"mysql://u:" + secret + "@h/a?leash_table=Orders",
+		"mysql://u:" + secret + "@h/a?leash_table=a%0Ab",
 	} {
 		_, _, _, err := mysqlstore.ParseURL(raw)
 		if !errors.Is(err, driver.ErrBadURL) || strings.Contains(err.Error(), secret) {
@@ -112,5 +121,22 @@ func TestOpenURL(t *testing.T) {
 	}
 	if err := h.Unlock(bg(t)); err != nil {
 		t.Errorf("Unlock: %v", err)
+	}
+}
+
+// TestURLUnknownParameter: a parameter neither leash's nor the driver's is
+// sent to the server as a session variable, so the opener accepts it and a
+// misspelt one fails at connect, with the server's error.
+func TestURLUnknownParameter(t *testing.T) {
+	srv := sharedServer(t)
+	raw := "mysql://root@" + srv.Addr + "/" + testDB + "?no_such_variable=1"
+	s, err := driver.Open(bg(t), raw)
+	if err != nil {
+		t.Fatalf("Open(%q) = %v; want it opened (the server judges the parameter)", raw, err)
+	}
+	defer s.Close()
+	if err := s.(interface{ Ping(context.Context) error }).Ping(bg(t)); err == nil || errors.Is(err, driver.ErrBadURL) ||
+		!strings.Contains(strings.ToLower(err.Error()), "unknown system variable") {
+		t.Errorf("Ping = %v; want the server's Unknown system variable", err)
 	}
 }

@@ -27,7 +27,9 @@ import (
 //     time since it last saw the lock change hands, at least
 //     Options.PollMin and at most Options.PollMax, and never past the
 //     holder's lease as last seen. It wakes the waiters when it sees the
-//     lock free after having seen it held.
+//     lock free after having seen it held, or free with a later fencing
+//     token than it last knew (someone took it and gave it back between
+//     two looks).
 //
 // The poller learns of holders from its own reads and from the Store's
 // grants and refusals of that name, which carry the blocking lease.
@@ -58,6 +60,16 @@ func watchKind(k driver.Kind) driver.Kind {
 	return k
 }
 
+// freed is the wake-up for the watchers of kind k (as watchKind gives it)
+// when the name may have been freed, without knowing more: one waiter per
+// client for a mutex or a permit, every waiter otherwise.
+func freed(k driver.Kind) driver.Wake {
+	if k == driver.KindMutex || k == driver.KindPermit {
+		return driver.Wake{To: driver.WakeOne}
+	}
+	return driver.Wake{To: driver.WakeAll}
+}
+
 // A note is a wake-up for the Store's watchers of one kind on a name.
 type note struct {
 	kind driver.Kind
@@ -84,7 +96,8 @@ type poller struct {
 	id       string // registration id in <table>_waiters
 	watchers []*watcher
 	state    [groups]seen
-	fence    int64  // the name's last token, as last seen
+	fence    int64  // the name's last token, as last seen (by a poll or the Store's own acquire)
+	polled   bool   // fence is a poll's: a poll seeing a later one means someone took the name since
 	gen      uint64 // counts what the Store learnt of the name, so that a poll overtaken by it is dropped
 	nudge    chan struct{}
 	stop     context.CancelFunc
@@ -113,9 +126,24 @@ func (ps *pollers) init(s *Store) {
 }
 
 // Watch implements driver.Watcher. It starts the name's poller if the Store
-// has none yet and returns at once: a release through this Store after
-// Watch returns wakes wake at once, one made elsewhere at the poller's next
-// read after it.
+// has none yet and returns at once. A release, withdrawal, resize or force
+// release of the name through this Store after Watch returns wakes wake at
+// once (every watcher of the name, whatever its kind: see released). One
+// made elsewhere is seen by polling: a poll wakes wake when it finds wake's
+// group (the locks, or the semaphore) not blocked, and either it was last
+// known blocked (by a poll, or by this Store's own acquire refused by a
+// holder, which also tells the holder's lease) or the name's token grew
+// since it was last known (by a poll or by this Store's own acquire).
+//
+// So, in the core's order (Watch, then Acquire): if that Acquire is refused
+// by a holder, the first poll after the holder releases (or its lease
+// ends; polls never wait past it) wakes wake, unless another owner took the
+// name in between; if it is refused only because of another's fair queue
+// place or a writer's mark, the first poll after that owner took the name
+// and gave it back wakes wake. A place or mark that ends without a grant
+// (withdrawn by another process) wakes no one: the waiter retries at the
+// Remaining its refusal gave. Polls come every quarter of the time since a
+// poll last saw the name change, within [PollMin, PollMax].
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
@@ -190,6 +218,17 @@ func (ps *pollers) observe(name string, g group, blocked bool, remaining time.Du
 		default:
 		}
 	}
+}
+
+// sawFence records the name's last token as one of the Store's own
+// acquires of it reported it, so that the next poll that sees a later one
+// knows the name was taken since, though it may be free again.
+func (ps *pollers) sawFence(name string, fence int64) {
+	ps.mu.Lock()
+	if p := ps.names[name]; p != nil && fence > p.fence {
+		p.fence, p.polled = fence, true
+	}
+	ps.mu.Unlock()
 }
 
 // released delivers, at once, the wake-ups a release, withdrawal, resize or
@@ -295,8 +334,9 @@ func pollQuery(n names) string {
 }
 
 // poll reads the name's state once and wakes the watchers of each group it
-// shows no longer blocked after it was seen blocked. It reports whether
-// the name changed.
+// shows not blocked, if it was seen blocked before or the name's token grew
+// since it was last seen (someone took the name in between, and may have
+// given it back). It reports whether the name changed.
 func (ps *pollers) poll(ctx context.Context, p *poller) bool {
 	st, err := ps.s.ready(ctx)
 	if err != nil {
@@ -336,23 +376,23 @@ func (ps *pollers) poll(ctx context.Context, p *poller) bool {
 	}
 	var calls []func()
 	changed := fence != p.fence
+	// The name was taken since the last look (and may have been given back
+	// already): its waiters may have missed their turn.
+	moved := p.polled && fence > p.fence
 	for g := range groups {
 		if p.state[g].blocked != now[g].blocked {
 			changed = true
 		}
-		if p.state[g].blocked && !now[g].blocked {
+		if (p.state[g].blocked || moved) && !now[g].blocked {
 			for _, w := range p.watchers {
 				if groupOf(w.kind) == g {
-					msg := driver.Wake{To: driver.WakeAll}
-					if w.kind == driver.KindMutex || w.kind == driver.KindPermit {
-						msg.To = driver.WakeOne
-					}
+					msg := freed(w.kind)
 					calls = append(calls, func() { w.wake(msg) })
 				}
 			}
 		}
 	}
-	p.state, p.fence = now, fence
+	p.state, p.fence, p.polled = now, max(p.fence, fence), true
 	ps.mu.Unlock()
 	for _, call := range calls {
 		call()

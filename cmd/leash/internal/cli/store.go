@@ -61,7 +61,10 @@ also be added as ?addr=host:port parameters. go-redis's URL options (such as
 A mysql:// URL takes go-sql-driver/mysql's DSN parameters (tls=, charset=,
 timeout=, session variables such as time_zone=) and leash's own:
 leash_table=NAME (default leash_locks) and leash_migrate=true, which creates
-the schema if it is missing.
+the schema if it is missing. Any other parameter is sent to the server as a
+session variable (SET name=value), so a misspelt one is not a usage error:
+it fails at connect with the server's error (Unknown system variable, 69).
+A parameter given twice, or whose name cannot be a variable's, is refused.
 
 A malformed URL, an unknown scheme or parameter, or a bad parameter value
 is a usage error (64); a store that cannot be reached exits 69.
