@@ -230,17 +230,7 @@ func command(addr, cmd string) error {
 // ping sends PING and expects +PONG.
 func ping(addr string) error { return command(addr, "PING") }
 
-func (r *Redis) logTail() string {
-	b, err := os.ReadFile(filepath.Join(r.Dir, "redis.log"))
-	if err != nil {
-		return "(no log)"
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
-}
+func (r *Redis) logTail() string { return tailFile(filepath.Join(r.Dir, "redis.log")) }
 
 // PID returns the server's process id, or 0 when it is not running.
 func (r *Redis) PID() int {

@@ -1,0 +1,140 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Watch implements driver.Watcher with an etcd watch on name's lock key
+// that the server filters to deletions: a release, a force release, and the
+// expiry or revocation of the holder's lease each delete the key, and each
+// deletion wakes one waiter per client (WakeOne). Acquires, retries and
+// refusals write nothing a watcher sees. Watch returns once the server has
+// created the watch, so a deletion after it returns is never missed.
+//
+// A watch the server cancels (its member lost the leader, or compaction
+// passed its revision) or whose stream breaks wakes every waiter (WakeAll)
+// and is set up again from the revision after the last one it saw, until
+// stop is called.
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	if kind != driver.KindMutex {
+		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
+	}
+	key := s.lockKey(name)
+	wctx, cancel := context.WithCancel(context.Background())
+	ch, rev, err := s.startWatch(ctx, wctx, key, 0)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, err)
+	}
+	done := make(chan struct{})
+	// Owner: the watch. Stops when stop cancels wctx.
+	go func() {
+		defer close(done)
+		s.follow(wctx, key, ch, rev, wake)
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// startWatch starts a watch of key's deletions from revision from (0: from
+// now), bound to wctx, and waits, within ctx, until the server has created
+// it. It returns the watch and the revision it was created at.
+func (s *Store) startWatch(ctx, wctx context.Context, key string, from int64) (clientv3.WatchChan, int64, error) {
+	opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	if from > 0 {
+		opts = append(opts, clientv3.WithRev(from))
+	}
+	// WithRequireLeader: a member cut off from its cluster's leader cancels
+	// the watch rather than go quiet while other members let others in.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(wctx))
+	ch := s.cli.Watch(wctx, key, opts...)
+	select {
+	case resp, ok := <-ch:
+		switch {
+		case !ok:
+			err := wctx.Err()
+			cancel()
+			if err == nil {
+				err = fmt.Errorf("watch closed before it was created")
+			}
+			return nil, 0, err
+		case resp.Err() != nil:
+			cancel()
+			return nil, 0, resp.Err()
+		case !resp.Created:
+			cancel()
+			return nil, 0, fmt.Errorf("the first watch response is not its creation")
+		}
+		// Owner: the watch. Stops when wctx ends, which cancels the watch
+		// and closes ch.
+		context.AfterFunc(wctx, cancel)
+		return ch, resp.Header.Revision, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, 0, ctx.Err()
+	}
+}
+
+// watchRetry is how long a broken watch waits before it is set up again.
+const watchRetry = 100 * time.Millisecond
+
+// follow passes the deletions ch reports to wake, until wctx ends; a broken
+// watch wakes everyone and is set up again, from the revision after the last
+// one it saw, or, when compaction has removed that revision, from now, after
+// which everyone is woken once more.
+func (s *Store) follow(wctx context.Context, key string, ch clientv3.WatchChan, rev int64, wake func(driver.Wake)) {
+	for {
+		for resp := range ch {
+			if resp.CompactRevision != 0 {
+				rev = 0 // deletions since rev are gone from the history
+				break
+			}
+			if resp.Err() != nil || resp.Canceled {
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					wake(driver.Wake{To: driver.WakeOne})
+				}
+			}
+			rev = max(rev, resp.Header.Revision)
+		}
+		if wctx.Err() != nil {
+			return
+		}
+		// A notification may have been lost: everyone tries again.
+		wake(driver.Wake{To: driver.WakeAll})
+		lost := rev == 0
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(watchRetry):
+			}
+			from := int64(0)
+			if !lost {
+				from = rev + 1
+			}
+			sctx, cancel := context.WithTimeout(wctx, 10*time.Second)
+			var err error
+			var created int64
+			ch, created, err = s.startWatch(sctx, wctx, key, from)
+			cancel()
+			if err == nil {
+				if lost {
+					rev = created
+				}
+				break
+			}
+		}
+		if lost {
+			// The watch sees deletions from its creation on: waiters woken
+			// before it may have missed one.
+			wake(driver.Wake{To: driver.WakeAll})
+		}
+	}
+}
