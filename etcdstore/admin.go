@@ -1,0 +1,159 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+var _ driver.Admin = (*Store)(nil)
+
+// Inspect implements driver.Admin: it reads name's lock key and fence key
+// in one transaction, and asks the server how long the holder's etcd lease
+// has left. Remaining is the shorter of that and the lease the holder asked
+// for; Fence is the fence key's mod revision, the last token granted,
+// whether or not the lock is held; Waiters is -1 (etcd does not tell who
+// watches a key). A name whose keys hold anything else is refused with a
+// *driver.NotALockError.
+func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	lock, fence, err := s.read(ctx, name)
+	if err != nil {
+		return driver.Info{}, err
+	}
+	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1}
+	if fence != nil {
+		info.Fence = fence.ModRevision
+	}
+	if lock == nil {
+		return info, nil
+	}
+	v, _ := decode(lock.Value) // read checked it
+	info.Held = true
+	info.Fence = max(info.Fence, lock.CreateRevision)
+	info.Owners = []driver.OwnerHolds{{Owner: v.Owner, Holds: 1, Kind: driver.KindMutex, Remaining: -1}}
+	info.Remaining = v.lease()
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lock.Lease))
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: the holder's lease: %w", name, err)
+	}
+	// TTL is in whole seconds, rounded down; -1 once the lease is gone.
+	info.Remaining = max(min(info.Remaining, time.Duration(ttl.TTL)*time.Second), time.Millisecond)
+	return info, nil
+}
+
+// read returns name's lock key and fence key (nil when absent), read in one
+// transaction, or a *driver.NotALockError when either holds something that
+// is not the Store's.
+func (s *Store) read(ctx context.Context, name string) (lock, fence *mvccpb.KeyValue, err error) {
+	resp, err := s.cli.Txn(ctx).Then(s.readOps([]driver.Request{{Name: name}})...).Commit()
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcdstore: read %q: %w", name, err)
+	}
+	lock, fence = only(resp.Responses[0]), only(resp.Responses[1])
+	if fence != nil && string(fence.Value) != fenceMark {
+		return nil, nil, s.notALock(name, string(fence.Key), fence.Value)
+	}
+	if lock != nil {
+		if _, ok := decode(lock.Value); !ok {
+			return nil, nil, s.notALock(name, string(lock.Key), lock.Value)
+		}
+	}
+	return lock, fence, nil
+}
+
+// listPage is how many keys one List read returns.
+const listPage = 1000
+
+// List implements driver.Admin: it reads the lock keys whose names start
+// with the pattern's literal prefix, a page at a time at one revision, and
+// returns the names that match the pattern and hold a lock, sorted. Keys
+// that hold anything else are left out.
+func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
+	match := func(string) bool { return true } // "" matches every name
+	if pattern != "" {
+		re, err := driver.Glob(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: list %q: %w", pattern, err)
+		}
+		match = re.MatchString
+	}
+	base := s.prefix + lockSpace
+	from := base + literalPrefix(pattern)
+	end := clientv3.GetPrefixRangeEnd(from)
+	var names []string
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("etcdstore: list %q: %w", pattern, err)
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			name := strings.TrimPrefix(string(kv.Key), base)
+			if _, ok := decode(kv.Value); ok && match(name) {
+				names = append(names, name)
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// literalPrefix returns the characters every name a driver.Glob pattern
+// matches starts with.
+func literalPrefix(pattern string) string {
+	var b strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '*', '?':
+			return b.String()
+		case '\\':
+			if i+1 == len(pattern) {
+				return b.String()
+			}
+			i++
+			b.WriteByte(pattern[i])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// ForceRelease implements driver.Admin: it deletes name's lock key,
+// whoever holds it, in a transaction that checks the key is the lock it
+// read (so a key that is not a lock is never deleted). The fence key stays,
+// so tokens keep growing. The deletion wakes the name's watchers; the
+// holder learns of it at its next renewal, whose check finds the key gone.
+func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
+	key := s.lockKey(name)
+	for range maxAttempts {
+		lock, _, err := s.read(ctx, name)
+		if err != nil || lock == nil {
+			return false, err
+		}
+		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", lock.ModRevision)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			return false, fmt.Errorf("etcdstore: force release %q: %w", name, err)
+		}
+		if resp.Succeeded {
+			return true, nil
+		}
+	}
+	return false, fmt.Errorf("etcdstore: force release %q: the lock key kept changing under %d transactions", name, maxAttempts)
+}

@@ -1,0 +1,91 @@
+package etcdstore_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/etcdstore"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestUserDataUntouched puts an application's keys where the Store keeps a
+// lock key and a fence key, and checks that every method refuses them with
+// a *driver.NotALockError (Renew: RenewGone), saying what is there, and
+// leaves them as they are.
+func TestUserDataUntouched(t *testing.T) {
+	cli := sharedCli(t)
+	s := etcdstore.New(cli, &etcdstore.Options{Prefix: "userdata/" + t.Name() + "/"})
+	ctx := bg(t)
+	const owner = "0a0b0c0d-0000-4000-8000-000000000001:1"
+	for _, tc := range []struct{ name, key, value string }{
+		{"a string where the lock key is", "lock/app", "hello"},
+		{"JSON that is not a lock where the lock key is", "lock/json", `{"leash":1,"kind":"mutex","owner":"x","lease_ms":1,"extra":2}`},
+		{"a string where the fence key is", "fence/counter", "41"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := tc.key[len("lock/"):]
+			if tc.key[:len("fence/")] == "fence/" {
+				name = tc.key[len("fence/"):]
+			}
+			key := s.Prefix() + tc.key
+			if _, err := cli.Put(ctx, key, tc.value); err != nil {
+				t.Fatal(err)
+			}
+			before, err := cli.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := driver.Request{Name: name, Owner: owner, Lease: 30 * time.Second}
+			wantNotALock := func(what string, err error) {
+				t.Helper()
+				var nal *driver.NotALockError
+				if !errors.As(err, &nal) || nal.Name != name {
+					t.Errorf("%s = %v, want a *driver.NotALockError for %q", what, err, name)
+				}
+			}
+			g, err := s.Acquire(ctx, r)
+			wantNotALock("Acquire", err)
+			if g.Acquired {
+				t.Errorf("Acquire granted a name holding %q", tc.value)
+			}
+			_, err = s.AcquireMany(ctx, []driver.Request{{Name: "other-" + name, Owner: owner, Lease: r.Lease}, r})
+			wantNotALock("AcquireMany", err)
+			if tc.key[:5] == "lock/" {
+				if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.RenewGone {
+					t.Errorf("Renew = %+v, want RenewGone", res[0])
+				}
+				err = s.Release(ctx, r)
+				wantNotALock("Release", err)
+				if !errors.Is(err, driver.ErrNotHeld) {
+					t.Errorf("Release = %v, want ErrNotHeld too", err)
+				}
+			}
+			_, err = s.Inspect(ctx, name)
+			wantNotALock("Inspect", err)
+			freed, err := s.ForceRelease(ctx, name)
+			wantNotALock("ForceRelease", err)
+			if freed {
+				t.Error("ForceRelease reported a deletion")
+			}
+			if got, err := s.List(ctx, ""); err != nil || slices.Contains(got, name) {
+				t.Errorf("List = %q, %v; want no %q", got, err, name)
+			}
+			after, err := cli.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision || string(after.Kvs[0].Value) != tc.value {
+				t.Errorf("key %q after every method = %v, want unchanged %q", key, after.Kvs, tc.value)
+			}
+			// Nothing was created beside it.
+			for _, k := range []string{s.Prefix() + "lock/other-" + name, s.Prefix() + "fence/other-" + name} {
+				if resp, err := cli.Get(ctx, k, clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+					t.Errorf("key %q: count %v, %v; want none left behind", k, resp.Count, err)
+				}
+			}
+		})
+	}
+}
