@@ -42,6 +42,11 @@ Its scheme picks the store:
                                                       a Sentinel deployment
   redis+cluster://[user[:password]@]host[:port][,host[:port]…]
                                                       a Redis Cluster
+  etcd://[user:password@]host[:port][,host[:port]…][?prefix=P]
+                                                      an etcd cluster;
+                                                      etcds:// for TLS, with
+                                                      ca_file, cert_file and
+                                                      key_file parameters
   mem://                                              an in-memory store in
                                                       leash's own process: it
                                                       locks nothing across
