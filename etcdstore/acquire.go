@@ -21,6 +21,9 @@ import (
 // keeps the create revision (the token) and moves the key to the lease for
 // req.Lease.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Kind == driver.KindFair {
+		return s.acquireFair(ctx, req)
+	}
 	mg, err := s.acquire(ctx, []driver.Request{req})
 	g := driver.Grant{Acquired: mg.Acquired, Remaining: mg.Remaining}
 	if mg.Acquired {

@@ -14,22 +14,23 @@ import (
 
 var _ driver.Admin = (*Store)(nil)
 
-// Inspect implements driver.Admin: it reads name's lock key and fence key
-// in one transaction, and asks the server how long the holder's etcd lease
-// has left. Remaining is the shorter of that and the lease the holder asked
-// for; Fence is the fence key's mod revision, the last token granted,
-// whether or not the lock is held; Waiters is -1 (etcd does not tell who
-// watches a key). A name whose keys hold anything else is refused with a
-// *driver.NotALockError.
+// Inspect implements driver.Admin: it reads name's lock key, fence key and
+// fair queue in one transaction, and asks the server how long the holder's
+// etcd lease has left. Remaining is the shorter of that and the lease the
+// holder asked for; Fence is the fence key's mod revision, the last token
+// granted, whether or not the lock is held; Queued counts the queue's
+// places; Waiters is -1 (etcd does not tell who watches a key). A name whose
+// keys hold anything else is refused with a *driver.NotALockError.
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	lock, fence, err := s.read(ctx, name)
+	st, err := s.read(ctx, name)
 	if err != nil {
 		return driver.Info{}, err
 	}
-	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1}
-	if fence != nil {
-		info.Fence = fence.ModRevision
+	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1, Queued: len(st.places)}
+	if st.fence != nil {
+		info.Fence = st.fence.ModRevision
 	}
+	lock := st.lock
 	if lock == nil {
 		return info, nil
 	}
@@ -47,24 +48,35 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	return info, nil
 }
 
-// read returns name's lock key and fence key (nil when absent), read in one
-// transaction, or a *driver.NotALockError when either holds something that
-// is not the Store's.
-func (s *Store) read(ctx context.Context, name string) (lock, fence *mvccpb.KeyValue, err error) {
-	resp, err := s.cli.Txn(ctx).Then(s.readOps([]driver.Request{{Name: name}})...).Commit()
+// nameKeys are the keys of one name, as read in one transaction.
+type nameKeys struct {
+	lock, fence *mvccpb.KeyValue // nil when absent
+	places      []*mvccpb.KeyValue
+}
+
+// read returns name's keys, read in one transaction, or a
+// *driver.NotALockError when any holds something that is not the Store's.
+func (s *Store) read(ctx context.Context, name string) (nameKeys, error) {
+	ops := append(s.readOps([]driver.Request{{Name: name}}), clientv3.OpGet(s.queueDir(name), clientv3.WithPrefix()))
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcdstore: read %q: %w", name, err)
+		return nameKeys{}, fmt.Errorf("etcdstore: read %q: %w", name, err)
 	}
-	lock, fence = only(resp.Responses[0]), only(resp.Responses[1])
-	if fence != nil && string(fence.Value) != fenceMark {
-		return nil, nil, s.notALock(name, string(fence.Key), fence.Value)
+	k := nameKeys{lock: only(resp.Responses[0]), fence: only(resp.Responses[1]), places: resp.Responses[2].GetResponseRange().GetKvs()}
+	if k.fence != nil && string(k.fence.Value) != fenceMark {
+		return nameKeys{}, s.notALock(name, string(k.fence.Key), k.fence.Value)
 	}
-	if lock != nil {
-		if _, ok := decode(lock.Value); !ok {
-			return nil, nil, s.notALock(name, string(lock.Key), lock.Value)
+	if k.lock != nil {
+		if _, ok := decode(k.lock.Value); !ok {
+			return nameKeys{}, s.notALock(name, string(k.lock.Key), k.lock.Value)
 		}
 	}
-	return lock, fence, nil
+	for _, p := range k.places {
+		if _, err := s.place(name, p); err != nil {
+			return nameKeys{}, err
+		}
+	}
+	return k, nil
 }
 
 // listPage is how many keys one List read returns.
@@ -135,25 +147,40 @@ func literalPrefix(pattern string) string {
 }
 
 // ForceRelease implements driver.Admin: it deletes name's lock key,
-// whoever holds it, in a transaction that checks the key is the lock it
-// read (so a key that is not a lock is never deleted). The fence key stays,
-// so tokens keep growing. The deletion wakes the name's watchers; the
-// holder learns of it at its next renewal, whose check finds the key gone.
+// whoever holds it, and every place in its fair queue, in transactions that
+// check each key is the one it read (so a key that is not the Store's is
+// never deleted). The fence key stays, so tokens keep growing. The
+// deletions wake the name's watchers; the holder learns of it at its next
+// renewal, whose check finds the key gone.
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
-	key := s.lockKey(name)
 	for range maxAttempts {
-		lock, _, err := s.read(ctx, name)
-		if err != nil || lock == nil {
+		st, err := s.read(ctx, name)
+		if err != nil || (st.lock == nil && len(st.places) == 0) {
 			return false, err
 		}
-		resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", lock.ModRevision)).
-			Then(clientv3.OpDelete(key)).Commit()
-		if err != nil {
-			return false, fmt.Errorf("etcdstore: force release %q: %w", name, err)
+		kvs := st.places
+		if st.lock != nil {
+			kvs = append([]*mvccpb.KeyValue{st.lock}, kvs...)
 		}
-		if resp.Succeeded {
+		ok := true
+		for len(kvs) > 0 && ok {
+			n := min(len(kvs), renewBatch)
+			var cmps []clientv3.Cmp
+			var dels []clientv3.Op
+			for _, kv := range kvs[:n] {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
+				dels = append(dels, clientv3.OpDelete(string(kv.Key)))
+			}
+			resp, err := s.cli.Txn(ctx).If(cmps...).Then(dels...).Commit()
+			if err != nil {
+				return false, fmt.Errorf("etcdstore: force release %q: %w", name, err)
+			}
+			ok = resp.Succeeded
+			kvs = kvs[n:]
+		}
+		if ok {
 			return true, nil
 		}
 	}
-	return false, fmt.Errorf("etcdstore: force release %q: the lock key kept changing under %d transactions", name, maxAttempts)
+	return false, fmt.Errorf("etcdstore: force release %q: its keys kept changing under %d attempts", name, maxAttempts)
 }

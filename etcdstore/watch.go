@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leash-go/leash/driver"
@@ -21,37 +22,63 @@ import (
 // and is set up again from the revision after the last one it saw, until
 // stop is called.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
-	if kind != driver.KindMutex {
+	ranges := []watchRange{{key: s.lockKey(name)}}
+	onDelete := func(context.Context) { wake(driver.Wake{To: driver.WakeOne}) }
+	switch kind {
+	case driver.KindMutex:
+	case driver.KindFair:
+		// A fair waiter also waits for the places ahead of it to go.
+		dir := s.queueDir(name)
+		ranges = append(ranges, watchRange{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
+		onDelete = func(ctx context.Context) { s.wakeFair(ctx, name, wake) }
+	default:
 		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
 	}
-	key := s.lockKey(name)
 	wctx, cancel := context.WithCancel(context.Background())
-	ch, rev, err := s.startWatch(ctx, wctx, key, 0)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, err)
+	chs := make([]clientv3.WatchChan, len(ranges))
+	revs := make([]int64, len(ranges))
+	for i, r := range ranges {
+		var err error
+		if chs[i], revs[i], err = s.startWatch(ctx, wctx, r, 0); err != nil {
+			cancel()
+			return nil, fmt.Errorf("etcdstore: watch %q: %w", name, err)
+		}
 	}
-	done := make(chan struct{})
-	// Owner: the watch. Stops when stop cancels wctx.
-	go func() {
-		defer close(done)
-		s.follow(wctx, key, ch, rev, wake)
-	}()
-	return func() { cancel(); <-done }, nil
+	done := make(chan struct{}, len(ranges))
+	for i, r := range ranges {
+		// Owner: the watch. Stops when stop cancels wctx.
+		go func() {
+			defer func() { done <- struct{}{} }()
+			s.follow(wctx, r, chs[i], revs[i], wake, onDelete)
+		}()
+	}
+	return func() {
+		cancel()
+		for range ranges {
+			<-done
+		}
+	}, nil
 }
 
-// startWatch starts a watch of key's deletions from revision from (0: from
+// A watchRange is a key, or the keys from key up to end, that a Watch
+// follows.
+type watchRange struct{ key, end string }
+
+// startWatch starts a watch of r's deletions from revision from (0: from
 // now), bound to wctx, and waits, within ctx, until the server has created
 // it. It returns the watch and the revision it was created at.
-func (s *Store) startWatch(ctx, wctx context.Context, key string, from int64) (clientv3.WatchChan, int64, error) {
+func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (clientv3.WatchChan, int64, error) {
 	opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	if r.end != "" {
+		opts = append(opts, clientv3.WithRange(r.end))
+	}
 	if from > 0 {
 		opts = append(opts, clientv3.WithRev(from))
 	}
 	// WithRequireLeader: a member cut off from its cluster's leader cancels
 	// the watch rather than go quiet while other members let others in.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(wctx))
-	ch := s.cli.Watch(wctx, key, opts...)
+	ch := s.cli.Watch(wctx, r.key, opts...)
 	select {
 	case resp, ok := <-ch:
 		switch {
@@ -82,11 +109,12 @@ func (s *Store) startWatch(ctx, wctx context.Context, key string, from int64) (c
 // watchRetry is how long a broken watch waits before it is set up again.
 const watchRetry = 100 * time.Millisecond
 
-// follow passes the deletions ch reports to wake, until wctx ends; a broken
+// follow calls onDelete for each response of ch with deletions, until wctx
+// ends; a broken
 // watch wakes everyone and is set up again, from the revision after the last
 // one it saw, or, when compaction has removed that revision, from now, after
 // which everyone is woken once more.
-func (s *Store) follow(wctx context.Context, key string, ch clientv3.WatchChan, rev int64, wake func(driver.Wake)) {
+func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan, rev int64, wake func(driver.Wake), onDelete func(context.Context)) {
 	for {
 		for resp := range ch {
 			if resp.CompactRevision != 0 {
@@ -96,10 +124,8 @@ func (s *Store) follow(wctx context.Context, key string, ch clientv3.WatchChan, 
 			if resp.Err() != nil || resp.Canceled {
 				break
 			}
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					wake(driver.Wake{To: driver.WakeOne})
-				}
+			if slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete }) {
+				onDelete(wctx)
 			}
 			rev = max(rev, resp.Header.Revision)
 		}
@@ -122,7 +148,7 @@ func (s *Store) follow(wctx context.Context, key string, ch clientv3.WatchChan, 
 			sctx, cancel := context.WithTimeout(wctx, 10*time.Second)
 			var err error
 			var created int64
-			ch, created, err = s.startWatch(sctx, wctx, key, from)
+			ch, created, err = s.startWatch(sctx, wctx, r, from)
 			cancel()
 			if err == nil {
 				if lost {

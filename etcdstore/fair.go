@@ -1,0 +1,250 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+var (
+	_ driver.KindStore  = (*Store)(nil)
+	_ driver.Withdrawer = (*Store)(nil)
+)
+
+// kinds are the lock kinds the Store grants.
+var kinds = []driver.Kind{driver.KindMutex, driver.KindFair}
+
+// Kinds implements driver.KindStore: KindMutex and KindFair.
+func (s *Store) Kinds() []driver.Kind { return kinds }
+
+// queueSpace is the key space of fair queue places.
+const queueSpace = "queue/"
+
+// queueSep ends a name in a place key: a control character, which no lock
+// name holds, so that one name's places are never below another's.
+const queueSep = "\x00"
+
+// queueDir is the prefix of every place key of name.
+func (s *Store) queueDir(name string) string { return s.prefix + queueSpace + name + queueSep }
+
+// placeKey is owner's place in name's fair queue.
+func (s *Store) placeKey(name, owner string) string { return s.queueDir(name) + owner }
+
+// placeValue is the value of a place key, JSON-encoded.
+type placeValue struct {
+	Leash  int    `json:"leash"`   // formatVersion
+	Kind   string `json:"kind"`    // kindPlace
+	Owner  string `json:"owner"`   // the waiting owner
+	WaitMS int64  `json:"wait_ms"` // how long the place lasts without a new attempt
+}
+
+// kindPlace is placeValue.Kind.
+const kindPlace = "place"
+
+func encodePlace(req driver.Request) string {
+	b, err := json.Marshal(placeValue{Leash: formatVersion, Kind: kindPlace, Owner: req.Owner, WaitMS: max(req.Wait.Milliseconds(), 1)})
+	if err != nil {
+		panic(err) // a struct of strings and ints always encodes
+	}
+	return string(b)
+}
+
+// decodePlace parses a place key's value; false means it is not a place.
+func decodePlace(b []byte) (placeValue, bool) {
+	var v placeValue
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&v); err != nil || d.More() {
+		return v, false
+	}
+	return v, v.Leash == formatVersion && v.Kind == kindPlace && v.Owner != "" && v.WaitMS > 0
+}
+
+// placeSession is the session key of client's queue places: leases apart
+// from its locks', which its keep-alives do not extend, so that a place
+// lasts as long as its waiter's attempts refresh it.
+func placeSession(client string) string { return "places " + client }
+
+// acquireFair takes a KindFair lock: granted when the lock key is absent
+// and the name's queue is empty, or its head (its oldest place, by create
+// revision) is req.Owner's place, which the grant deletes. A request that is
+// not granted, with a Wait, puts its place (or refreshes it, keeping its
+// create revision, so its position) under a lease that lasts at least Wait.
+//
+// The first transaction guesses an empty queue: an uncontended fair lock
+// takes one round trip. When it is refused it puts the place and reads the
+// lock, the queue's head and the place, and a second transaction grants
+// if the lock is free and the place is the head.
+func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	send := time.Now()
+	reqs := []driver.Request{req}
+	r0 := req
+	r0.Kind = driver.KindMutex
+	if err := s.checkRequests([]driver.Request{r0}); err != nil {
+		return driver.Grant{}, err
+	}
+	client := driver.OwnerClient(req.Owner)
+	states := make([]nameState, 1)
+	var mine *mvccpb.KeyValue // req.Owner's place, as last read
+	dir, key := s.queueDir(req.Name), s.placeKey(req.Name, req.Owner)
+	for range maxAttempts {
+		l, err := s.session(ctx, client, req.Lease, send)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		cmps := s.grantIf(reqs, states, fenceMarked)
+		if states[0].own == nil {
+			if mine == nil {
+				cmps = append(cmps, clientv3.Compare(clientv3.Version(dir), "=", 0).WithPrefix())
+			} else {
+				cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", mine.CreateRevision),
+					clientv3.Compare(clientv3.CreateRevision(dir), ">", mine.CreateRevision-1).WithPrefix())
+			}
+		}
+		var els []clientv3.Op
+		if req.Wait > 0 {
+			pl, err := s.session(ctx, placeSession(client), req.Wait, send)
+			if err != nil {
+				return driver.Grant{}, err
+			}
+			els = append(els, clientv3.OpPut(key, encodePlace(req), clientv3.WithLease(pl.id)))
+		}
+		els = append(els, s.readOps(reqs)...)
+		els = append(els, headOp(dir), clientv3.OpGet(key))
+		resp, err := s.cli.Txn(ctx).If(cmps...).
+			Then(append(s.grantOps([]driver.Request{r0}, states, l.id), clientv3.OpDelete(key))...).
+			Else(els...).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.forget(client, l) // a lease expired since its last keep-alive: which one, the next turn finds out
+			s.forgetAll(placeSession(client))
+			continue
+		}
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
+		}
+		if resp.Succeeded {
+			if own := states[0].own; own != nil {
+				return driver.Grant{Acquired: true, Fence: own.CreateRevision}, nil
+			}
+			return driver.Grant{Acquired: true, Fence: resp.Header.Revision}, nil
+		}
+		gets := resp.Responses[len(els)-4:]
+		remaining, err := s.learn(reqs, states, gets[:2])
+		if err != nil || remaining > 0 {
+			return driver.Grant{Remaining: remaining}, err
+		}
+		head, err := s.place(req.Name, only(gets[2]))
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		if mine, err = s.placeKV(req.Name, only(gets[3])); err != nil {
+			return driver.Grant{}, err
+		}
+		if states[0].own == nil && head != nil && head.Owner != req.Owner {
+			// Free, but another waiter is first: it has until its place
+			// runs out.
+			return driver.Grant{Remaining: time.Duration(head.WaitMS) * time.Millisecond}, nil
+		}
+	}
+	return driver.Grant{Remaining: busyRetry}, nil
+}
+
+// headOp reads the oldest place under dir: the head of a fair queue.
+func headOp(dir string) clientv3.Op {
+	return clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithLimit(1),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+// place decodes a place key (nil when absent); a key that is not a place is
+// a *driver.NotALockError.
+func (s *Store) place(name string, kv *mvccpb.KeyValue) (*placeValue, error) {
+	if kv == nil {
+		return nil, nil
+	}
+	v, ok := decodePlace(kv.Value)
+	if !ok {
+		return nil, s.notALock(name, string(kv.Key), kv.Value)
+	}
+	return &v, nil
+}
+
+// placeKV is kv, when it is a place (or nil), or a *driver.NotALockError.
+func (s *Store) placeKV(name string, kv *mvccpb.KeyValue) (*mvccpb.KeyValue, error) {
+	_, err := s.place(name, kv)
+	if err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// forgetAll drops every lease of session key client.
+func (s *Store) forgetAll(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, client)
+}
+
+// Withdraw implements driver.Withdrawer: it deletes req.Owner's place in
+// req.Name's fair queue, if it is a place, in a transaction that checks it
+// is the key it read. The deletion wakes the queue's new head.
+func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
+	key := s.placeKey(req.Name, req.Owner)
+	for range maxAttempts {
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return fmt.Errorf("etcdstore: withdraw from %q: %w", req.Name, err)
+		}
+		kv, err := s.placeKV(req.Name, first(resp.Kvs))
+		if err != nil || kv == nil {
+			return err
+		}
+		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpDelete(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdstore: withdraw from %q: %w", req.Name, err)
+		}
+		if tr.Succeeded {
+			return nil
+		}
+	}
+	return fmt.Errorf("etcdstore: withdraw from %q: the place kept changing under %d transactions", req.Name, maxAttempts)
+}
+
+// first returns kvs[0], or nil.
+func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
+
+// wakeFair wakes the waiter a change of name's lock or queue is for: with
+// the lock free, the queue's head (WakeHead), or, with no queue, one
+// waiter per client (WakeOne); with the lock held, nobody.
+func (s *Store) wakeFair(ctx context.Context, name string, wake func(driver.Wake)) {
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.lockKey(name), clientv3.WithCountOnly()), headOp(s.queueDir(name))).Commit()
+	if err != nil {
+		wake(driver.Wake{To: driver.WakeAll})
+		return
+	}
+	if resp.Responses[0].GetResponseRange().GetCount() > 0 {
+		return
+	}
+	head, err := s.place(name, only(resp.Responses[1]))
+	switch {
+	case err != nil:
+		wake(driver.Wake{To: driver.WakeAll})
+	case head == nil:
+		wake(driver.Wake{To: driver.WakeOne})
+	default:
+		wake(driver.Wake{To: driver.WakeHead, Head: head.Owner})
+	}
+}
