@@ -34,12 +34,14 @@ need() {
 
 need go golang
 need redis-server redis-server
+need etcd etcd-server
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
 say "versions"
 go version
 redis-server --version
+etcd --version
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -48,7 +50,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./etcdstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"
