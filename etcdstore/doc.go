@@ -8,10 +8,10 @@
 // The caller passes its own *clientv3.Client and keeps ownership of it. The
 // Store grants Mutex and FairMutex locks (KindMutex, KindFair), MultiLock in
 // one transaction ([driver.MultiStore]), administration for the leash CLI's
-// show, ls and unlock ([driver.Admin]), and release notifications by watch
-// ([driver.Watcher]). It has no read-write locks, semaphores or holder
-// records: an RWMutex or Semaphore on it fails with leash.ErrUnsupported
-// before any round trip.
+// show, ls and unlock ([driver.Admin]), holder records
+// ([driver.ClientRecorder]) and release notifications by watch
+// ([driver.Watcher]). It has no read-write locks or semaphores: an RWMutex
+// or Semaphore on it fails with leash.ErrUnsupported before any round trip.
 //
 // # Key layout
 //
@@ -23,6 +23,9 @@
 //	<prefix>fence/<name>           "leash fence v1"; its mod revision is the last token granted
 //	<prefix>queue/<name>\x00<owner>  a FairMutex waiter's place:
 //	                               {"leash":1,"kind":"place","owner":"…","wait_ms":…}
+//	<prefix>client/<client-id>     a leash Client's holder record (host, pid,
+//	                               label, command, its locks), under a lease
+//	                               of its own that each publication refreshes
 //
 // A key at one of these places that holds anything else (another
 // application's data under the prefix) is refused with a
