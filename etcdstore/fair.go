@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,13 +58,8 @@ func encodePlace(req driver.Request) string {
 
 // decodePlace parses a place key's value; false means it is not a place.
 func decodePlace(b []byte) (placeValue, bool) {
-	var v placeValue
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&v); err != nil || d.More() {
-		return v, false
-	}
-	return v, v.Leash == formatVersion && v.Kind == kindPlace && v.Owner != "" && v.WaitMS > 0
+	v, ok := decodeJSON[placeValue](b)
+	return v, ok && v.Leash == formatVersion && v.Kind == kindPlace && v.Owner != "" && v.WaitMS > 0
 }
 
 // placeSession is the session key of client's queue places: leases apart

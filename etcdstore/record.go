@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,13 +111,8 @@ func (s *Store) recordCmp(ctx context.Context, key string) (clientv3.Cmp, error)
 
 // decodeRecord parses a record key's value; false means it is not a record.
 func decodeRecord(b []byte) (recordValue, bool) {
-	var v recordValue
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&v); err != nil || d.More() {
-		return v, false
-	}
-	return v, v.Leash == formatVersion && v.Kind == kindClient
+	v, ok := decodeJSON[recordValue](b)
+	return v, ok && v.Leash == formatVersion && v.Kind == kindClient
 }
 
 // DeleteClient implements driver.ClientRecorder.

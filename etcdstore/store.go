@@ -122,13 +122,16 @@ func encode(req driver.Request) string {
 // decode parses a lock key's value. It reports false for anything that is
 // not a lock of the Store's format: another application's data.
 func decode(b []byte) (lockValue, bool) {
-	var v lockValue
+	v, ok := decodeJSON[lockValue](b)
+	return v, ok && v.Leash == formatVersion && v.Kind == kindMutex && v.Owner != "" && v.LeaseMS > 0
+}
+
+// decodeJSON parses b as one JSON value of type T with no field T lacks.
+func decodeJSON[T any](b []byte) (T, bool) {
+	var v T
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&v); err != nil || d.More() {
-		return v, false
-	}
-	if v.Leash != formatVersion || v.Kind != kindMutex || v.Owner == "" || v.LeaseMS <= 0 {
 		return v, false
 	}
 	return v, true

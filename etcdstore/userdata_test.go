@@ -89,3 +89,37 @@ func TestUserDataUntouched(t *testing.T) {
 		})
 	}
 }
+
+// TestUserDataRecordKey puts an application's value where the Store keeps
+// a client's holder record: PutClient and DeleteClient refuse it, GetClient
+// reports no record, and the key is left as it is.
+func TestUserDataRecordKey(t *testing.T) {
+	cli := sharedCli(t)
+	s := etcdstore.New(cli, &etcdstore.Options{Prefix: "userdata/" + t.Name() + "/"})
+	ctx := bg(t)
+	const id = "0a0b0c0d-0000-4000-8000-000000000002"
+	key := s.Prefix() + "client/" + id
+	if _, err := cli.Put(ctx, key, "not a record"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutClient(ctx, driver.ClientRecord{ID: id, Host: "h", PID: 1}, time.Minute); err == nil {
+		t.Error("PutClient over an application's key = nil, want a refusal")
+	}
+	if err := s.DeleteClient(ctx, id); err == nil {
+		t.Error("DeleteClient of an application's key = nil, want a refusal")
+	}
+	if _, ok, err := s.GetClient(ctx, id); ok || err != nil {
+		t.Errorf("GetClient of an application's key = %v, %v; want no record", ok, err)
+	}
+	after, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+		t.Errorf("key %q after every method = %v, want unchanged", key, after.Kvs)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -42,9 +41,7 @@ type Etcd struct {
 	cluster string // the --initial-cluster value
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // EtcdBinary returns the path of etcd or ErrNotInstalled.
@@ -155,7 +152,7 @@ func tryEtcds(n int, opts EtcdOptions) (*EtcdCluster, error) {
 	c := &EtcdCluster{}
 	var peers []string
 	for i := range n {
-		m := &Etcd{opts: opts, Name: fmt.Sprintf("m%d", i)}
+		m := &Etcd{opts: opts, Name: fmt.Sprintf("m%d", i), process: process{what: "etcd"}}
 		var err error
 		if opts.Dir == "" {
 			m.Dir, err = os.MkdirTemp("", "leash-etcd-")
@@ -225,14 +222,10 @@ func (e *Etcd) launch() error {
 	}
 	args = append(args, e.opts.Args...)
 	cmd := exec.Command(bin, args...)
-	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("testserver: start etcd: %w", err)
 	}
-	exited := make(chan struct{})
-	// Owner: this Etcd. Stops when the process exits.
-	go func() { _ = cmd.Wait(); close(exited) }()
 	e.cmd, e.exited = cmd, exited
 	return nil
 }
@@ -278,50 +271,6 @@ func (e *Etcd) health() error {
 
 // Addr returns "127.0.0.1:<client port>".
 func (e *Etcd) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ClientPort)) }
-
-// PID returns the server's process id, or 0 when it is not running.
-func (e *Etcd) PID() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cmd == nil {
-		return 0
-	}
-	return e.cmd.Process.Pid
-}
-
-// Pause freezes the server with SIGSTOP: connections stay open, but nothing
-// is answered until Resume.
-func (e *Etcd) Pause() error { return e.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (e *Etcd) Resume() error { return e.signal(syscall.SIGCONT) }
-
-func (e *Etcd) signal(sig syscall.Signal) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.cmd == nil {
-		return errors.New("testserver: etcd is not running")
-	}
-	return e.cmd.Process.Signal(sig)
-}
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (e *Etcd) Kill() error {
-	e.mu.Lock()
-	cmd, exited := e.cmd, e.exited
-	e.cmd, e.exited = nil, nil
-	e.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	err := cmd.Process.Kill()
-	<-exited
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
 
 // Restart kills the server (like a crash) and starts it again on the same
 // ports and data directory: it keeps its data, revisions and leases (etcd

@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 )
 
@@ -47,9 +45,7 @@ type Redis struct {
 	opts    RedisOptions
 	tempDir bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	process
 }
 
 // ErrNotInstalled reports that a server binary is not on PATH.
@@ -75,7 +71,7 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 	if _, err := RedisBinary(); err != nil {
 		return nil, err
 	}
-	r := &Redis{opts: opts, Dir: opts.Dir}
+	r := &Redis{opts: opts, Dir: opts.Dir, process: process{what: "redis-server"}}
 	if r.Dir == "" {
 		d, err := os.MkdirTemp("", "leash-redis-")
 		if err != nil {
@@ -186,14 +182,10 @@ func (r *Redis) Start() error {
 	}
 	args = append(args, r.opts.Args...)
 	cmd := exec.Command(bin, args...)
-	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("testserver: start redis-server: %w", err)
 	}
-	exited := make(chan struct{})
-	// Owner: this Redis. Stops when the process exits.
-	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if err := ping(r.Addr); err == nil {
@@ -231,61 +223,6 @@ func command(addr, cmd string) error {
 func ping(addr string) error { return command(addr, "PING") }
 
 func (r *Redis) logTail() string { return tailFile(filepath.Join(r.Dir, "redis.log")) }
-
-// PID returns the server's process id, or 0 when it is not running.
-func (r *Redis) PID() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return 0
-	}
-	return r.cmd.Process.Pid
-}
-
-// signal sends sig to the running server.
-func (r *Redis) signal(sig syscall.Signal) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cmd == nil {
-		return errors.New("testserver: redis-server is not running")
-	}
-	return r.cmd.Process.Signal(sig)
-}
-
-// Pause freezes the server with SIGSTOP. Clients can still connect (the
-// kernel accepts), but nothing is answered until Resume.
-func (r *Redis) Pause() error { return r.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server with SIGCONT.
-func (r *Redis) Resume() error { return r.signal(syscall.SIGCONT) }
-
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (r *Redis) Kill() error { return r.end(syscall.SIGKILL) }
-
-func (r *Redis) end(sig syscall.Signal) error {
-	r.mu.Lock()
-	cmd, exited := r.cmd, r.exited
-	if cmd == nil {
-		r.mu.Unlock()
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process ignores SIGTERM
-	err := cmd.Process.Signal(sig)
-	r.mu.Unlock()
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	r.mu.Lock()
-	r.cmd, r.exited = nil, nil
-	r.mu.Unlock()
-	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
-}
 
 // Restart kills the server (like a crash) and starts it again on the same
 // port and directory. Without AOF, it comes back empty.
