@@ -21,8 +21,11 @@ import (
 // keeps the create revision (the token) and moves the key to the lease for
 // req.Lease.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	if req.Kind == driver.KindFair {
+	switch req.Kind {
+	case driver.KindFair:
 		return s.acquireFair(ctx, req)
+	case driver.KindPermit:
+		return s.acquirePermit(ctx, req)
 	}
 	mg, err := s.acquire(ctx, []driver.Request{req})
 	g := driver.Grant{Acquired: mg.Acquired, Remaining: mg.Remaining}
@@ -142,7 +145,8 @@ func (s *Store) grantIf(reqs []driver.Request, states []nameState, guess fenceSt
 		if st.own != nil {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.lockKey(r.Name)), "=", st.own.ModRevision))
 		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.lockKey(r.Name)), "=", 0))
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.lockKey(r.Name)), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(s.semKey(r.Name)), "=", 0)) // not a semaphore
 		}
 		f := st.fence
 		if f == fenceUnknown {
@@ -181,14 +185,18 @@ func (s *Store) elseOps(reqs []driver.Request, states []nameState, id clientv3.L
 	return []clientv3.Op{clientv3.OpTxn(s.grantIf(reqs, states, fenceAbsent), s.grantOps(reqs, states, id), gets)}
 }
 
-// readOps reads each request's lock key and fence key.
+// readOps reads each request's lock key, fence key and semaphore key
+// (readsPerName reads).
 func (s *Store) readOps(reqs []driver.Request) []clientv3.Op {
-	ops := make([]clientv3.Op, 0, 2*len(reqs))
+	ops := make([]clientv3.Op, 0, readsPerName*len(reqs))
 	for _, r := range reqs {
-		ops = append(ops, clientv3.OpGet(s.lockKey(r.Name)), clientv3.OpGet(s.fenceKey(r.Name)))
+		ops = append(ops, clientv3.OpGet(s.lockKey(r.Name)), clientv3.OpGet(s.fenceKey(r.Name)), clientv3.OpGet(s.semKey(r.Name)))
 	}
 	return ops
 }
+
+// readsPerName is how many reads readOps makes per name.
+const readsPerName = 3
 
 // learn reads a refused grant's reads (readOps) into states. It returns the
 // shortest remaining lease of the holders that block the grant (positive),
@@ -197,7 +205,13 @@ func (s *Store) readOps(reqs []driver.Request) []clientv3.Op {
 func (s *Store) learn(reqs []driver.Request, states []nameState, gets []*pb.ResponseOp) (time.Duration, error) {
 	var remaining time.Duration
 	for i, r := range reqs {
-		lock, fence := only(gets[2*i]), only(gets[2*i+1])
+		lock, fence, sem := only(gets[readsPerName*i]), only(gets[readsPerName*i+1]), only(gets[readsPerName*i+2])
+		if sem != nil {
+			if _, ok := decodeSem(sem.Value); !ok {
+				return 0, s.notALock(r.Name, string(sem.Key), sem.Value)
+			}
+			return 0, &driver.NotALockError{Name: r.Name, Found: "a semaphore, not a lock"}
+		}
 		switch {
 		case fence == nil:
 			states[i].fence = fenceAbsent

@@ -26,6 +26,9 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	if err != nil {
 		return driver.Info{}, err
 	}
+	if st.sem != nil {
+		return s.inspectSem(ctx, name)
+	}
 	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1, Queued: len(st.places)}
 	if st.fence != nil {
 		info.Fence = st.fence.ModRevision
@@ -38,20 +41,50 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info.Held = true
 	info.Fence = max(info.Fence, lock.CreateRevision)
 	info.Owners = []driver.OwnerHolds{{Owner: v.Owner, Holds: 1, Kind: driver.KindMutex, Remaining: -1}}
-	info.Remaining = v.lease()
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(lock.Lease))
+	if info.Remaining, err = s.remaining(ctx, lock, v); err != nil {
+		return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: %w", name, err)
+	}
+	return info, nil
+}
+
+// remaining is how long the lock or permit kv, holding v, has left: the
+// shorter of the lease its owner asked for and its etcd lease's time to
+// live (at least a millisecond: it was there when read).
+func (s *Store) remaining(ctx context.Context, kv *mvccpb.KeyValue, v lockValue) (time.Duration, error) {
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 	if err != nil {
-		return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: the holder's lease: %w", name, err)
+		return 0, fmt.Errorf("the holder's lease: %w", err)
 	}
 	// TTL is in whole seconds, rounded down; -1 once the lease is gone.
-	info.Remaining = max(min(info.Remaining, time.Duration(ttl.TTL)*time.Second), time.Millisecond)
+	return max(min(v.lease(), time.Duration(ttl.TTL)*time.Second), time.Millisecond), nil
+}
+
+// inspectSem is Inspect of a semaphore.
+func (s *Store) inspectSem(ctx context.Context, name string) (driver.Info, error) {
+	k, err := s.readSem(ctx, name, "")
+	if err != nil {
+		return driver.Info{}, err
+	}
+	info := driver.Info{Name: name, Kind: driver.KindPermit, Held: len(k.permits) > 0, Remaining: -1,
+		Permits: k.semv.Permits, Waiters: -1}
+	if k.fence != nil {
+		info.Fence = k.fence.ModRevision
+	}
+	for i, kv := range k.permits {
+		rem, err := s.remaining(ctx, kv, k.permitv[i])
+		if err != nil {
+			return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: %w", name, err)
+		}
+		info.Owners = append(info.Owners, driver.OwnerHolds{Owner: k.permitv[i].Owner, Holds: 1, Kind: driver.KindPermit, Remaining: rem})
+		info.Remaining = max(info.Remaining, rem)
+	}
 	return info, nil
 }
 
 // nameKeys are the keys of one name, as read in one transaction.
 type nameKeys struct {
-	lock, fence *mvccpb.KeyValue // nil when absent
-	places      []*mvccpb.KeyValue
+	lock, fence, sem *mvccpb.KeyValue // nil when absent
+	places           []*mvccpb.KeyValue
 }
 
 // read returns name's keys, read in one transaction, or a
@@ -62,7 +95,8 @@ func (s *Store) read(ctx context.Context, name string) (nameKeys, error) {
 	if err != nil {
 		return nameKeys{}, fmt.Errorf("etcdstore: read %q: %w", name, err)
 	}
-	k := nameKeys{lock: only(resp.Responses[0]), fence: only(resp.Responses[1]), places: resp.Responses[2].GetResponseRange().GetKvs()}
+	k := nameKeys{lock: only(resp.Responses[0]), fence: only(resp.Responses[1]), sem: only(resp.Responses[2]),
+		places: resp.Responses[3].GetResponseRange().GetKvs()}
 	if k.fence != nil && string(k.fence.Value) != fenceMark {
 		return nameKeys{}, s.notALock(name, string(k.fence.Key), k.fence.Value)
 	}
@@ -82,10 +116,10 @@ func (s *Store) read(ctx context.Context, name string) (nameKeys, error) {
 // listPage is how many keys one List read returns.
 const listPage = 1000
 
-// List implements driver.Admin: it reads the lock keys whose names start
-// with the pattern's literal prefix, a page at a time at one revision, and
-// returns the names that match the pattern and hold a lock, sorted. Keys
-// that hold anything else are left out.
+// List implements driver.Admin: it reads the lock keys and permit keys
+// whose names start with the pattern's literal prefix, a page at a time at
+// one revision, and returns the names that match the pattern and hold a
+// lock or a permit, sorted. Keys that hold anything else are left out.
 func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	match := func(string) bool { return true } // "" matches every name
 	if pattern != "" {
@@ -95,34 +129,36 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 		}
 		match = re.MatchString
 	}
-	base := s.prefix + lockSpace
-	from := base + literalPrefix(pattern)
-	end := clientv3.GetPrefixRangeEnd(from)
 	var names []string
 	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := s.cli.Get(ctx, from, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("etcdstore: list %q: %w", pattern, err)
-		}
-		rev = resp.Header.Revision
-		for _, kv := range resp.Kvs {
-			name := strings.TrimPrefix(string(kv.Key), base)
-			if _, ok := decode(kv.Value); ok && match(name) {
-				names = append(names, name)
+	for _, sp := range []struct{ space, kind string }{{lockSpace, kindMutex}, {permitSpace, kindPermit}} {
+		base := s.prefix + sp.space
+		from := base + literalPrefix(pattern)
+		end := clientv3.GetPrefixRangeEnd(from)
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
 			}
+			resp, err := s.cli.Get(ctx, from, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("etcdstore: list %q: %w", pattern, err)
+			}
+			rev = resp.Header.Revision
+			for _, kv := range resp.Kvs {
+				name, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), base), queueSep)
+				if _, ok := decodeKind(kv.Value, sp.kind); ok && match(name) {
+					names = append(names, name)
+				}
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	slices.Sort(names)
-	return names, nil
+	return slices.Compact(names), nil
 }
 
 // literalPrefix returns the characters every name a driver.Glob pattern
@@ -155,12 +191,22 @@ func literalPrefix(pattern string) string {
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	for range maxAttempts {
 		st, err := s.read(ctx, name)
-		if err != nil || (st.lock == nil && len(st.places) == 0) {
+		if err != nil {
 			return false, err
 		}
 		kvs := st.places
 		if st.lock != nil {
 			kvs = append([]*mvccpb.KeyValue{st.lock}, kvs...)
+		}
+		if st.sem != nil {
+			k, err := s.readSem(ctx, name, "")
+			if err != nil {
+				return false, err
+			}
+			kvs = append(kvs, k.permits...)
+		}
+		if len(kvs) == 0 {
+			return false, nil
 		}
 		ok := true
 		for len(kvs) > 0 && ok {

@@ -6,12 +6,13 @@
 //	c, err := leash.New(etcdstore.New(cli, nil), nil)
 //
 // The caller passes its own *clientv3.Client and keeps ownership of it. The
-// Store grants Mutex and FairMutex locks (KindMutex, KindFair), MultiLock in
-// one transaction ([driver.MultiStore]), administration for the leash CLI's
-// show, ls and unlock ([driver.Admin]), holder records
+// Store grants Mutex and FairMutex locks and Semaphore permits (KindMutex,
+// KindFair, KindPermit, with [driver.Withdrawer] and [driver.PermitSetter]),
+// MultiLock in one transaction ([driver.MultiStore]), administration for the
+// leash CLI's show, ls and unlock ([driver.Admin]), holder records
 // ([driver.ClientRecorder]) and release notifications by watch
-// ([driver.Watcher]). It has no read-write locks or semaphores: an RWMutex
-// or Semaphore on it fails with leash.ErrUnsupported before any round trip.
+// ([driver.Watcher]). It has no read-write locks: an RWMutex on it fails
+// with leash.ErrUnsupported before any round trip.
 //
 // # Key layout
 //
@@ -23,9 +24,16 @@
 //	<prefix>fence/<name>           "leash fence v1"; its mod revision is the last token granted
 //	<prefix>queue/<name>\x00<owner>  a FairMutex waiter's place:
 //	                               {"leash":1,"kind":"place","owner":"…","wait_ms":…}
+//	<prefix>sem/<name>             a semaphore: {"leash":1,"kind":"semaphore","permits":3}
+//	<prefix>permit/<name>\x00<owner> a permit, while held: as a lock's value, kind "permit",
+//	                               attached to its holder's etcd lease
 //	<prefix>client/<client-id>     a leash Client's holder record (host, pid,
 //	                               label, command, its locks), under a lease
 //	                               of its own that each publication refreshes
+//
+// A name is a lock or a semaphore: once its semaphore key exists (it is
+// kept, like the fence key), a lock on it is refused with a
+// *driver.NotALockError, and the reverse while a lock is held.
 //
 // A key at one of these places that holds anything else (another
 // application's data under the prefix) is refused with a
@@ -97,8 +105,14 @@
 // the fenced resources from trusting tokens issued before it.
 //
 // Inspect reports the last token from the fence key's mod revision (the
-// fence key is written with each fresh grant), so it is known after the lock
-// is released.
+// fence key is written with each fresh grant, of a lock or a permit), so it
+// is known after the lock is released. A permit's token is its permit key's
+// create revision.
+//
+// A permit is granted in two round trips: a read of the semaphore and its
+// permits, then a transaction that puts the permit if no permit key changed
+// since the read (a compare over the permits' range) and the semaphore key
+// is as read.
 //
 // # Restarts and failover
 //
@@ -117,7 +131,9 @@
 //
 // Waiters are woken by etcd watches, never by polling: a watch of the lock
 // key, filtered to deletions (a release, a force release, the holder's
-// lease ending), wakes one waiter per Client. Watch returns once the server
+// lease ending), wakes one waiter per Client; for a semaphore, a watch of its
+// permits does the same, and a change of its permit count wakes every
+// waiter. Watch returns once the server
 // has created the watch, so no deletion after it is missed; a watch that
 // breaks, or whose revision was compacted, wakes every waiter and is set up
 // again.

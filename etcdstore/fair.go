@@ -19,9 +19,9 @@ var (
 )
 
 // kinds are the lock kinds the Store grants.
-var kinds = []driver.Kind{driver.KindMutex, driver.KindFair}
+var kinds = []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindPermit}
 
-// Kinds implements driver.KindStore: KindMutex and KindFair.
+// Kinds implements driver.KindStore: KindMutex, KindFair and KindPermit.
 func (s *Store) Kinds() []driver.Kind { return kinds }
 
 // queueSpace is the key space of fair queue places.
@@ -130,17 +130,23 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 			}
 			return driver.Grant{Acquired: true, Fence: resp.Header.Revision}, nil
 		}
-		gets := resp.Responses[len(els)-4:]
-		remaining, err := s.learn(reqs, states, gets[:2])
-		if err != nil || remaining > 0 {
-			return driver.Grant{Remaining: remaining}, err
+		gets := resp.Responses[len(els)-readsPerName-2:]
+		remaining, err := s.learn(reqs, states, gets[:readsPerName])
+		var head *placeValue
+		if err == nil && remaining == 0 {
+			head, err = s.place(req.Name, only(gets[readsPerName]))
 		}
-		head, err := s.place(req.Name, only(gets[2]))
+		if err == nil && remaining == 0 {
+			mine, err = s.placeKV(req.Name, only(gets[readsPerName+1]))
+		}
 		if err != nil {
+			// A definite refusal: the place this attempt put waits for
+			// nothing.
+			s.dropPlace(ctx, key, resp.Header.Revision, req.Wait > 0)
 			return driver.Grant{}, err
 		}
-		if mine, err = s.placeKV(req.Name, only(gets[3])); err != nil {
-			return driver.Grant{}, err
+		if remaining > 0 {
+			return driver.Grant{Remaining: remaining}, nil
 		}
 		if states[0].own == nil && head != nil && head.Owner != req.Owner {
 			// Free, but another waiter is first: it has until its place
@@ -149,6 +155,17 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 		}
 	}
 	return driver.Grant{Remaining: busyRetry}, nil
+}
+
+// dropPlace deletes the place key if the transaction at rev put it (put),
+// and it is unchanged since.
+func (s *Store) dropPlace(ctx context.Context, key string, rev int64, put bool) {
+	if !put {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantTimeout)
+	defer cancel()
+	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
 }
 
 // headOp reads the oldest place under dir: the head of a fair queue.

@@ -16,8 +16,8 @@ import (
 // is ErrNotHeld; one that holds something else is ErrNotHeld and a
 // *driver.NotALockError, left as it is.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
-	key := s.lockKey(req.Name)
-	cmp := clientv3.Compare(clientv3.Value(key), "=", encode(req))
+	key := s.heldKey(req)
+	cmp := clientv3.Compare(clientv3.Value(key), "=", encodeKind(req, heldKind(req)))
 	for range maxAttempts {
 		resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
@@ -30,7 +30,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		if kv == nil {
 			return fmt.Errorf("etcdstore: release %q by %q: %w: no lock is held", req.Name, req.Owner, driver.ErrNotHeld)
 		}
-		v, ok := decode(kv.Value)
+		v, ok := decodeKind(kv.Value, heldKind(req))
 		switch {
 		case !ok:
 			return fmt.Errorf("etcdstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, s.notALock(req.Name, key, kv.Value))

@@ -47,7 +47,7 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.RenewResult) {
 	ops := make([]clientv3.Op, len(reqs))
 	for i, r := range reqs {
-		ops[i] = clientv3.OpGet(s.lockKey(r.Name))
+		ops[i] = clientv3.OpGet(s.heldKey(r))
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -58,17 +58,35 @@ func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.R
 		return
 	}
 	for i, r := range reqs {
-		res[i].Status = status(only(resp.Responses[i]), r.Owner)
+		res[i].Status = status(only(resp.Responses[i]), r)
 	}
 }
 
-// status is the renewal status of owner's lock, whose key holds kv (nil
-// when absent).
-func status(kv *mvccpb.KeyValue, owner string) driver.RenewStatus {
+// heldKey is the key of what r holds: its permit key for KindPermit, the
+// name's lock key otherwise.
+func (s *Store) heldKey(r driver.Request) string {
+	if r.Kind == driver.KindPermit {
+		return s.permitKey(r.Name, r.Owner)
+	}
+	return s.lockKey(r.Name)
+}
+
+// heldKind is the kind of value heldKey holds.
+func heldKind(r driver.Request) string {
+	if r.Kind == driver.KindPermit {
+		return kindPermit
+	}
+	return kindMutex
+}
+
+// status is the renewal status of r's lock, whose key holds kv (nil when
+// absent).
+func status(kv *mvccpb.KeyValue, r driver.Request) driver.RenewStatus {
 	if kv == nil {
 		return driver.RenewGone
 	}
-	v, ok := decode(kv.Value)
+	owner := r.Owner
+	v, ok := decodeKind(kv.Value, heldKind(r))
 	switch {
 	case !ok:
 		return driver.RenewGone

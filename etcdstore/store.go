@@ -102,7 +102,7 @@ const formatVersion = 1
 // this order (Release compares values byte for byte).
 type lockValue struct {
 	Leash   int    `json:"leash"`    // formatVersion
-	Kind    string `json:"kind"`     // "mutex" (Mutex and FairMutex holds)
+	Kind    string `json:"kind"`     // kindMutex (Mutex and FairMutex holds) or kindPermit
 	Owner   string `json:"owner"`    // the tenure's owner, "<client-id>:<n>[@…]"
 	LeaseMS int64  `json:"lease_ms"` // the lease the owner asked for, in milliseconds
 }
@@ -111,8 +111,12 @@ type lockValue struct {
 const kindMutex = "mutex"
 
 // encode returns the value the lock of req holds.
-func encode(req driver.Request) string {
-	b, err := json.Marshal(lockValue{Leash: formatVersion, Kind: kindMutex, Owner: req.Owner, LeaseMS: max(req.Lease.Milliseconds(), 1)})
+func encode(req driver.Request) string { return encodeKind(req, kindMutex) }
+
+// encodeKind returns the value of req's lock key (kindMutex) or permit key
+// (kindPermit).
+func encodeKind(req driver.Request, kind string) string {
+	b, err := json.Marshal(lockValue{Leash: formatVersion, Kind: kind, Owner: req.Owner, LeaseMS: max(req.Lease.Milliseconds(), 1)})
 	if err != nil {
 		panic(err) // a struct of strings and ints always encodes
 	}
@@ -121,9 +125,13 @@ func encode(req driver.Request) string {
 
 // decode parses a lock key's value. It reports false for anything that is
 // not a lock of the Store's format: another application's data.
-func decode(b []byte) (lockValue, bool) {
+func decode(b []byte) (lockValue, bool) { return decodeKind(b, kindMutex) }
+
+// decodeKind parses a lock key's (kindMutex) or permit key's (kindPermit)
+// value; false means it is not one.
+func decodeKind(b []byte, kind string) (lockValue, bool) {
 	v, ok := decodeJSON[lockValue](b)
-	return v, ok && v.Leash == formatVersion && v.Kind == kindMutex && v.Owner != "" && v.LeaseMS > 0
+	return v, ok && v.Leash == formatVersion && v.Kind == kind && v.Owner != "" && v.LeaseMS > 0
 }
 
 // decodeJSON parses b as one JSON value of type T with no field T lacks.
@@ -148,8 +156,11 @@ func (s *Store) notALock(name, key string, value []byte) error {
 		shown = shown[:most]
 	}
 	what := "a value that is not a leash lock"
-	if key == s.fenceKey(name) {
+	switch key {
+	case s.fenceKey(name):
 		what = "a value that is not leash's fencing mark"
+	case s.semKey(name):
+		what = "a value that is not a leash semaphore"
 	}
 	return &driver.NotALockError{Name: name, Found: fmt.Sprintf("%s at key %q (%d bytes: %q)", what, key, len(value), shown)}
 }

@@ -3,6 +3,7 @@ package etcdstore_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,12 +25,10 @@ func TestUserDataUntouched(t *testing.T) {
 		{"a string where the lock key is", "lock/app", "hello"},
 		{"JSON that is not a lock where the lock key is", "lock/json", `{"leash":1,"kind":"mutex","owner":"x","lease_ms":1,"extra":2}`},
 		{"a string where the fence key is", "fence/counter", "41"},
+		{"a string where the semaphore key is", "sem/pool", "7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := tc.key[len("lock/"):]
-			if tc.key[:len("fence/")] == "fence/" {
-				name = tc.key[len("fence/"):]
-			}
+			_, name, _ := strings.Cut(tc.key, "/")
 			key := s.Prefix() + tc.key
 			if _, err := cli.Put(ctx, key, tc.value); err != nil {
 				t.Fatal(err)
@@ -46,14 +45,19 @@ func TestUserDataUntouched(t *testing.T) {
 					t.Errorf("%s = %v, want a *driver.NotALockError for %q", what, err, name)
 				}
 			}
-			g, err := s.Acquire(ctx, r)
-			wantNotALock("Acquire", err)
-			if g.Acquired {
-				t.Errorf("Acquire granted a name holding %q", tc.value)
+			for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindPermit} {
+				r := r
+				r.Kind, r.Permits, r.Wait = kind, 2, time.Minute
+				g, err := s.Acquire(ctx, r)
+				wantNotALock("Acquire "+kind.String(), err)
+				if g.Acquired {
+					t.Errorf("Acquire %v granted a name holding %q", kind, tc.value)
+				}
 			}
+			wantNotALock("SetPermits", s.SetPermits(ctx, name, 3))
 			_, err = s.AcquireMany(ctx, []driver.Request{{Name: "other-" + name, Owner: owner, Lease: r.Lease}, r})
 			wantNotALock("AcquireMany", err)
-			if tc.key[:5] == "lock/" {
+			if strings.HasPrefix(tc.key, "lock/") {
 				if res := s.Renew(ctx, []driver.Request{r}); res[0].Err != nil || res[0].Status != driver.RenewGone {
 					t.Errorf("Renew = %+v, want RenewGone", res[0])
 				}
@@ -81,7 +85,7 @@ func TestUserDataUntouched(t *testing.T) {
 				t.Errorf("key %q after every method = %v, want unchanged %q", key, after.Kvs, tc.value)
 			}
 			// Nothing was created beside it.
-			for _, k := range []string{s.Prefix() + "lock/other-" + name, s.Prefix() + "fence/other-" + name} {
+			for _, k := range []string{s.Prefix() + "lock/other-" + name, s.Prefix() + "fence/other-" + name, s.Prefix() + "queue/" + name + "\x00" + owner} {
 				if resp, err := cli.Get(ctx, k, clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 					t.Errorf("key %q: count %v, %v; want none left behind", k, resp.Count, err)
 				}
@@ -114,6 +118,48 @@ func TestUserDataRecordKey(t *testing.T) {
 	}
 	if _, ok, err := s.GetClient(ctx, id); ok || err != nil {
 		t.Errorf("GetClient of an application's key = %v, %v; want no record", ok, err)
+	}
+	after, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+		t.Errorf("key %q after every method = %v, want unchanged", key, after.Kvs)
+	}
+}
+
+// TestUserDataPermitKey puts an application's value where the Store keeps
+// a semaphore's permit: every operation on the semaphore refuses it, and the
+// key is left as it is.
+func TestUserDataPermitKey(t *testing.T) {
+	cli := sharedCli(t)
+	s := etcdstore.New(cli, &etcdstore.Options{Prefix: "userdata/" + t.Name() + "/"})
+	ctx := bg(t)
+	const owner = "0a0b0c0d-0000-4000-8000-000000000003:1"
+	key := s.Prefix() + "permit/slots\x00" + owner
+	if _, err := cli.Put(ctx, key, `{"leash":2}`); err != nil {
+		t.Fatal(err)
+	}
+	before, err := cli.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := driver.Request{Kind: driver.KindPermit, Name: "slots", Owner: owner, Lease: 30 * time.Second, Permits: 2}
+	var nal *driver.NotALockError
+	if g, err := s.Acquire(ctx, p); !errors.As(err, &nal) || g.Acquired {
+		t.Errorf("Acquire of a permit = %+v, %v; want a *driver.NotALockError", g, err)
+	}
+	if err := s.SetPermits(ctx, p.Name, 3); !errors.As(err, &nal) {
+		t.Errorf("SetPermits = %v, want a *driver.NotALockError", err)
+	}
+	if res := s.Renew(ctx, []driver.Request{p}); res[0].Err != nil || res[0].Status != driver.RenewGone {
+		t.Errorf("Renew of the permit = %+v, want RenewGone", res[0])
+	}
+	if err := s.Release(ctx, p); !errors.As(err, &nal) || !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Release of the permit = %v, want ErrNotHeld and a *driver.NotALockError", err)
+	}
+	if got, err := s.List(ctx, ""); err != nil || len(got) != 0 {
+		t.Errorf("List = %q, %v; want nothing", got, err)
 	}
 	after, err := cli.Get(ctx, key)
 	if err != nil {

@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/leash-go/leash/driver"
@@ -22,15 +21,21 @@ import (
 // and is set up again from the revision after the last one it saw, until
 // stop is called.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
-	ranges := []watchRange{{key: s.lockKey(name)}}
-	onDelete := func(context.Context) { wake(driver.Wake{To: driver.WakeOne}) }
+	wakeOne := func(context.Context) { wake(driver.Wake{To: driver.WakeOne}) }
+	var ranges []watchRange
 	switch kind {
 	case driver.KindMutex:
+		ranges = []watchRange{{key: s.lockKey(name), on: wakeOne}}
 	case driver.KindFair:
 		// A fair waiter also waits for the places ahead of it to go.
+		fair := func(ctx context.Context) { s.wakeFair(ctx, name, wake) }
 		dir := s.queueDir(name)
-		ranges = append(ranges, watchRange{key: dir, end: clientv3.GetPrefixRangeEnd(dir)})
-		onDelete = func(ctx context.Context) { s.wakeFair(ctx, name, wake) }
+		ranges = []watchRange{{key: s.lockKey(name), on: fair}, {key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: fair}}
+	case driver.KindPermit:
+		// A permit released wakes one waiter; a new permit count, all.
+		dir := s.permitDir(name)
+		ranges = []watchRange{{key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: wakeOne},
+			{key: s.semKey(name), puts: true, on: func(context.Context) { wake(driver.Wake{To: driver.WakeAll}) }}}
 	default:
 		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
 	}
@@ -49,7 +54,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		// Owner: the watch. Stops when stop cancels wctx.
 		go func() {
 			defer func() { done <- struct{}{} }()
-			s.follow(wctx, r, chs[i], revs[i], wake, onDelete)
+			s.follow(wctx, r, chs[i], revs[i], wake)
 		}()
 	}
 	return func() {
@@ -61,14 +66,22 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 }
 
 // A watchRange is a key, or the keys from key up to end, that a Watch
-// follows.
-type watchRange struct{ key, end string }
+// follows: on is called for each response with deletions (and, with puts,
+// with puts too).
+type watchRange struct {
+	key, end string
+	puts     bool
+	on       func(context.Context)
+}
 
 // startWatch starts a watch of r's deletions from revision from (0: from
 // now), bound to wctx, and waits, within ctx, until the server has created
 // it. It returns the watch and the revision it was created at.
 func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (clientv3.WatchChan, int64, error) {
-	opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	if !r.puts {
+		opts = append(opts, clientv3.WithFilterPut())
+	}
 	if r.end != "" {
 		opts = append(opts, clientv3.WithRange(r.end))
 	}
@@ -109,12 +122,11 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 // watchRetry is how long a broken watch waits before it is set up again.
 const watchRetry = 100 * time.Millisecond
 
-// follow calls onDelete for each response of ch with deletions, until wctx
-// ends; a broken
+// follow calls r.on for each response of ch with events, until wctx ends; a broken
 // watch wakes everyone and is set up again, from the revision after the last
 // one it saw, or, when compaction has removed that revision, from now, after
 // which everyone is woken once more.
-func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan, rev int64, wake func(driver.Wake), onDelete func(context.Context)) {
+func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan, rev int64, wake func(driver.Wake)) {
 	for {
 		for resp := range ch {
 			if resp.CompactRevision != 0 {
@@ -124,8 +136,8 @@ func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan
 			if resp.Err() != nil || resp.Canceled {
 				break
 			}
-			if slices.ContainsFunc(resp.Events, func(ev *clientv3.Event) bool { return ev.Type == clientv3.EventTypeDelete }) {
-				onDelete(wctx)
+			if len(resp.Events) > 0 {
+				r.on(wctx) // deletions, or, with r.puts, any change
 			}
 			rev = max(rev, resp.Header.Revision)
 		}
