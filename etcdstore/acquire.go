@@ -26,6 +26,10 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return s.acquireFair(ctx, req)
 	case driver.KindPermit:
 		return s.acquirePermit(ctx, req)
+	case driver.KindWrite:
+		return s.acquireWrite(ctx, req)
+	case driver.KindRead:
+		return s.acquireRead(ctx, req)
 	}
 	mg, err := s.acquire(ctx, []driver.Request{req})
 	g := driver.Grant{Acquired: mg.Acquired, Remaining: mg.Remaining}
@@ -146,17 +150,14 @@ func (s *Store) grantIf(reqs []driver.Request, states []nameState, guess fenceSt
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.lockKey(r.Name)), "=", st.own.ModRevision))
 		} else {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.lockKey(r.Name)), "=", 0),
-				clientv3.Compare(clientv3.CreateRevision(s.semKey(r.Name)), "=", 0)) // not a semaphore
+				clientv3.Compare(clientv3.CreateRevision(s.semKey(r.Name)), "=", 0),        // not a semaphore
+				clientv3.Compare(clientv3.Version(s.readDir(r.Name)), "=", 0).WithPrefix()) // no reader
 		}
 		f := st.fence
 		if f == fenceUnknown {
 			f = guess
 		}
-		if f == fenceMarked {
-			cmps = append(cmps, clientv3.Compare(clientv3.Value(s.fenceKey(r.Name)), "=", fenceMark))
-		} else {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.fenceKey(r.Name)), "=", 0))
-		}
+		cmps = append(cmps, s.fenceIf(r.Name, f))
 	}
 	return cmps
 }
@@ -190,13 +191,15 @@ func (s *Store) elseOps(reqs []driver.Request, states []nameState, id clientv3.L
 func (s *Store) readOps(reqs []driver.Request) []clientv3.Op {
 	ops := make([]clientv3.Op, 0, readsPerName*len(reqs))
 	for _, r := range reqs {
-		ops = append(ops, clientv3.OpGet(s.lockKey(r.Name)), clientv3.OpGet(s.fenceKey(r.Name)), clientv3.OpGet(s.semKey(r.Name)))
+		ops = append(ops, clientv3.OpGet(s.lockKey(r.Name)), clientv3.OpGet(s.fenceKey(r.Name)), clientv3.OpGet(s.semKey(r.Name)),
+			clientv3.OpGet(s.readDir(r.Name), clientv3.WithPrefix(), clientv3.WithLimit(1)))
 	}
 	return ops
 }
 
-// readsPerName is how many reads readOps makes per name.
-const readsPerName = 3
+// readsPerName is how many reads readOps makes per name: the lock key, the
+// fence key, the semaphore key and one reader.
+const readsPerName = 4
 
 // learn reads a refused grant's reads (readOps) into states. It returns the
 // shortest remaining lease of the holders that block the grant (positive),
@@ -206,6 +209,15 @@ func (s *Store) learn(reqs []driver.Request, states []nameState, gets []*pb.Resp
 	var remaining time.Duration
 	for i, r := range reqs {
 		lock, fence, sem := only(gets[readsPerName*i]), only(gets[readsPerName*i+1]), only(gets[readsPerName*i+2])
+		if reader := only(gets[readsPerName*i+3]); reader != nil && lock == nil {
+			v, ok := decodeKind(reader.Value, kindRead)
+			if !ok {
+				return 0, s.notALock(r.Name, string(reader.Key), reader.Value)
+			}
+			if remaining == 0 || v.lease() < remaining {
+				remaining = v.lease() // readers hold the name
+			}
+		}
 		if sem != nil {
 			if _, ok := decodeSem(sem.Value); !ok {
 				return 0, s.notALock(r.Name, string(sem.Key), sem.Value)

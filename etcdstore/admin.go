@@ -29,21 +29,39 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	if st.sem != nil {
 		return s.inspectSem(ctx, name)
 	}
-	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1, Queued: len(st.places)}
+	info := driver.Info{Name: name, Kind: driver.KindMutex, Remaining: -1, Waiters: -1, Queued: len(st.places) + len(st.marks)}
 	if st.fence != nil {
 		info.Fence = st.fence.ModRevision
+	}
+	for i, r := range st.readers {
+		rem, err := s.remaining(ctx, r, st.readerv[i])
+		if err != nil {
+			return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: %w", name, err)
+		}
+		info.Kind, info.Held = driver.KindRead, true
+		info.Owners = append(info.Owners, driver.OwnerHolds{Owner: st.readerv[i].Owner, Holds: 1, Kind: driver.KindRead, Remaining: rem})
+		info.Remaining = max(info.Remaining, rem)
 	}
 	lock := st.lock
 	if lock == nil {
 		return info, nil
 	}
 	v, _ := decode(lock.Value) // read checked it
+	kind := driver.KindMutex
+	if v.Kind == kindWrite {
+		kind = driver.KindWrite
+	}
 	info.Held = true
 	info.Fence = max(info.Fence, lock.CreateRevision)
-	info.Owners = []driver.OwnerHolds{{Owner: v.Owner, Holds: 1, Kind: driver.KindMutex, Remaining: -1}}
-	if info.Remaining, err = s.remaining(ctx, lock, v); err != nil {
+	if len(st.readers) == 0 {
+		info.Kind = kind
+	}
+	info.Owners = append(info.Owners, driver.OwnerHolds{Owner: v.Owner, Holds: 1, Kind: kind, Remaining: -1})
+	rem, err := s.remaining(ctx, lock, v)
+	if err != nil {
 		return driver.Info{}, fmt.Errorf("etcdstore: inspect %q: %w", name, err)
 	}
+	info.Remaining = max(info.Remaining, rem)
 	return info, nil
 }
 
@@ -84,19 +102,29 @@ func (s *Store) inspectSem(ctx context.Context, name string) (driver.Info, error
 // nameKeys are the keys of one name, as read in one transaction.
 type nameKeys struct {
 	lock, fence, sem *mvccpb.KeyValue // nil when absent
+	wake             *mvccpb.KeyValue
 	places           []*mvccpb.KeyValue
+	readers          []*mvccpb.KeyValue
+	readerv          []lockValue
+	marks            []*mvccpb.KeyValue
 }
 
 // read returns name's keys, read in one transaction, or a
 // *driver.NotALockError when any holds something that is not the Store's.
 func (s *Store) read(ctx context.Context, name string) (nameKeys, error) {
-	ops := append(s.readOps([]driver.Request{{Name: name}}), clientv3.OpGet(s.queueDir(name), clientv3.WithPrefix()))
+	ops := append(s.readOps([]driver.Request{{Name: name}}), clientv3.OpGet(s.queueDir(name), clientv3.WithPrefix()),
+		clientv3.OpGet(s.readDir(name), clientv3.WithPrefix()), clientv3.OpGet(s.markDir(name), clientv3.WithPrefix()),
+		clientv3.OpGet(s.wakeKey(name)))
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return nameKeys{}, fmt.Errorf("etcdstore: read %q: %w", name, err)
 	}
+	all := func(i int) []*mvccpb.KeyValue { return resp.Responses[readsPerName+i].GetResponseRange().GetKvs() }
 	k := nameKeys{lock: only(resp.Responses[0]), fence: only(resp.Responses[1]), sem: only(resp.Responses[2]),
-		places: resp.Responses[3].GetResponseRange().GetKvs()}
+		places: all(0), readers: all(1), marks: all(2), wake: only(resp.Responses[readsPerName+3])}
+	if k.wake != nil && string(k.wake.Value) != wakeMark {
+		return nameKeys{}, s.notALock(name, string(k.wake.Key), k.wake.Value)
+	}
 	if k.fence != nil && string(k.fence.Value) != fenceMark {
 		return nameKeys{}, s.notALock(name, string(k.fence.Key), k.fence.Value)
 	}
@@ -105,10 +133,17 @@ func (s *Store) read(ctx context.Context, name string) (nameKeys, error) {
 			return nameKeys{}, s.notALock(name, string(k.lock.Key), k.lock.Value)
 		}
 	}
-	for _, p := range k.places {
+	for _, p := range append(slices.Clip(k.places), k.marks...) {
 		if _, err := s.place(name, p); err != nil {
 			return nameKeys{}, err
 		}
+	}
+	for _, r := range k.readers {
+		v, ok := decodeKind(r.Value, kindRead)
+		if !ok {
+			return nameKeys{}, s.notALock(name, string(r.Key), r.Value)
+		}
+		k.readerv = append(k.readerv, v)
 	}
 	return k, nil
 }
@@ -131,7 +166,17 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	}
 	var names []string
 	var rev int64
-	for _, sp := range []struct{ space, kind string }{{lockSpace, kindMutex}, {permitSpace, kindPermit}} {
+	held := func(kind string) func([]byte) bool {
+		return func(b []byte) bool { _, ok := decodeKind(b, kind); return ok }
+	}
+	for _, sp := range []struct {
+		space string
+		held  func([]byte) bool
+	}{
+		{lockSpace, func(b []byte) bool { _, ok := decode(b); return ok }},
+		{readSpace, held(kindRead)},
+		{permitSpace, held(kindPermit)},
+	} {
 		base := s.prefix + sp.space
 		from := base + literalPrefix(pattern)
 		end := clientv3.GetPrefixRangeEnd(from)
@@ -147,7 +192,7 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 			rev = resp.Header.Revision
 			for _, kv := range resp.Kvs {
 				name, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), base), queueSep)
-				if _, ok := decodeKind(kv.Value, sp.kind); ok && match(name) {
+				if sp.held(kv.Value) && match(name) {
 					names = append(names, name)
 				}
 			}
@@ -183,18 +228,19 @@ func literalPrefix(pattern string) string {
 }
 
 // ForceRelease implements driver.Admin: it deletes name's lock key,
-// whoever holds it, and every place in its fair queue, in transactions that
-// check each key is the one it read (so a key that is not the Store's is
-// never deleted). The fence key stays, so tokens keep growing. The
-// deletions wake the name's watchers; the holder learns of it at its next
-// renewal, whose check finds the key gone.
+// whoever holds it, its readers, permits, fair queue places and writer
+// marks, in transactions that check each key is the one it read (so a key
+// that is not the Store's is never deleted), and stamps the name's wake key
+// (which wakes every waiter of a read-write lock). The fence key stays, so
+// tokens keep growing. The deletions wake the name's watchers; the holder
+// learns of it at its next renewal, whose check finds the key gone.
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	for range maxAttempts {
 		st, err := s.read(ctx, name)
 		if err != nil {
 			return false, err
 		}
-		kvs := st.places
+		kvs := slices.Concat(st.places, st.readers, st.marks)
 		if st.lock != nil {
 			kvs = append([]*mvccpb.KeyValue{st.lock}, kvs...)
 		}
@@ -208,11 +254,18 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 		if len(kvs) == 0 {
 			return false, nil
 		}
-		ok := true
+		ok, wake := true, true
 		for len(kvs) > 0 && ok {
 			n := min(len(kvs), renewBatch)
 			var cmps []clientv3.Cmp
 			var dels []clientv3.Op
+			if wake {
+				// The first transaction stamps the wake key: every waiter
+				// of a read-write lock is woken (see Watch).
+				cmps = append(cmps, unchanged(s.wakeKey(name), st.wake))
+				dels = append(dels, clientv3.OpPut(s.wakeKey(name), wakeMark))
+				wake = false
+			}
 			for _, kv := range kvs[:n] {
 				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision))
 				dels = append(dels, clientv3.OpDelete(string(kv.Key)))

@@ -6,13 +6,13 @@
 //	c, err := leash.New(etcdstore.New(cli, nil), nil)
 //
 // The caller passes its own *clientv3.Client and keeps ownership of it. The
-// Store grants Mutex and FairMutex locks and Semaphore permits (KindMutex,
-// KindFair, KindPermit, with [driver.Withdrawer] and [driver.PermitSetter]),
-// MultiLock in one transaction ([driver.MultiStore]), administration for the
-// leash CLI's show, ls and unlock ([driver.Admin]), holder records
+// Store grants every lock kind — Mutex, FairMutex, RWMutex (with downgrade)
+// and Semaphore (KindMutex, KindFair, KindRead, KindWrite, KindPermit, with
+// [driver.Withdrawer] and [driver.PermitSetter]) — MultiLock in one
+// transaction ([driver.MultiStore]), administration for the leash CLI's
+// show, ls and unlock ([driver.Admin]), holder records
 // ([driver.ClientRecorder]) and release notifications by watch
-// ([driver.Watcher]). It has no read-write locks: an RWMutex on it fails
-// with leash.ErrUnsupported before any round trip.
+// ([driver.Watcher]).
 //
 // # Key layout
 //
@@ -20,7 +20,10 @@
 //
 //	<prefix>lock/<name>            the lock, while held: a JSON value
 //	                               {"leash":1,"kind":"mutex","owner":"<client-id>:<n>","lease_ms":30000},
-//	                               attached to its holder's etcd lease
+//	                               attached to its holder's etcd lease ("write" for an RWMutex's writer)
+//	<prefix>read/<name>\x00<owner>   a reader's lease: as a lock's value, kind "read"
+//	<prefix>wmark/<name>\x00<owner>  a waiting writer's mark: as a place's value
+//	<prefix>wake/<name>            "leash wake v1", stamped by ForceRelease to wake every waiter
 //	<prefix>fence/<name>           "leash fence v1"; its mod revision is the last token granted
 //	<prefix>queue/<name>\x00<owner>  a FairMutex waiter's place:
 //	                               {"leash":1,"kind":"place","owner":"…","wait_ms":…}
@@ -33,7 +36,9 @@
 //
 // A name is a lock or a semaphore: once its semaphore key exists (it is
 // kept, like the fence key), a lock on it is refused with a
-// *driver.NotALockError, and the reverse while a lock is held.
+// *driver.NotALockError, and the reverse while a lock or a read lease is
+// held. Readers exclude every exclusive kind: each exclusive grant compares
+// the name's read keys absent (a compare over their range).
 //
 // A key at one of these places that holds anything else (another
 // application's data under the prefix) is refused with a
@@ -133,7 +138,10 @@
 // key, filtered to deletions (a release, a force release, the holder's
 // lease ending), wakes one waiter per Client; for a semaphore, a watch of its
 // permits does the same, and a change of its permit count wakes every
-// waiter. Watch returns once the server
+// waiter. A read-write lock's waiters are woken by a watch of its lock key,
+// read keys and writer marks: after a deletion, as the keys were at its
+// revision, a waiting writer when the lock is free and a writer is marked
+// (WakeWriter), the readers when none is (WakeReaders). Watch returns once the server
 // has created the watch, so no deletion after it is missed; a watch that
 // breaks, or whose revision was compacted, wakes every waiter and is set up
 // again.

@@ -19,9 +19,9 @@ var (
 )
 
 // kinds are the lock kinds the Store grants.
-var kinds = []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindPermit}
+var kinds = []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 
-// Kinds implements driver.KindStore: KindMutex, KindFair and KindPermit.
+// Kinds implements driver.KindStore: every lock kind.
 func (s *Store) Kinds() []driver.Kind { return kinds }
 
 // queueSpace is the key space of fair queue places.
@@ -104,12 +104,12 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 			}
 		}
 		var els []clientv3.Op
+		var pl *lease
 		if req.Wait > 0 {
-			pl, err := s.session(ctx, placeSession(client), req.Wait, send)
-			if err != nil {
+			if pl, err = s.session(ctx, placeSession(client), req.Wait, send); err != nil {
 				return driver.Grant{}, err
 			}
-			els = append(els, clientv3.OpPut(key, encodePlace(req), clientv3.WithLease(pl.id)))
+			els = append(els, putPlaceOp(key, encodePlace(req), pl.id))
 		}
 		els = append(els, s.readOps(reqs)...)
 		els = append(els, headOp(dir), clientv3.OpGet(key))
@@ -145,6 +145,11 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 			s.dropPlace(ctx, key, resp.Header.Revision, req.Wait > 0)
 			return driver.Grant{}, err
 		}
+		if pl != nil {
+			if err := s.refreshPlace(ctx, mine, encodePlace(req), pl.id); err != nil {
+				return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: refresh the place: %w", req.Name, err)
+			}
+		}
 		if remaining > 0 {
 			return driver.Grant{Remaining: remaining}, nil
 		}
@@ -155,6 +160,27 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 		}
 	}
 	return driver.Grant{Remaining: busyRetry}, nil
+}
+
+// putPlaceOp puts a waiter's place (or writer mark) at key, under lease id,
+// if there is none: one that is there is refreshed by refreshPlace once
+// read as a place, never overwritten unread.
+func putPlaceOp(key, value string, id clientv3.LeaseID) clientv3.Op {
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, value, clientv3.WithLease(id))}, nil)
+}
+
+// refreshPlace moves the place kv (read as a place; nil: none) to lease id,
+// which lasts the waiter's Wait, when it is under another (an expired or
+// shorter one), keeping its create revision: its position.
+func (s *Store) refreshPlace(ctx context.Context, kv *mvccpb.KeyValue, value string, id clientv3.LeaseID) error {
+	if kv == nil || kv.Lease == int64(id) {
+		return nil
+	}
+	key := string(kv.Key)
+	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(key, value, clientv3.WithLease(id))).Commit()
+	return err
 }
 
 // dropPlace deletes the place key if the transaction at rev put it (put),
@@ -204,10 +230,14 @@ func (s *Store) forgetAll(client string) {
 }
 
 // Withdraw implements driver.Withdrawer: it deletes req.Owner's place in
-// req.Name's fair queue, if it is a place, in a transaction that checks it
-// is the key it read. The deletion wakes the queue's new head.
+// req.Name's fair queue (KindFair) or its waiting-writer mark (KindWrite),
+// if it is one, in a transaction that checks it is the key it read. The
+// deletion wakes the queue's new head, or the waiting readers.
 func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	key := s.placeKey(req.Name, req.Owner)
+	if req.Kind == driver.KindWrite {
+		key = s.markKey(req.Name, req.Owner)
+	}
 	for range maxAttempts {
 		resp, err := s.cli.Get(ctx, key)
 		if err != nil {
@@ -237,11 +267,14 @@ func first(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
 	return kvs[0]
 }
 
-// wakeFair wakes the waiter a change of name's lock or queue is for: with
-// the lock free, the queue's head (WakeHead), or, with no queue, one
+// wakeFair wakes the waiter a change of name's lock or queue is for, as
+// they were at revision rev (the change's): with the lock free, the queue's head (WakeHead), or, with no queue, one
 // waiter per client (WakeOne); with the lock held, nobody.
-func (s *Store) wakeFair(ctx context.Context, name string, wake func(driver.Wake)) {
-	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.lockKey(name), clientv3.WithCountOnly()), headOp(s.queueDir(name))).Commit()
+func (s *Store) wakeFair(ctx context.Context, name string, rev int64, wake func(driver.Wake)) {
+	at := clientv3.WithRev(rev)
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.lockKey(name), clientv3.WithCountOnly(), at),
+		clientv3.OpGet(s.queueDir(name), clientv3.WithPrefix(), clientv3.WithLimit(1), at,
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))).Commit()
 	if err != nil {
 		wake(driver.Wake{To: driver.WakeAll})
 		return

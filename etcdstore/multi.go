@@ -10,9 +10,9 @@ import (
 var _ driver.MultiStore = (*Store)(nil)
 
 // multiMost is the most names one AcquireMany takes: a transaction has up to
-// three comparisons and three operations per name, under etcd's default
-// limit of 128 operations per transaction (--max-txn-ops).
-const multiMost = 40
+// four comparisons and four operations per name, under etcd's default limit
+// of 128 operations per transaction (--max-txn-ops).
+const multiMost = 30
 
 // Partition implements driver.MultiStore: the names, sorted, in sets of at
 // most multiMost, each of which AcquireMany takes in one transaction.

@@ -17,7 +17,7 @@ import (
 // *driver.NotALockError, left as it is.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	key := s.heldKey(req)
-	cmp := clientv3.Compare(clientv3.Value(key), "=", encodeKind(req, heldKind(req)))
+	cmp := clientv3.Compare(clientv3.Value(key), "=", encode(req))
 	for range maxAttempts {
 		resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
 		if err != nil {
@@ -31,6 +31,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 			return fmt.Errorf("etcdstore: release %q by %q: %w: no lock is held", req.Name, req.Owner, driver.ErrNotHeld)
 		}
 		v, ok := decodeKind(kv.Value, heldKind(req))
+		if k := heldKind(req); k == kindMutex || k == kindWrite {
+			v, ok = decode(kv.Value) // one exclusive lock, whichever kind took it
+		}
 		switch {
 		case !ok:
 			return fmt.Errorf("etcdstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, s.notALock(req.Name, key, kv.Value))

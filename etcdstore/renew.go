@@ -65,16 +65,24 @@ func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.R
 // heldKey is the key of what r holds: its permit key for KindPermit, the
 // name's lock key otherwise.
 func (s *Store) heldKey(r driver.Request) string {
-	if r.Kind == driver.KindPermit {
+	switch r.Kind {
+	case driver.KindPermit:
 		return s.permitKey(r.Name, r.Owner)
+	case driver.KindRead:
+		return s.readKey(r.Name, r.Owner)
 	}
 	return s.lockKey(r.Name)
 }
 
 // heldKind is the kind of value heldKey holds.
 func heldKind(r driver.Request) string {
-	if r.Kind == driver.KindPermit {
+	switch r.Kind {
+	case driver.KindPermit:
 		return kindPermit
+	case driver.KindRead:
+		return kindRead
+	case driver.KindWrite:
+		return kindWrite
 	}
 	return kindMutex
 }
@@ -87,6 +95,9 @@ func status(kv *mvccpb.KeyValue, r driver.Request) driver.RenewStatus {
 	}
 	owner := r.Owner
 	v, ok := decodeKind(kv.Value, heldKind(r))
+	if k := heldKind(r); k == kindMutex || k == kindWrite {
+		v, ok = decode(kv.Value) // one exclusive lock, whichever kind took it
+	}
 	switch {
 	case !ok:
 		return driver.RenewGone

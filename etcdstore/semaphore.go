@@ -84,6 +84,8 @@ func (s *Store) readSem(ctx context.Context, name, owner string) (semKeys, error
 		return semKeys{}, s.notALock(name, string(k.fence.Key), k.fence.Value)
 	case k.lock != nil:
 		return semKeys{}, &driver.NotALockError{Name: name, Found: "a lock, not a semaphore"}
+	case only(resp.Responses[3]) != nil:
+		return semKeys{}, &driver.NotALockError{Name: name, Found: "a read-write lock's readers, not a semaphore"}
 	}
 	if k.sem != nil {
 		var ok bool
@@ -91,7 +93,7 @@ func (s *Store) readSem(ctx context.Context, name, owner string) (semKeys, error
 			return semKeys{}, s.notALock(name, string(k.sem.Key), k.sem.Value)
 		}
 	}
-	for _, kv := range resp.Responses[3].GetResponseRange().GetKvs() {
+	for _, kv := range resp.Responses[readsPerName].GetResponseRange().GetKvs() {
 		v, ok := decodeKind(kv.Value, kindPermit)
 		if !ok {
 			return semKeys{}, s.notALock(name, string(kv.Key), kv.Value)
@@ -147,6 +149,7 @@ func (s *Store) acquirePermit(ctx context.Context, req driver.Request) (driver.G
 		} else {
 			cmps := []clientv3.Cmp{
 				clientv3.Compare(clientv3.CreateRevision(s.lockKey(req.Name)), "=", 0),
+				clientv3.Compare(clientv3.Version(s.readDir(req.Name)), "=", 0).WithPrefix(),
 				// No permit taken or changed since the read.
 				clientv3.Compare(clientv3.ModRevision(dir), "<", k.rev+1).WithPrefix(),
 				unchanged(s.fenceKey(req.Name), k.fence),
@@ -199,6 +202,7 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 		}
 		resp, err := s.cli.Txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(s.lockKey(name)), "=", 0),
+			clientv3.Compare(clientv3.Version(s.readDir(name)), "=", 0).WithPrefix(),
 			unchanged(s.semKey(name), k.sem),
 		).Then(clientv3.OpPut(s.semKey(name), encodeSem(n))).Commit()
 		if err != nil {

@@ -38,6 +38,14 @@ func ttlFor(d time.Duration) int64 {
 	return int64((d+time.Second-1)/time.Second) + 1
 }
 
+// LeaseSlack implements storetest.LeaseSlack: the server keeps a lease of
+// d for up to ttlFor(d) seconds from its last keep-alive, and expires it at
+// its next expiry check (every 500 ms) and revocation (a raft proposal):
+// at most ttlFor(d) s - d + 1 s longer than d.
+func (s *Store) LeaseSlack(d time.Duration) time.Duration {
+	return time.Duration(ttlFor(d))*time.Second - d + time.Second
+}
+
 // session returns the lease to attach a lock of owner's client to, for a
 // lock of lease d requested at send: a lease of TTL ttlFor(d), which the
 // server keeps at least until send+d (it is granted, or kept alive, after

@@ -102,16 +102,20 @@ const formatVersion = 1
 // this order (Release compares values byte for byte).
 type lockValue struct {
 	Leash   int    `json:"leash"`    // formatVersion
-	Kind    string `json:"kind"`     // kindMutex (Mutex and FairMutex holds) or kindPermit
+	Kind    string `json:"kind"`     // kindMutex, kindWrite, kindRead or kindPermit
 	Owner   string `json:"owner"`    // the tenure's owner, "<client-id>:<n>[@…]"
 	LeaseMS int64  `json:"lease_ms"` // the lease the owner asked for, in milliseconds
 }
 
-// The kinds of lockValue.Kind.
-const kindMutex = "mutex"
+// The kinds of lockValue.Kind on a lock key: an exclusive hold of a
+// Mutex or FairMutex, or an RWMutex's writer.
+const (
+	kindMutex = "mutex"
+	kindWrite = "write"
+)
 
-// encode returns the value the lock of req holds.
-func encode(req driver.Request) string { return encodeKind(req, kindMutex) }
+// encode returns the value of the key req holds (see heldKey).
+func encode(req driver.Request) string { return encodeKind(req, heldKind(req)) }
 
 // encodeKind returns the value of req's lock key (kindMutex) or permit key
 // (kindPermit).
@@ -125,7 +129,12 @@ func encodeKind(req driver.Request, kind string) string {
 
 // decode parses a lock key's value. It reports false for anything that is
 // not a lock of the Store's format: another application's data.
-func decode(b []byte) (lockValue, bool) { return decodeKind(b, kindMutex) }
+func decode(b []byte) (lockValue, bool) {
+	if v, ok := decodeKind(b, kindMutex); ok {
+		return v, true
+	}
+	return decodeKind(b, kindWrite)
+}
 
 // decodeKind parses a lock key's (kindMutex) or permit key's (kindPermit)
 // value; false means it is not one.
@@ -161,6 +170,8 @@ func (s *Store) notALock(name, key string, value []byte) error {
 		what = "a value that is not leash's fencing mark"
 	case s.semKey(name):
 		what = "a value that is not a leash semaphore"
+	case s.wakeKey(name):
+		what = "a value that is not leash's wake mark"
 	}
 	return &driver.NotALockError{Name: name, Found: fmt.Sprintf("%s at key %q (%d bytes: %q)", what, key, len(value), shown)}
 }

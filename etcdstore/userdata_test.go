@@ -2,6 +2,7 @@ package etcdstore_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -167,5 +168,39 @@ func TestUserDataPermitKey(t *testing.T) {
 	}
 	if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
 		t.Errorf("key %q after every method = %v, want unchanged", key, after.Kvs)
+	}
+}
+
+// TestLockOrSemaphore checks that a name is a lock or a semaphore, not both,
+// whichever kind took it first: a write lock, a read lease or a permit.
+func TestLockOrSemaphore(t *testing.T) {
+	s := etcdstore.New(sharedCli(t), nil)
+	ctx := bg(t)
+	owner := func(i int) string { return fmt.Sprintf("0a0b0c0d-0000-4000-8000-%012d:1", i) }
+	for _, first := range []driver.Kind{driver.KindWrite, driver.KindRead, driver.KindPermit} {
+		name := lockName(t) + "/" + first.String()
+		r := driver.Request{Kind: first, Name: name, Owner: owner(1), Lease: 30 * time.Second, Permits: 2}
+		if g, err := s.Acquire(ctx, r); err != nil || !g.Acquired {
+			t.Fatalf("Acquire %v = %+v, %v", first, g, err)
+		}
+		for _, then := range []driver.Kind{driver.KindMutex, driver.KindRead, driver.KindWrite, driver.KindPermit} {
+			r2 := driver.Request{Kind: then, Name: name, Owner: owner(2), Lease: 30 * time.Second, Permits: 2}
+			g, err := s.Acquire(ctx, r2)
+			isSem, wantSem := first == driver.KindPermit, then == driver.KindPermit
+			switch {
+			case g.Acquired && !(isSem && wantSem) && !(first == driver.KindRead && then == driver.KindRead):
+				t.Errorf("Acquire %v after %v = granted", then, first)
+			case isSem != wantSem && !errors.Is(err, driver.ErrNotALock):
+				t.Errorf("Acquire %v after %v = %+v, %v; want ErrNotALock", then, first, g, err)
+			}
+			if g.Acquired {
+				if err := s.Release(ctx, r2); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		if err := s.Release(ctx, r); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -21,21 +21,24 @@ import (
 // and is set up again from the revision after the last one it saw, until
 // stop is called.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
-	wakeOne := func(context.Context) { wake(driver.Wake{To: driver.WakeOne}) }
+	wakeOne := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeOne}) }
+	wakeAll := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeAll}) }
 	var ranges []watchRange
 	switch kind {
 	case driver.KindMutex:
-		ranges = []watchRange{{key: s.lockKey(name), on: wakeOne}}
+		ranges = []watchRange{{key: s.lockKey(name), on: wakeOne}, s.dirRange(s.readDir(name), wakeOne)}
 	case driver.KindFair:
 		// A fair waiter also waits for the places ahead of it to go.
-		fair := func(ctx context.Context) { s.wakeFair(ctx, name, wake) }
-		dir := s.queueDir(name)
-		ranges = []watchRange{{key: s.lockKey(name), on: fair}, {key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: fair}}
+		fair := func(ctx context.Context, rev int64) { s.wakeFair(ctx, name, rev, wake) }
+		ranges = []watchRange{{key: s.lockKey(name), on: fair}, s.dirRange(s.readDir(name), fair), s.dirRange(s.queueDir(name), fair)}
+	case driver.KindRead, driver.KindWrite:
+		rw := func(ctx context.Context, rev int64) { s.wakeRW(ctx, name, rev, wake) }
+		ranges = []watchRange{{key: s.lockKey(name), on: rw}, s.dirRange(s.readDir(name), rw), s.dirRange(s.markDir(name), rw),
+			{key: s.wakeKey(name), puts: true, on: wakeAll}}
 	case driver.KindPermit:
 		// A permit released wakes one waiter; a new permit count, all.
-		dir := s.permitDir(name)
-		ranges = []watchRange{{key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: wakeOne},
-			{key: s.semKey(name), puts: true, on: func(context.Context) { wake(driver.Wake{To: driver.WakeAll}) }}}
+		ranges = []watchRange{s.dirRange(s.permitDir(name), wakeOne),
+			{key: s.semKey(name), puts: true, on: wakeAll}}
 	default:
 		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
 	}
@@ -65,13 +68,18 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 	}, nil
 }
 
+// dirRange is the watchRange of every key under dir.
+func (s *Store) dirRange(dir string, on func(context.Context, int64)) watchRange {
+	return watchRange{key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: on}
+}
+
 // A watchRange is a key, or the keys from key up to end, that a Watch
 // follows: on is called for each response with deletions (and, with puts,
-// with puts too).
+// with puts too), with the revision of its last event.
 type watchRange struct {
 	key, end string
 	puts     bool
-	on       func(context.Context)
+	on       func(ctx context.Context, rev int64)
 }
 
 // startWatch starts a watch of r's deletions from revision from (0: from
@@ -136,8 +144,8 @@ func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan
 			if resp.Err() != nil || resp.Canceled {
 				break
 			}
-			if len(resp.Events) > 0 {
-				r.on(wctx) // deletions, or, with r.puts, any change
+			if n := len(resp.Events); n > 0 {
+				r.on(wctx, resp.Events[n-1].Kv.ModRevision) // deletions, or, with r.puts, any change
 			}
 			rev = max(rev, resp.Header.Revision)
 		}
