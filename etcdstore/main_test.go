@@ -12,6 +12,7 @@ import (
 	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 func TestMain(m *testing.M) {
@@ -27,7 +28,7 @@ var shared testserver.SharedEtcd
 // newCli returns an etcd client for endpoints, closed at cleanup.
 func newCli(t testing.TB, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("clientv3.New(%v): %v", endpoints, err)
 	}

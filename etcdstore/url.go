@@ -15,6 +15,7 @@ import (
 
 	"github.com/leash-go/leash/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // init registers the package's URL schemes, etcd and etcds (see "Opening by
@@ -202,6 +203,9 @@ func openURL(_ context.Context, rawURL string) (driver.StoreCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The client's own logger would write its retries to stderr: the
+	// Store's errors say what failed.
+	cfg.client.Logger = zap.NewNop()
 	cli, err := clientv3.New(cfg.client)
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: connect to %s: %w", cfg.desc, err)
