@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash/driver"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -79,22 +80,16 @@ func placeSession(client string) string { return "places " + client }
 // if the lock is free and the place is the head.
 func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	send := time.Now()
-	reqs := []driver.Request{req}
 	r0 := req
 	r0.Kind = driver.KindMutex
 	if err := s.checkRequests([]driver.Request{r0}); err != nil {
 		return driver.Grant{}, err
 	}
-	client := driver.OwnerClient(req.Owner)
 	states := make([]nameState, 1)
 	var mine *mvccpb.KeyValue // req.Owner's place, as last read
 	dir, key := s.queueDir(req.Name), s.placeKey(req.Name, req.Owner)
 	for range maxAttempts {
-		l, err := s.session(ctx, client, req.Lease, send)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		cmps := s.grantIf(reqs, states, fenceMarked)
+		var cmps []clientv3.Cmp
 		if states[0].own == nil {
 			if mine == nil {
 				cmps = append(cmps, clientv3.Compare(clientv3.Version(dir), "=", 0).WithPrefix())
@@ -103,55 +98,19 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 					clientv3.Compare(clientv3.CreateRevision(dir), ">", mine.CreateRevision-1).WithPrefix())
 			}
 		}
-		var els []clientv3.Op
-		var pl *lease
-		if req.Wait > 0 {
-			if pl, err = s.session(ctx, placeSession(client), req.Wait, send); err != nil {
-				return driver.Grant{}, err
-			}
-			els = append(els, putPlaceOp(key, encodePlace(req), pl.id))
-		}
-		els = append(els, s.readOps(reqs)...)
-		els = append(els, headOp(dir), clientv3.OpGet(key))
-		resp, err := s.cli.Txn(ctx).If(cmps...).
-			Then(append(s.grantOps([]driver.Request{r0}, states, l.id), clientv3.OpDelete(key))...).
-			Else(els...).Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.forget(client, l) // a lease expired since its last keep-alive: which one, the next turn finds out
-			s.forgetAll(placeSession(client))
+		a, err := s.waitingAttempt(ctx, r0, states, send, req.Wait, key, cmps, headOp(dir), clientv3.OpGet(key))
+		if a.retry {
 			continue
 		}
-		if err != nil {
-			return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
+		if err != nil || a.granted {
+			return a.grant(), err
 		}
-		if resp.Succeeded {
-			if own := states[0].own; own != nil {
-				return driver.Grant{Acquired: true, Fence: own.CreateRevision}, nil
-			}
-			return driver.Grant{Acquired: true, Fence: resp.Header.Revision}, nil
-		}
-		gets := resp.Responses[len(els)-readsPerName-2:]
-		remaining, err := s.learn(reqs, states, gets[:readsPerName])
 		var head *placeValue
-		if err == nil && remaining == 0 {
-			head, err = s.place(req.Name, only(gets[readsPerName]))
+		if head, err = s.place(req.Name, only(a.reads[0])); err == nil {
+			mine, err = s.placeKV(req.Name, only(a.reads[1]))
 		}
-		if err == nil && remaining == 0 {
-			mine, err = s.placeKV(req.Name, only(gets[readsPerName+1]))
-		}
-		if err != nil {
-			// A definite refusal: the place this attempt put waits for
-			// nothing.
-			s.dropPlace(ctx, key, resp.Header.Revision, req.Wait > 0)
-			return driver.Grant{}, err
-		}
-		if pl != nil {
-			if err := s.refreshPlace(ctx, mine, encodePlace(req), pl.id); err != nil {
-				return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: refresh the place: %w", req.Name, err)
-			}
-		}
-		if remaining > 0 {
-			return driver.Grant{Remaining: remaining}, nil
+		if err = a.refresh(s, ctx, mine, err); err != nil || a.remaining > 0 {
+			return driver.Grant{Remaining: a.remaining}, err
 		}
 		if states[0].own == nil && head != nil && head.Owner != req.Owner {
 			// Free, but another waiter is first: it has until its place
@@ -160,6 +119,103 @@ func (s *Store) acquireFair(ctx context.Context, req driver.Request) (driver.Gra
 		}
 	}
 	return driver.Grant{Remaining: busyRetry}, nil
+}
+
+// An attempt is one transaction of an exclusive acquire that waits in a
+// place (a fair queue place, a writer mark): see waitingAttempt.
+type attempt struct {
+	retry     bool             // a lease expired meanwhile: try again
+	granted   bool             // the lock was granted
+	fence     int64            // its token, when granted
+	remaining time.Duration    // when refused: the blocking holder's lease (0: none blocks)
+	reads     []*pb.ResponseOp // when refused: the caller's own reads
+	place     string           // the place's key
+	rev       int64            // the transaction's revision
+	pl        *lease           // the place's lease; nil without a Wait
+	value     string           // the place's value
+}
+
+// waitingAttempt is one transaction of an exclusive acquire of req (its
+// lock key's kind) that waits in a place at key place: it grants if the
+// lock is free (grantIf) and cmps hold, deleting the place; when refused,
+// it puts the place (wait > 0), unless a key is there, and reads the name
+// (readOps, which learn reads into states) and then reads, the caller's.
+// A definite refusal (not a lock, an upgrade) is an error, and the place
+// the transaction put is deleted.
+func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states []nameState, send time.Time, wait time.Duration,
+	place string, cmps []clientv3.Cmp, reads ...clientv3.Op) (attempt, error) {
+	client := driver.OwnerClient(req.Owner)
+	reqs := []driver.Request{req}
+	a := attempt{place: place}
+	l, err := s.session(ctx, client, req.Lease, send)
+	if err != nil {
+		return a, err
+	}
+	var els []clientv3.Op
+	if wait > 0 {
+		if a.pl, err = s.session(ctx, placeSession(client), wait, send); err != nil {
+			return a, err
+		}
+		pr := req
+		pr.Wait = wait
+		a.value = encodePlace(pr)
+		els = append(els, putPlaceOp(place, a.value, a.pl.id))
+	}
+	els = append(els, s.readOps(reqs)...)
+	els = append(els, reads...)
+	resp, err := s.cli.Txn(ctx).If(append(s.grantIf(reqs, states, fenceMarked), cmps...)...).
+		Then(append(s.grantOps(reqs, states, l.id), clientv3.OpDelete(place))...).
+		Else(els...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.forget(client, l) // a lease expired since its last keep-alive: which one, the next turn finds out
+		s.forgetAll(placeSession(client))
+		a.retry = true
+		return a, nil
+	}
+	if err != nil {
+		return a, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
+	}
+	a.rev = resp.Header.Revision
+	if resp.Succeeded {
+		a.granted, a.fence = true, resp.Header.Revision
+		if own := states[0].own; own != nil {
+			a.fence = own.CreateRevision
+		}
+		return a, nil
+	}
+	gets := resp.Responses[len(els)-readsPerName-len(reads):]
+	a.reads = gets[readsPerName:]
+	a.remaining, err = s.learn(reqs, states, gets[:readsPerName])
+	if err != nil {
+		s.dropPlace(ctx, place, a.rev, a.pl != nil)
+	}
+	return a, err
+}
+
+// grant is the Grant of a granted attempt (the zero Grant otherwise).
+func (a attempt) grant() driver.Grant {
+	if !a.granted {
+		return driver.Grant{}
+	}
+	return driver.Grant{Acquired: true, Fence: a.fence}
+}
+
+// refresh ends a refused attempt's reading of its own reads: err, what the
+// reading found wrong, is a definite refusal, which deletes the place the
+// attempt put; otherwise the place read (mine; nil: none) is moved to the
+// attempt's place lease if it is on another.
+func (a attempt) refresh(s *Store, ctx context.Context, mine *mvccpb.KeyValue, err error) error {
+	if err != nil {
+		s.dropPlace(ctx, a.place, a.rev, a.pl != nil)
+		return err
+	}
+	if a.pl == nil {
+		return nil
+	}
+	if err := s.refreshPlace(ctx, mine, a.value, a.pl.id); err != nil {
+		return fmt.Errorf("etcdstore: refresh the waiting place %q: %w", a.place, err)
+	}
+	return nil
 }
 
 // putPlaceOp puts a waiter's place (or writer mark) at key, under lease id,

@@ -58,66 +58,30 @@ func (s *Store) fenceIf(name string, f fenceState) clientv3.Cmp {
 // owner that holds a read lease is refused with driver.ErrUpgrade.
 func (s *Store) acquireWrite(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	send := time.Now()
-	reqs := []driver.Request{req}
 	chk := req
 	chk.Kind = driver.KindMutex
 	if err := s.checkRequests([]driver.Request{chk}); err != nil {
 		return driver.Grant{}, err
 	}
-	client := driver.OwnerClient(req.Owner)
 	states := make([]nameState, 1)
 	mark, mine := s.markKey(req.Name, req.Owner), s.readKey(req.Name, req.Owner)
+	notReader := clientv3.Compare(clientv3.CreateRevision(mine), "=", 0)
 	for range maxAttempts {
-		l, err := s.session(ctx, client, req.Lease, send)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		cmps := append(s.grantIf(reqs, states, fenceMarked), clientv3.Compare(clientv3.CreateRevision(mine), "=", 0))
-		var els []clientv3.Op
-		var pl *lease
-		if req.Wait > 0 {
-			if pl, err = s.session(ctx, placeSession(client), req.Wait, send); err != nil {
-				return driver.Grant{}, err
-			}
-			els = append(els, putPlaceOp(mark, encodePlace(req), pl.id))
-		}
-		els = append(els, s.readOps(reqs)...)
-		els = append(els, clientv3.OpGet(mine), clientv3.OpGet(mark))
-		resp, err := s.cli.Txn(ctx).If(cmps...).
-			Then(append(s.grantOps(reqs, states, l.id), clientv3.OpDelete(mark))...).
-			Else(els...).Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			s.forget(client, l)
-			s.forgetAll(placeSession(client))
+		a, err := s.waitingAttempt(ctx, req, states, send, req.Wait, mark, []clientv3.Cmp{notReader}, clientv3.OpGet(mine), clientv3.OpGet(mark))
+		if a.retry {
 			continue
 		}
-		if err != nil {
-			return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
-		}
-		if resp.Succeeded {
-			if own := states[0].own; own != nil {
-				return driver.Grant{Acquired: true, Fence: own.CreateRevision}, nil
-			}
-			return driver.Grant{Acquired: true, Fence: resp.Header.Revision}, nil
-		}
-		gets := resp.Responses[len(els)-readsPerName-2:]
-		remaining, err := s.learn(reqs, states, gets[:readsPerName])
-		if err == nil && only(gets[readsPerName]) != nil {
-			err = fmt.Errorf("etcdstore: acquire %q by %q: %w", req.Name, req.Owner, driver.ErrUpgrade)
+		if err != nil || a.granted {
+			return a.grant(), err
 		}
 		var marked *mvccpb.KeyValue
-		if err == nil {
-			marked, err = s.placeKV(req.Name, only(gets[readsPerName+1]))
+		if only(a.reads[0]) != nil {
+			err = fmt.Errorf("etcdstore: acquire %q by %q: %w", req.Name, req.Owner, driver.ErrUpgrade)
+		} else {
+			marked, err = s.placeKV(req.Name, only(a.reads[1]))
 		}
-		if err == nil && pl != nil {
-			err = s.refreshPlace(ctx, marked, encodePlace(req), pl.id)
-		}
-		if err != nil {
-			s.dropPlace(ctx, mark, resp.Header.Revision, req.Wait > 0) // a definite refusal: the mark waits for nothing
-			return driver.Grant{}, err
-		}
-		if remaining > 0 {
-			return driver.Grant{Remaining: remaining}, nil
+		if err = a.refresh(s, ctx, marked, err); err != nil || a.remaining > 0 {
+			return driver.Grant{Remaining: a.remaining}, err
 		}
 	}
 	return driver.Grant{Remaining: busyRetry}, nil
