@@ -25,19 +25,6 @@ var kinds = []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, dr
 // Kinds implements driver.KindStore: every lock kind.
 func (s *Store) Kinds() []driver.Kind { return kinds }
 
-// queueSpace is the key space of fair queue places.
-const queueSpace = "queue/"
-
-// queueSep ends a name in a place key: a control character, which no lock
-// name holds, so that one name's places are never below another's.
-const queueSep = "\x00"
-
-// queueDir is the prefix of every place key of name.
-func (s *Store) queueDir(name string) string { return s.prefix + queueSpace + name + queueSep }
-
-// placeKey is owner's place in name's fair queue.
-func (s *Store) placeKey(name, owner string) string { return s.queueDir(name) + owner }
-
 // placeValue is the value of a place key, JSON-encoded.
 type placeValue struct {
 	Leash  int    `json:"leash"`   // formatVersion

@@ -14,12 +14,6 @@ import (
 
 var _ driver.ClientRecorder = (*Store)(nil)
 
-// clientSpace is the key space of holder records.
-const clientSpace = "client/"
-
-// clientKey is the key of client id's record.
-func (s *Store) clientKey(id string) string { return s.prefix + clientSpace + id }
-
 // recordValue is the value of a record key, JSON-encoded; times are Unix
 // milliseconds.
 type recordValue struct {

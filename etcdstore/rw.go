@@ -12,36 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The key spaces of read-write locks.
-const (
-	readSpace = "read/"
-	markSpace = "wmark/"
-)
-
 // kindRead is lockValue.Kind on a read key.
 const kindRead = "read"
-
-// readDir is the prefix of every read key of name.
-func (s *Store) readDir(name string) string { return s.prefix + readSpace + name + queueSep }
-
-// readKey is owner's read lease of name.
-func (s *Store) readKey(name, owner string) string { return s.readDir(name) + owner }
-
-// markDir is the prefix of every waiting-writer mark of name.
-func (s *Store) markDir(name string) string { return s.prefix + markSpace + name + queueSep }
-
-// markKey is owner's waiting-writer mark on name.
-func (s *Store) markKey(name, owner string) string { return s.markDir(name) + owner }
-
-// wakeKey is the key ForceRelease stamps to wake every waiter of a
-// read-write lock on name: its value is wakeMark.
-func (s *Store) wakeKey(name string) string { return s.prefix + wakeSpace + name }
-
-// wakeSpace is the key space of wake keys; wakeMark is their value.
-const (
-	wakeSpace = "wake/"
-	wakeMark  = "leash wake v1"
-)
 
 // fenceIf compares name's fence key with what was last seen of it.
 func (s *Store) fenceIf(name string, f fenceState) clientv3.Cmp {

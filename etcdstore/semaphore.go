@@ -15,21 +15,6 @@ import (
 
 var _ driver.PermitSetter = (*Store)(nil)
 
-// The key spaces of semaphores.
-const (
-	semSpace    = "sem/"
-	permitSpace = "permit/"
-)
-
-// semKey is the key of semaphore name: its permit count.
-func (s *Store) semKey(name string) string { return s.prefix + semSpace + name }
-
-// permitDir is the prefix of every permit key of semaphore name.
-func (s *Store) permitDir(name string) string { return s.prefix + permitSpace + name + queueSep }
-
-// permitKey is owner's permit of semaphore name.
-func (s *Store) permitKey(name, owner string) string { return s.permitDir(name) + owner }
-
 // semValue is the value of a semaphore key, JSON-encoded.
 type semValue struct {
 	Leash   int    `json:"leash"`   // formatVersion

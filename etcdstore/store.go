@@ -78,19 +78,6 @@ func (s *Store) String() string { return "etcdstore (prefix " + strconv.Quote(s.
 // Prefix returns the key prefix of every key the Store uses.
 func (s *Store) Prefix() string { return s.prefix }
 
-// The key spaces below the prefix (see the package doc).
-const (
-	lockSpace  = "lock/"
-	fenceSpace = "fence/"
-)
-
-// lockKey is the key of name's lock.
-func (s *Store) lockKey(name string) string { return s.prefix + lockSpace + name }
-
-// fenceKey is the key whose mod revision is the last fencing token granted
-// for name.
-func (s *Store) fenceKey(name string) string { return s.prefix + fenceSpace + name }
-
 // fenceMark is the value of every fence key: a key there holding anything
 // else is not the Store's, and is never overwritten.
 const fenceMark = "leash fence v1"
