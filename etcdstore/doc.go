@@ -61,11 +61,14 @@
 // transactions of 100 key reads, 8 in flight (Renew) — that reports a lock
 // deleted or forced free on that lock alone.
 //
-// When a lease expires or is revoked, etcd deletes every key attached to it:
-// the next keep-alive answers "lease not found", and the check that follows
-// reports each of its locks gone (KeepAlive returns an error matching
-// driver.ErrNotHeld, so the core loses every lock at once, when the Client
-// has no other live lease). A holder never outlives its lease unknowingly:
+// Read leases and permits join the session the same way.
+//
+// When a lease expires or is revoked, etcd deletes every key attached to it,
+// and the next keep-alive answers "lease not found". When that was the
+// Client's only live lease, KeepAlive returns an error matching
+// driver.ErrNotHeld and the core loses every lock at once; otherwise the
+// check that follows finds each lock of that lease gone and reports it on
+// its own hold, while the locks of the other leases are kept. A holder never outlives its lease unknowingly:
 // the core counts each lock's validity from the send time of the last
 // keep-alive that succeeded, so the holder is told before the server's TTL
 // (which starts no earlier) can let anyone else in.
@@ -75,9 +78,9 @@
 // that, it sends a keep-alive first (or grants a new lease if the old one is
 // gone). The extra second of TTL lets Acquires within about a second of a
 // keep-alive skip it: locks taken one after another cost about one
-// keep-alive a second. A lock therefore lasts up to its lease plus one to
-// two seconds after its holder stops (one second of the extra TTL, up to a
-// second of rounding, plus the leader's expiry check, every 500 ms).
+// keep-alive a second. A lock whose holder stops therefore ends within its
+// lease plus about 2.5 s of the holder's last keep-alive (under two seconds
+// of rounding and extra TTL, plus the leader's expiry check, every 500 ms).
 //
 // # Lease minimum
 //
@@ -94,8 +97,9 @@
 //
 // # Fencing
 //
-// A grant's fencing token is its lock key's create revision: the revision of
-// the transaction that created the key. etcd revisions are cluster-wide and
+// A grant's fencing token is its lock key's create revision (a reader's, its
+// read key's; a permit's, its permit key's): the revision of the
+// transaction that created the key. etcd revisions are cluster-wide and
 // only grow: every later write, to any key, has a higher one, so each fresh
 // grant of a name has a token above every earlier grant of it, whoever held
 // it, however it ended (released, expired, forced free). A retry by the
