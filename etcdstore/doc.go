@@ -155,8 +155,9 @@
 // waiter has a place key, ordered by its create revision, which a new
 // attempt refreshes without moving it; the head (the oldest place) is
 // granted in one transaction that compares the lock key absent, the place
-// unchanged and every place's create revision at or above the head's. One
-// watch per name (of the lock key and the places) replaces etcd's "each
+// unchanged and every place's create revision at or above the head's (and no
+// reader or semaphore, as for every exclusive grant). One watch per name (of
+// the lock key, its readers and the places) replaces etcd's "each
 // waiter watches its predecessor": on a deletion it reads the queue's head
 // and wakes only its waiter (WakeHead), which the core routes to the one
 // goroutine that waits in that place. A place lasts its waiter's Wait from
