@@ -16,6 +16,7 @@ import (
 // whose lease rounds to the same TTL is attached to it.
 type lease struct {
 	ttl   int64         // seconds
+	asked time.Duration // the lease of the request that granted it
 	ready chan struct{} // closed once the grant has answered
 	id    clientv3.LeaseID
 	err   error // the grant's error, set before ready closes
@@ -67,7 +68,7 @@ func (s *Store) session(ctx context.Context, client string, d time.Duration, sen
 		l := byTTL[ttl]
 		grant := l == nil
 		if grant {
-			l = &lease{ttl: ttl, ready: make(chan struct{})}
+			l = &lease{ttl: ttl, asked: d, ready: make(chan struct{})}
 			byTTL[ttl] = l
 		}
 		s.mu.Unlock()
@@ -122,7 +123,7 @@ func (s *Store) grant(ctx context.Context, client string, l *lease) {
 		s.mu.Lock()
 		s.minTTL = max(s.minTTL, resp.TTL)
 		s.mu.Unlock()
-		l.err = s.tooShort(time.Duration(l.ttl-1)*time.Second, resp.TTL)
+		l.err = s.tooShort(l.asked, resp.TTL)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		_, _ = s.cli.Revoke(rctx, resp.ID) // it holds nothing; it expires anyway
 		cancel()

@@ -2,12 +2,14 @@ package etcdstore_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/etcdstore"
+	"github.com/leash-go/leash/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -92,5 +94,32 @@ func TestAcquireRefreshesSession(t *testing.T) {
 		if err := s.Release(ctx, r); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestLeaseBelowServerMinimum runs a server whose minimum lease TTL is 5 s
+// (1.5 election timeouts of 3 s): a lease whose TTL the server would raise
+// is refused as unsupported, first after a grant shows the minimum, then
+// before any round trip; a lease long enough is granted.
+func TestLeaseBelowServerMinimum(t *testing.T) {
+	srv := testserver.NewEtcd(t, testserver.EtcdOptions{Args: []string{"--heartbeat-interval", "300", "--election-timeout", "3000"}})
+	ctx := bg(t)
+	s := etcdstore.New(newCli(t, srv.Endpoint), nil)
+	owner := "0a0b0c0d-0000-4000-8000-000000000005:1"
+	for i := range 2 {
+		g, err := s.Acquire(ctx, driver.Request{Name: lockName(t), Owner: owner, Lease: time.Second})
+		if !errors.Is(err, driver.ErrUnsupported) || g.Acquired {
+			t.Fatalf("Acquire with a 1s lease (try %d) = %+v, %v; want ErrUnsupported", i, g, err)
+		}
+		if !strings.Contains(err.Error(), "at least 4s") {
+			t.Errorf("refusal = %q, want it to give the shortest lease kept as asked (4s)", err)
+		}
+	}
+	r := driver.Request{Name: lockName(t), Owner: owner, Lease: 4 * time.Second}
+	if g, err := s.Acquire(ctx, r); err != nil || !g.Acquired {
+		t.Fatalf("Acquire with a 4s lease = %+v, %v; want granted", g, err)
+	}
+	if err := s.Release(ctx, r); err != nil {
+		t.Fatal(err)
 	}
 }
