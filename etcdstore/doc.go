@@ -136,6 +136,12 @@
 // every waiter is woken (WakeAll), and the watch is set up again from the
 // revision after the last one it saw.
 //
+// etcd keeps every revision until it is compacted, and each acquire and
+// release writes one: run it with --auto-compaction-retention, as for any
+// write-heavy use. The Store needs no history: tokens are the keys' current
+// create revisions, and a watch that compaction overtakes wakes everyone and
+// starts again.
+//
 // # Waiting
 //
 // Waiters are woken by etcd watches, never by polling: a watch of the lock
