@@ -319,7 +319,9 @@ func (s *Store) wakeFair(ctx context.Context, name string, rev int64, wake func(
 		clientv3.OpGet(s.queueDir(name), clientv3.WithPrefix(), clientv3.WithLimit(1), at,
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))).Commit()
 	if err != nil {
-		wake(driver.Wake{To: driver.WakeAll})
+		if ctx.Err() == nil { // not stopped: the waiters must not miss this change
+			wake(driver.Wake{To: driver.WakeAll})
+		}
 		return
 	}
 	if resp.Responses[0].GetResponseRange().GetCount() > 0 {

@@ -166,7 +166,9 @@ func (s *Store) wakeRW(ctx context.Context, name string, rev int64, wake func(dr
 		clientv3.OpGet(s.readDir(name), clientv3.WithPrefix(), count, at),
 		clientv3.OpGet(s.markDir(name), clientv3.WithPrefix(), count, at)).Commit()
 	if err != nil {
-		wake(driver.Wake{To: driver.WakeAll})
+		if ctx.Err() == nil { // not stopped: the waiters must not miss this change
+			wake(driver.Wake{To: driver.WakeAll})
+		}
 		return
 	}
 	n := func(i int) int64 { return resp.Responses[i].GetResponseRange().GetCount() }
