@@ -9,10 +9,12 @@ import (
 
 var _ driver.MultiStore = (*Store)(nil)
 
-// multiMost is the most names one AcquireMany takes: a transaction has up to
-// four comparisons and four operations per name, under etcd's default limit
-// of 128 operations per transaction (--max-txn-ops).
-const multiMost = 30
+// multiMost is the most names one AcquireMany takes. Its transaction
+// compares four keys per name, and, while a name's fence key is unknown,
+// nests a second transaction that compares them again; etcd counts a nested
+// transaction's operations against what its parent leaves of the limit of
+// 128 per transaction (--max-txn-ops, by default): 8 × 16 = 128.
+const multiMost = 16
 
 // Partition implements driver.MultiStore: the names, sorted, in sets of at
 // most multiMost, each of which AcquireMany takes in one transaction.
