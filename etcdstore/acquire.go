@@ -14,9 +14,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Acquire implements driver.Store: one transaction that creates the lock
-// key, attached to the client's lease, and stamps the name's fence key, if
-// the lock key is absent (see the package doc). Its fencing token is the
+// Acquire implements driver.Store: for a Mutex, one transaction that
+// creates the lock key, attached to the client's lease, and stamps the
+// name's fence key, if the lock key is absent, no reader holds and the name
+// is no semaphore (see the package doc; the other kinds are in the package
+// doc too). Its fencing token is the
 // lock key's create revision. A retry by the holder re-puts its key, which
 // keeps the create revision (the token) and moves the key to the lease for
 // req.Lease.

@@ -14,12 +14,12 @@ import (
 
 var _ driver.Admin = (*Store)(nil)
 
-// Inspect implements driver.Admin: it reads name's lock key, fence key and
-// fair queue in one transaction, and asks the server how long the holder's
-// etcd lease has left. Remaining is the shorter of that and the lease the
-// holder asked for; Fence is the fence key's mod revision, the last token
-// granted, whether or not the lock is held; Queued counts the queue's
-// places; Waiters is -1 (etcd does not tell who watches a key). A name whose
+// Inspect implements driver.Admin: it reads name's keys (lock, fence,
+// readers, fair queue places, writer marks; a semaphore's permits) in one
+// transaction, and asks the server how long each holder's etcd lease has
+// left. A holder's Remaining is the shorter of that and the lease it asked
+// for; Fence is the fence key's mod revision, the last token granted,
+// whether or not the lock is held; Queued counts the places and marks; Waiters is -1 (etcd does not tell who watches a key). A name whose
 // keys hold anything else is refused with a *driver.NotALockError.
 func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	st, err := s.read(ctx, name)

@@ -17,7 +17,7 @@ var _ driver.MultiStore = (*Store)(nil)
 const multiMost = 16
 
 // Partition implements driver.MultiStore: the names, sorted, in sets of at
-// most multiMost, each of which AcquireMany takes in one transaction.
+// most 16, each of which AcquireMany takes in one transaction.
 func (s *Store) Partition(names []string) [][]string {
 	sorted := slices.Sorted(slices.Values(names))
 	var sets [][]string

@@ -21,8 +21,8 @@ const renewParallel = 8
 
 // Renew implements driver.Store for a session store: it extends nothing
 // (KeepAlive does) and checks that each request's owner still holds its
-// lock, reading the lock keys in read-only transactions of renewBatch keys,
-// renewParallel of them at a time. A lock key that is absent, or holds
+// lock, reading the lock keys (read keys, permit keys) in read-only
+// transactions of 100 keys, 8 of them at a time. A lock key that is absent, or holds
 // something that is not a lock, is RenewGone; one held by another owner is
 // RenewTaken. A failed transaction makes its own requests' outcomes unknown
 // and no other's.

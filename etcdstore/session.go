@@ -40,9 +40,9 @@ func ttlFor(d time.Duration) int64 {
 }
 
 // LeaseSlack implements storetest.LeaseSlack: the server keeps a lease of
-// d for up to ttlFor(d) seconds from its last keep-alive, and expires it at
-// its next expiry check (every 500 ms) and revocation (a raft proposal):
-// at most ttlFor(d) s - d + 1 s longer than d.
+// d for up to its TTL, ceil(d) + 1 s, from its last keep-alive, and expires
+// it at its next expiry check (every 500 ms) and revocation (a raft
+// proposal): at most ceil(d) + 2 s - d longer than d.
 func (s *Store) LeaseSlack(d time.Duration) time.Duration {
 	return time.Duration(ttlFor(d))*time.Second - d + time.Second
 }

@@ -14,7 +14,8 @@ import (
 // expiry or revocation of the holder's lease each delete the key, and each
 // deletion wakes one waiter per client (WakeOne). Acquires, retries and
 // refusals write nothing a watcher sees. Watch returns once the server has
-// created the watch, so a deletion after it returns is never missed.
+// created the watch, so a deletion after it returns is never missed. The
+// other kinds watch more keys and wake as the package doc says ("Waiting").
 //
 // A watch the server cancels (its member lost the leader, or compaction
 // passed its revision) or whose stream breaks wakes every waiter (WakeAll)
