@@ -60,6 +60,7 @@ need mariadb-install-db mariadb-server
 # ZooKeeper: Debian's zookeeper package, whose jars the tests run (it pulls in a Java runtime).
 PATH="$PATH:/usr/share/zookeeper/bin" need zkServer.sh zookeeper
 need java default-jre-headless
+need etcd etcd-server
 export LEASH_REQUIRE_SERVERS=1
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 
@@ -69,6 +70,7 @@ redis-server --version
 "$(pg_bin)/postgres" --version
 mariadbd --version
 java -version 2>&1 | head -1
+etcd --version
 
 say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -77,7 +79,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./zkstore/... ./prom/...)
+library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./etcdstore/... ./zkstore/... ./prom/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"

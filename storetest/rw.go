@@ -52,7 +52,7 @@ func testRWReaderLease(t *testing.T, s driver.Store, n *namer) {
 	crashed, alive := n.owner(), n.owner()
 	mustAcquire(t, s, kreq(driver.KindRead, name, crashed, short))
 	mustAcquire(t, s, read(name, alive))
-	time.Sleep(short + 50*time.Millisecond) // the crashed reader's lease runs out
+	time.Sleep(outlived(s, short)) // the crashed reader's lease runs out
 	res := s.Renew(ctx(t), []driver.Request{read(name, crashed), read(name, alive)})
 	if len(res) != 2 || res[0].Err != nil || res[0].Status != driver.RenewGone || res[1].Err != nil || res[1].Status != driver.Renewed {
 		t.Fatalf("Renew(expired reader, live reader) = %+v, want [gone, renewed]", res)
@@ -113,7 +113,7 @@ func testRWDowngradeOutlivesWriter(t *testing.T, s driver.Store, n *namer) {
 	name := w.Name
 	w.Lease = 50 * time.Millisecond
 	wantRenew(t, s, w, driver.Renewed, "of the writer with 50ms")
-	time.Sleep(200 * time.Millisecond) // the writer's lease runs out
+	time.Sleep(outlived(s, w.Lease) + 100*time.Millisecond) // the writer's lease runs out
 	mustNotAcquire(t, s, write(name, n.owner()))
 	mustNotAcquire(t, s, kreq(driver.KindMutex, name, n.owner(), long))
 	wantRenew(t, s, down, driver.Renewed, "of the downgraded reader")

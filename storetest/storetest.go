@@ -68,6 +68,25 @@ const (
 	wakeWait = 5 * time.Second
 )
 
+// LeaseSlack is implemented by a store whose server may keep a lease longer
+// than asked (whole-second TTLs, a server's minimum TTL, expiry by a
+// periodic check, as etcd does), by at most LeaseSlack(lease). Where the
+// suite sleeps until a lease has run out, it sleeps that much longer; a
+// store without it is expected to end a lease within 50 ms of its end.
+type LeaseSlack interface {
+	LeaseSlack(lease time.Duration) time.Duration
+}
+
+// outlived returns how long after a grant of lease on s it has surely run
+// out.
+func outlived(s driver.Store, lease time.Duration) time.Duration {
+	d := lease + 50*time.Millisecond
+	if ls, ok := s.(LeaseSlack); ok {
+		d += ls.LeaseSlack(lease)
+	}
+	return d
+}
+
 // A capability is an optional part of the contract a store may have.
 type capability struct {
 	name string // what the store lacks, in a log line

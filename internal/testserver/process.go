@@ -21,6 +21,20 @@ type process struct {
 	exited chan struct{}
 }
 
+// spawn starts cmd so that it dies with this process, even on a crash, and
+// returns a channel closed when it exits. A server that starts its process
+// itself (not through run) records both in its process once it is ready.
+func spawn(cmd *exec.Cmd) (chan struct{}, error) {
+	cmd.SysProcAttr = serverProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan struct{})
+	// Owner: the server's process value. Stops when the process exits.
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return exited, nil
+}
+
 // run starts cmd (unless a process is running), made to die with this
 // process, and waits until ready reports nil. It fails when the process
 // exits first or ready has not succeeded within timeout, and then says
@@ -31,14 +45,10 @@ func (p *process) run(what string, cmd *exec.Cmd, ready func() error, timeout ti
 	if p.cmd != nil {
 		return nil
 	}
-	// The server dies with the process that started it, even on a crash.
-	cmd.SysProcAttr = serverProcAttr()
-	if err := cmd.Start(); err != nil {
+	exited, err := spawn(cmd)
+	if err != nil {
 		return fmt.Errorf("testserver: start %s: %w", what, err)
 	}
-	exited := make(chan struct{})
-	// Owner: this process. Stops when the server process exits.
-	go func() { _ = cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(timeout)
 	for {
 		err := ready()

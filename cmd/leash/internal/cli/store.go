@@ -42,8 +42,17 @@ Its scheme picks the store:
                                                       a Sentinel deployment
   redis+cluster://[user[:password]@]host[:port][,host[:port]…]
                                                       a Redis Cluster
+  postgres://[user[:password]@]host[:port][,host…]/db  a PostgreSQL database
+                                                      (postgresql:// too)
   mysql://[user[:password]@]host[:port]/dbname        a MySQL 8 or MariaDB
                                                       10.6+ database
+  etcd://[user:password@]host[:port][,host[:port]…][?prefix=P]
+                                                      an etcd cluster;
+                                                      etcds:// for TLS, with
+                                                      ca_file, cert_file and
+                                                      key_file parameters
+  zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s]
+                                                      a ZooKeeper ensemble
   mem://                                              an in-memory store in
                                                       leash's own process: it
                                                       locks nothing across
@@ -57,6 +66,12 @@ sentinel_username and sentinel_password. An IPv6 address goes in brackets,
 in a host list too (redis+sentinel://[::1]:26379,[::2]/mymaster); hosts may
 also be added as ?addr=host:port parameters. go-redis's URL options (such as
 ?dial_timeout=1s) are accepted too. Passwords are never printed.
+
+A postgres:// URL takes pgx's parameters (sslmode=, connect_timeout=,
+target_session_attrs=, …) and leash's own: leash_schema=S (default public),
+leash_table=T (default leash_locks) and leash_batch_size=N. Its tables must
+exist (pgstore's Migrate, or the DDL in pgstore/schema.sql): a missing one
+is reported with how to create it.
 
 A mysql:// URL takes go-sql-driver/mysql's DSN parameters (tls=, charset=,
 timeout=, session variables such as time_zone=) and leash's own:

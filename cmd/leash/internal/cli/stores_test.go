@@ -126,13 +126,13 @@ func testRunShowLsUnlock(t *testing.T, st testStore) {
 func TestUnknownScheme(t *testing.T) {
 	const secret = "Pa55w0rd-never-printed"
 	for _, args := range [][]string{{"run", "job", "--", "true"}, {"ls"}, {"show", "job"}, {"unlock", "--force", "job"}} {
-		status, _, stderr := run(t, append([]string{args[0], "--store", "etcd://u:" + secret + "@h:2379"}, args[1:]...)...)
-		if status != exitUsage || !strings.Contains(stderr, `no store for "etcd" URLs`) || strings.Contains(stderr, secret) {
-			t.Errorf("leash %s on etcd:// = %d, %q; want %d, the scheme, and no password", args[0], status, stderr, exitUsage)
+		status, _, stderr := run(t, append([]string{args[0], "--store", "consul://u:" + secret + "@h:8500"}, args[1:]...)...)
+		if status != exitUsage || !strings.Contains(stderr, `no store for "consul" URLs`) || strings.Contains(stderr, secret) {
+			t.Errorf("leash %s on consul:// = %d, %q; want %d, the scheme, and no password", args[0], status, stderr, exitUsage)
 		}
 		for _, s := range append(driver.Schemes(), "mem", "redis", "rediss", "redis+sentinel", "redis+cluster") {
 			if !strings.Contains(stderr, s) {
-				t.Errorf("leash %s on etcd:// = %q: does not list the registered scheme %q", args[0], stderr, s)
+				t.Errorf("leash %s on consul:// = %q: does not list the registered scheme %q", args[0], stderr, s)
 			}
 		}
 	}

@@ -1,0 +1,4 @@
+package main
+
+// The etcd store registers etcd:// and etcds:// (see package etcdstore).
+import _ "github.com/leash-go/leash/etcdstore"

@@ -1,0 +1,46 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/leash-go/leash/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Release implements driver.Store: one transaction deletes the lock key if
+// it holds exactly the value req's Acquire wrote. When it holds the owner's
+// lock with another value (a retry changed its lease), a second transaction
+// deletes it if it is unchanged since read. The deletion wakes the name's
+// watchers (see Watch). A lock key that is absent or held by another owner
+// is ErrNotHeld; one that holds something else is ErrNotHeld and a
+// *driver.NotALockError, left as it is.
+func (s *Store) Release(ctx context.Context, req driver.Request) error {
+	key := s.heldKey(req)
+	cmp := clientv3.Compare(clientv3.Value(key), "=", encode(req))
+	for range maxAttempts {
+		resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdstore: release %q: %w", req.Name, err)
+		}
+		if resp.Succeeded {
+			return nil
+		}
+		kv := only(resp.Responses[0])
+		if kv == nil {
+			return fmt.Errorf("etcdstore: release %q by %q: %w: no lock is held", req.Name, req.Owner, driver.ErrNotHeld)
+		}
+		v, ok := decodeKind(kv.Value, heldKind(req))
+		if k := heldKind(req); k == kindMutex || k == kindWrite {
+			v, ok = decode(kv.Value) // one exclusive lock, whichever kind took it
+		}
+		switch {
+		case !ok:
+			return fmt.Errorf("etcdstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, s.notALock(req.Name, key, kv.Value))
+		case v.Owner != req.Owner:
+			return fmt.Errorf("etcdstore: release %q by %q: %w: another owner holds it", req.Name, req.Owner, driver.ErrNotHeld)
+		}
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
+	}
+	return fmt.Errorf("etcdstore: release %q: the lock key kept changing under %d transactions", req.Name, maxAttempts)
+}

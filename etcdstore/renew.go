@@ -1,0 +1,116 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/leash-go/leash/driver"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// renewBatch is how many lock keys one Renew transaction reads: under
+// etcd's default limit of 128 operations per transaction (--max-txn-ops).
+const renewBatch = 100
+
+// renewParallel is how many of one Renew's transactions are in flight at
+// once.
+const renewParallel = 8
+
+// Renew implements driver.Store for a session store: it extends nothing
+// (KeepAlive does) and checks that each request's owner still holds its
+// lock, reading the lock keys (read keys, permit keys) in read-only
+// transactions of 100 keys, 8 of them at a time. A lock key that is absent, or holds
+// something that is not a lock, is RenewGone; one held by another owner is
+// RenewTaken. A failed transaction makes its own requests' outcomes unknown
+// and no other's.
+func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	res := make([]driver.RenewResult, len(reqs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, renewParallel)
+	for lo := 0; lo < len(reqs); lo += renewBatch {
+		hi := min(lo+renewBatch, len(reqs))
+		sem <- struct{}{}
+		// Owner: this call. Stops when its transaction answers or ctx ends.
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s.check(ctx, reqs[lo:hi], res[lo:hi])
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// check reads the lock keys of reqs in one transaction into res.
+func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.RenewResult) {
+	ops := make([]clientv3.Op, len(reqs))
+	for i, r := range reqs {
+		ops[i] = clientv3.OpGet(s.heldKey(r))
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		err = fmt.Errorf("etcdstore: check %d locks: %w", len(reqs), err)
+		for i := range res {
+			res[i].Err = err
+		}
+		return
+	}
+	for i, r := range reqs {
+		res[i].Status = status(only(resp.Responses[i]), r)
+	}
+}
+
+// heldKey is the key of what r holds: its permit key for KindPermit, the
+// name's lock key otherwise.
+func (s *Store) heldKey(r driver.Request) string {
+	switch r.Kind {
+	case driver.KindPermit:
+		return s.permitKey(r.Name, r.Owner)
+	case driver.KindRead:
+		return s.readKey(r.Name, r.Owner)
+	}
+	return s.lockKey(r.Name)
+}
+
+// heldKind is the kind of value heldKey holds.
+func heldKind(r driver.Request) string {
+	switch r.Kind {
+	case driver.KindPermit:
+		return kindPermit
+	case driver.KindRead:
+		return kindRead
+	case driver.KindWrite:
+		return kindWrite
+	}
+	return kindMutex
+}
+
+// status is the renewal status of r's lock, whose key holds kv (nil when
+// absent).
+func status(kv *mvccpb.KeyValue, r driver.Request) driver.RenewStatus {
+	if kv == nil {
+		return driver.RenewGone
+	}
+	owner := r.Owner
+	v, ok := decodeKind(kv.Value, heldKind(r))
+	if k := heldKind(r); k == kindMutex || k == kindWrite {
+		v, ok = decode(kv.Value) // one exclusive lock, whichever kind took it
+	}
+	switch {
+	case !ok:
+		return driver.RenewGone
+	case v.Owner != owner:
+		return driver.RenewTaken
+	}
+	return driver.Renewed
+}
+
+// only returns the key a single-key get read, or nil when it was absent.
+func only(op *pb.ResponseOp) *mvccpb.KeyValue {
+	if kvs := op.GetResponseRange().GetKvs(); len(kvs) > 0 {
+		return kvs[0]
+	}
+	return nil
+}

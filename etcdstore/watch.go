@@ -1,0 +1,187 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Watch implements driver.Watcher with an etcd watch on name's lock key
+// that the server filters to deletions: a release, a force release, and the
+// expiry or revocation of the holder's lease each delete the key, and each
+// deletion wakes one waiter per client (WakeOne). Acquires, retries and
+// refusals write nothing a watcher sees. Watch returns once the server has
+// created the watch, so a deletion after it returns is never missed. The
+// other kinds watch more keys and wake as the package doc says ("Waiting").
+//
+// A watch the server cancels (its member lost the leader, or compaction
+// passed its revision) or whose stream breaks wakes every waiter (WakeAll)
+// and is set up again from the revision after the last one it saw, until
+// stop is called.
+func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	wakeOne := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeOne}) }
+	wakeAll := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeAll}) }
+	var ranges []watchRange
+	switch kind {
+	case driver.KindMutex:
+		ranges = []watchRange{{key: s.lockKey(name), on: wakeOne}, s.dirRange(s.readDir(name), wakeOne)}
+	case driver.KindFair:
+		// A fair waiter also waits for the places ahead of it to go.
+		fair := func(ctx context.Context, rev int64) { s.wakeFair(ctx, name, rev, wake) }
+		ranges = []watchRange{{key: s.lockKey(name), on: fair}, s.dirRange(s.readDir(name), fair), s.dirRange(s.queueDir(name), fair)}
+	case driver.KindRead, driver.KindWrite:
+		rw := func(ctx context.Context, rev int64) { s.wakeRW(ctx, name, rev, wake) }
+		ranges = []watchRange{{key: s.lockKey(name), on: rw}, s.dirRange(s.readDir(name), rw), s.dirRange(s.markDir(name), rw),
+			{key: s.wakeKey(name), puts: true, on: wakeAll}}
+	case driver.KindPermit:
+		// A permit released wakes one waiter; a new permit count, all.
+		ranges = []watchRange{s.dirRange(s.permitDir(name), wakeOne),
+			{key: s.semKey(name), puts: true, on: wakeAll}}
+	default:
+		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	chs := make([]clientv3.WatchChan, len(ranges))
+	revs := make([]int64, len(ranges))
+	for i, r := range ranges {
+		var err error
+		if chs[i], revs[i], err = s.startWatch(ctx, wctx, r, 0); err != nil {
+			cancel()
+			return nil, fmt.Errorf("etcdstore: watch %q: %w", name, err)
+		}
+	}
+	done := make(chan struct{}, len(ranges))
+	for i, r := range ranges {
+		// Owner: the watch. Stops when stop cancels wctx.
+		go func() {
+			defer func() { done <- struct{}{} }()
+			s.follow(wctx, r, chs[i], revs[i], wake)
+		}()
+	}
+	return func() {
+		cancel()
+		for range ranges {
+			<-done
+		}
+	}, nil
+}
+
+// dirRange is the watchRange of every key under dir.
+func (s *Store) dirRange(dir string, on func(context.Context, int64)) watchRange {
+	return watchRange{key: dir, end: clientv3.GetPrefixRangeEnd(dir), on: on}
+}
+
+// A watchRange is a key, or the keys from key up to end, that a Watch
+// follows: on is called for each response with deletions (and, with puts,
+// with puts too), with the revision of its last event.
+type watchRange struct {
+	key, end string
+	puts     bool
+	on       func(ctx context.Context, rev int64)
+}
+
+// startWatch starts a watch of r's deletions from revision from (0: from
+// now), bound to wctx, and waits, within ctx, until the server has created
+// it. It returns the watch and the revision it was created at.
+func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (clientv3.WatchChan, int64, error) {
+	opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
+	if !r.puts {
+		opts = append(opts, clientv3.WithFilterPut())
+	}
+	if r.end != "" {
+		opts = append(opts, clientv3.WithRange(r.end))
+	}
+	if from > 0 {
+		opts = append(opts, clientv3.WithRev(from))
+	}
+	// WithRequireLeader: a member cut off from its cluster's leader cancels
+	// the watch rather than go quiet while other members let others in.
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(wctx))
+	ch := s.cli.Watch(wctx, r.key, opts...)
+	select {
+	case resp, ok := <-ch:
+		switch {
+		case !ok:
+			err := wctx.Err()
+			cancel()
+			if err == nil {
+				err = fmt.Errorf("watch closed before it was created")
+			}
+			return nil, 0, err
+		case resp.Err() != nil:
+			cancel()
+			return nil, 0, resp.Err()
+		case !resp.Created:
+			cancel()
+			return nil, 0, fmt.Errorf("the first watch response is not its creation")
+		}
+		// Owner: the watch. Stops when wctx ends, which cancels the watch
+		// and closes ch.
+		context.AfterFunc(wctx, cancel)
+		return ch, resp.Header.Revision, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, 0, ctx.Err()
+	}
+}
+
+// watchRetry is how long a broken watch waits before it is set up again.
+const watchRetry = 100 * time.Millisecond
+
+// follow calls r.on for each response of ch with events, until wctx ends; a broken
+// watch wakes everyone and is set up again, from the revision after the last
+// one it saw, or, when compaction has removed that revision, from now, after
+// which everyone is woken once more.
+func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan, rev int64, wake func(driver.Wake)) {
+	for {
+		for resp := range ch {
+			if resp.CompactRevision != 0 {
+				rev = 0 // deletions since rev are gone from the history
+				break
+			}
+			if resp.Err() != nil || resp.Canceled {
+				break
+			}
+			if n := len(resp.Events); n > 0 {
+				r.on(wctx, resp.Events[n-1].Kv.ModRevision) // deletions, or, with r.puts, any change
+			}
+			rev = max(rev, resp.Header.Revision)
+		}
+		if wctx.Err() != nil {
+			return
+		}
+		// A notification may have been lost: everyone tries again.
+		wake(driver.Wake{To: driver.WakeAll})
+		lost := rev == 0
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(watchRetry):
+			}
+			from := int64(0)
+			if !lost {
+				from = rev + 1
+			}
+			sctx, cancel := context.WithTimeout(wctx, 10*time.Second)
+			var err error
+			var created int64
+			ch, created, err = s.startWatch(sctx, wctx, r, from)
+			cancel()
+			if err == nil {
+				if lost {
+					rev = created
+				}
+				break
+			}
+		}
+		if lost {
+			// The watch sees deletions from its creation on: waiters woken
+			// before it may have missed one.
+			wake(driver.Wake{To: driver.WakeAll})
+		}
+	}
+}
