@@ -94,10 +94,27 @@ type backend struct {
 	open func(cfg workerConfig, timeout time.Duration) (lockClient, error)
 	// restarts are the cases of TestServerRestart.
 	restarts []restartCase
+	// windows scales the contention windows of the scenarios that run for
+	// a time (baseline, partitions): 1 is the Redis sizes. The SQL
+	// backends run shorter windows, to keep within the CI budget, long
+	// enough to inject each fault several times.
+	windows float64
+	// parallel runs the backend's subtest of each scenario beside the other
+	// parallel backends' (after the serial ones'): the SQL backends run
+	// together, to keep within the CI budget; Redis runs alone.
+	parallel bool
+}
+
+// window is d, a scenario's contention window on Redis, on b.
+func (b backend) window(d time.Duration) time.Duration {
+	if b.windows <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * b.windows)
 }
 
 // backends are the lock servers every applicable scenario runs against.
-var backends = []backend{redisBackend}
+var backends = []backend{redisBackend, postgresBackend, mariadbBackend}
 
 // backendNamed returns the backend called name.
 func backendNamed(name string) (backend, error) {
@@ -122,7 +139,12 @@ func (b backend) scenario(s string) string {
 // forEachBackend runs f as a subtest per backend, named after it.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			if b.parallel {
+				t.Parallel()
+			}
+			f(t, b)
+		})
 	}
 }
 
