@@ -77,7 +77,9 @@ import (
 // Every scenario also needs redis-server: the fenced resource the holders
 // write to is one. The history counts every store error as an operation
 // whose outcome is unknown (checked as possibly done), except the Redis
-// replies that say a command did not run.
+// replies that say a command did not run and a failure to connect (a
+// failed dial, a PostgreSQL startup refused), which history.Store records
+// as definite no-ops.
 //
 // Readiness: a worker's window starts once its store answers. For Redis
 // that is a PING on the go-redis client; for a URL backend, the store's own
