@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs leash's reliability suite (reliability/scenario) against real
-# redis-servers and writes the figures it measured into RELIABILITY.md.
+# servers (redis-server; PostgreSQL and MariaDB for the SQL stores' rows)
+# and writes the figures it measured into RELIABILITY.md.
 #
 #   ./scripts/reliability.sh        the CI size (a few minutes)
 #   ./scripts/reliability.sh 10     ten times the runs and durations
@@ -13,12 +14,21 @@ scale=${1:-1}
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 command -v redis-server >/dev/null || { echo "redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+# The newest PostgreSQL server binaries, where Debian keeps them (off PATH),
+# as internal/testserver finds them first; and mariadbd, which Debian puts in
+# /usr/sbin.
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n | tail -n1 || true)
+[ -n "$pgbin" ] && [ -x "$pgbin/postgres" ] && [ -x "$pgbin/initdb" ] ||
+	{ echo "PostgreSQL is not installed in /usr/lib/postgresql/*/bin (apt-get install postgresql)" >&2; exit 1; }
+mariadbd=$(PATH="$PATH:/usr/sbin:/usr/local/sbin" command -v mariadbd) ||
+	{ echo "mariadbd is not installed (apt-get install mariadb-server)" >&2; exit 1; }
+versions="redis $(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2), PostgreSQL $("$pgbin/postgres" --version | grep -o '[0-9][0-9.]*' | head -n1), MariaDB $("$mariadbd" --version | grep -o '[0-9][0-9.]*-MariaDB' | head -n1 | sed 's/-MariaDB//')"
 start=$(date +%s)
 status=0
 (cd reliability && LEASH_REQUIRE_SERVERS=1 LEASH_RELIABILITY_SCALE="$scale" LEASH_RELIABILITY_REPORT="$report" \
 	go test -race -count=1 -timeout 0 -v ./scenario/) | grep -E '^\s*(--- |ok|FAIL|PASS)|: seed |history written|found|negative control' || status=$?
 took=$(( $(date +%s) - start ))
-header="Measured by \`./scripts/reliability.sh $scale\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(go env GOVERSION), $(redis-server --version | grep -o 'v=[0-9.]*'), race detector on; the suite took ${took}s."
+header="Measured by \`./scripts/reliability.sh $scale\` on $(date -u +%Y-%m-%d), $(nproc) cores, $(go env GOVERSION), $versions, race detector on; the suite took ${took}s."
 go run ./reliability/cmd/reltable -in "$report" -doc RELIABILITY.md -header "$header"
 echo "RELIABILITY.md updated ($took s)"
 exit "$status"

@@ -120,6 +120,22 @@ func TestNotificationsAndOverlap(t *testing.T) {
 	if res := Notifications(ops); len(res.Late) != 1 || res.Late[0].Owner != "A" {
 		t.Errorf("told at 150ms of a 100ms lease: late %+v, want A", res.Late)
 	}
+	// A Lock that returns after its hold's validity deadline hands over a
+	// hold lost from its first moment: not a late holder, but listed. One
+	// returned with validity left is judged as any other.
+	lockAt := func(owner string, call, ret, validUntil int64) history.Op {
+		l := lock(owner, call, ret, 10)
+		l.ValidUntil = validUntil * ms
+		return l
+	}
+	lost := []history.Op{acq("A", 0, 150, 10), lockAt("A", 0, 150, 80), told("A", 150)}
+	if res := Notifications(lost); len(res.Late) != 0 || len(res.LostAtReturn) != 1 || res.LostAtReturn[0].By != 53*time.Millisecond {
+		t.Errorf("a Lock returning at 150ms a hold valid until 80ms: %+v, want it lost at return, 53ms past the earliest expiry (97ms)", res)
+	}
+	valid := []history.Op{acq("A", 0, 50, 10), lockAt("A", 0, 50, 80), told("A", 150)}
+	if res := Notifications(valid); len(res.Late) != 1 || len(res.LostAtReturn) != 0 {
+		t.Errorf("a hold valid until 80ms, told at 150ms: %+v, want it late", res)
+	}
 	if o := Overlap(ops); o.Pairs != 1 || o.Max != 29*time.Millisecond {
 		t.Errorf("overlap %+v, want one pair of 29ms", o)
 	}

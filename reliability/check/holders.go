@@ -167,6 +167,14 @@ type NotifyResult struct {
 	// Late lists holders that believed too long. Each must be explained
 	// (a paused process) or it is a violation.
 	Late []Late
+	// LostAtReturn lists holds whose Lock returned after the hold's own
+	// validity deadline (an acquire round trip longer than the lease, as
+	// when the server is paused and the store's client has no read
+	// timeout): the hold was lost from its first moment (its Err and Lost
+	// say so), so its holder never believed it held. Each is listed with
+	// how long past the earliest server expiry its Lock returned. A hold
+	// returned with any validity left is judged as every other.
+	LostAtReturn []Late
 }
 
 // Notifications checks that every holder stopped believing it held the
@@ -193,6 +201,10 @@ func Notifications(ops []history.Op) NotifyResult {
 			}
 		}
 		if e < 0 {
+			continue
+		}
+		if vu := t.lock1.ValidUntil; vu != 0 && vu <= t.lock1.Return {
+			res.LostAtReturn = append(res.LostAtReturn, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, By: time.Duration(t.lock1.Return - e), Reason: t.reason})
 			continue
 		}
 		reason := t.reason

@@ -69,7 +69,8 @@ const (
 	Freed   = "freed"
 	NotHeld = "not-held"
 	// Failed: the server refused the command without running it (BUSY
-	// while a script runs, LOADING, NOSCRIPT): a definite no-op.
+	// while a script runs, LOADING, NOSCRIPT), or it was never sent (no
+	// connection could be made): a definite no-op.
 	Failed = "failed"
 )
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -115,8 +117,19 @@ var refused = []string{"BUSY ", "LOADING ", "NOSCRIPT ", "MASTERDOWN ", "READONL
 
 // failed records err on o: Failed when the server certainly did not run the
 // command, Ambiguous otherwise (a timeout or a reset may come after it ran).
+// A command certainly did not run when the server refused it (Redis's
+// refused replies), or when no connection to send it on could be made: a
+// dial that failed (refused, or timed out; the SQL stores while their
+// server restarts), or a PostgreSQL connection whose startup failed
+// (pgconn.ConnectError: "the database system is starting up").
 func failed(o *Op, err error) {
 	o.Err = err.Error()
+	var dial *net.OpError
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) || errors.As(err, &dial) && dial.Op == "dial" {
+		o.Status = Failed
+		return
+	}
 	for _, p := range refused {
 		if strings.Contains(o.Err, ": "+p) {
 			o.Status = Failed

@@ -77,7 +77,9 @@ import (
 // Every scenario also needs redis-server: the fenced resource the holders
 // write to is one. The history counts every store error as an operation
 // whose outcome is unknown (checked as possibly done), except the Redis
-// replies that say a command did not run.
+// replies that say a command did not run and a failure to connect (a
+// failed dial, a PostgreSQL startup refused), which history.Store records
+// as definite no-ops.
 //
 // Readiness: a worker's window starts once its store answers. For Redis
 // that is a PING on the go-redis client; for a URL backend, the store's own
@@ -94,10 +96,27 @@ type backend struct {
 	open func(cfg workerConfig, timeout time.Duration) (lockClient, error)
 	// restarts are the cases of TestServerRestart.
 	restarts []restartCase
+	// windows scales the contention windows of the scenarios that run for
+	// a time (baseline, partitions): 1 is the Redis sizes. The SQL
+	// backends run shorter windows, to keep within the CI budget, long
+	// enough to inject each fault several times.
+	windows float64
+	// parallel runs the backend's subtest of each scenario beside the other
+	// parallel backends' (after the serial ones'): the SQL backends run
+	// together, to keep within the CI budget; Redis runs alone.
+	parallel bool
+}
+
+// window is d, a scenario's contention window on Redis, on b.
+func (b backend) window(d time.Duration) time.Duration {
+	if b.windows <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * b.windows)
 }
 
 // backends are the lock servers every applicable scenario runs against.
-var backends = []backend{redisBackend}
+var backends = []backend{redisBackend, postgresBackend, mariadbBackend}
 
 // backendNamed returns the backend called name.
 func backendNamed(name string) (backend, error) {
@@ -122,7 +141,12 @@ func (b backend) scenario(s string) string {
 // forEachBackend runs f as a subtest per backend, named after it.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
+		t.Run(b.name, func(t *testing.T) {
+			if b.parallel {
+				t.Parallel()
+			}
+			f(t, b)
+		})
 	}
 }
 

@@ -19,7 +19,7 @@ func TestBaselineContention(t *testing.T) {
 		const lease = time.Second
 		var waits []func()
 		for i := range 6 {
-			cfg := e.config(fmt.Sprintf("client-%d", i), srv.Addr, locks, lease, time.Duration(scale())*8*time.Second)
+			cfg := e.config(fmt.Sprintf("client-%d", i), srv.Addr, locks, lease, b.window(time.Duration(scale())*8*time.Second))
 			cfg.Reenter = 1
 			cfg.HoldMin, cfg.HoldMax = lease/100, lease/25
 			waits = append(waits, e.goWorker(cfg))
@@ -73,7 +73,7 @@ func partitionedOn(t *testing.T, b backend, scenario string, clients, locks, ree
 	srv := e.server()
 	names := e.lockNames(locks)
 	const lease = time.Second
-	d := time.Duration(scale()) * 20 * time.Second
+	d := b.window(time.Duration(scale()) * 20 * time.Second)
 	var (
 		waits   []func()
 		proxies []*faultproxy.Proxy

@@ -7,7 +7,8 @@
 // The scenarios that apply to every lock server (contention, partitions
 // through the fault proxy, holder pause and death, server pause and
 // restart, the skewed-client control) run once per backend: a kind of lock
-// server with its store. To add one, add an entry to the backends table in
+// server with its store — Redis (redisstore), PostgreSQL (pgstore) and
+// MariaDB (mysqlstore). To add one, add an entry to the backends table in
 // backend_test.go; the comment on its backend type says what the entry must
 // give and what each scenario expects of it. The fenced resource the
 // holders write to is always a redis-server. The Redis-specific scenarios

@@ -329,7 +329,15 @@ func (e *env) verify(scenario string, runs int, want expect) check.Row {
 	e.t.Helper()
 	scenario = e.b.scenario(scenario)
 	ops := e.ops()
-	g := check.Grants(ops, 2*time.Minute)
+	// A control of grant safety may be a long run of double grants, which
+	// porcupine can take minutes to prove illegal: it gets less time, and
+	// its Unknown is no failure once the definite count has caught the
+	// control (see below).
+	timeout := 2 * time.Minute
+	if want.DoubleGrant {
+		timeout = 20 * time.Second
+	}
+	g := check.Grants(ops, timeout)
 	sw := check.StaleWrites(ops)
 	nt := check.Notifications(ops)
 	ov := check.Overlap(ops)
@@ -357,6 +365,11 @@ func (e *env) verify(scenario string, runs int, want expect) check.Row {
 		LeadMinMS: -1, LeadP50MS: -1, OverlapMS: ms(ov.Total), Note: want.Note,
 		Control: want.DoubleGrant || want.StaleWrite || want.Late, Seed: e.seed, Seconds: time.Since(e.start).Seconds(),
 	}
+	if n := len(nt.LostAtReturn); n > 0 {
+		// Not late: the hold was lost from its first moment (see
+		// check.NotifyResult), so its holder never believed it held.
+		r.Note = strings.TrimPrefix(r.Note+fmt.Sprintf("; %d holds returned by Lock already past their validity (the acquire outlasted the lease), lost from their first moment", n), "; ")
+	}
 	if g.Verdict == porcupine.Illegal && r.DoubleGrants == 0 {
 		r.DoubleGrants = 1 // porcupine found one that the definite count could not pin down
 	}
@@ -371,8 +384,11 @@ func (e *env) verify(scenario string, runs int, want expect) check.Row {
 		slices.Sort(leads)
 		r.LeadMinMS, r.LeadP50MS = ms(leads[0]), ms(leads[len(leads)/2])
 	}
-	e.t.Logf("%s: %d runs, %d grants (%d ambiguous store ops), porcupine %s, %d double grants, %d stale writes accepted of %d superseded attempts, %d told by deadline (lead min %.0fms, p50 %.0fms), %d late (+%d expected), believed overlap %.0fms",
-		scenario, runs, r.Grants, r.Ambiguous, r.Verdict, r.DoubleGrants, r.StaleAccepted, r.Superseded, r.Told, r.LeadMinMS, r.LeadP50MS, r.Late, r.LateExpected, r.OverlapMS)
+	e.t.Logf("%s: %d runs, %d grants (%d ambiguous store ops), porcupine %s, %d double grants, %d stale writes accepted of %d superseded attempts, %d told by deadline (lead min %.0fms, p50 %.0fms), %d late (+%d expected), %d lost at return, believed overlap %.0fms",
+		scenario, runs, r.Grants, r.Ambiguous, r.Verdict, r.DoubleGrants, r.StaleAccepted, r.Superseded, r.Told, r.LeadMinMS, r.LeadP50MS, r.Late, r.LateExpected, len(nt.LostAtReturn), r.OverlapMS)
+	if len(nt.LostAtReturn) > 0 {
+		e.t.Logf("lost at return: %+v", nt.LostAtReturn)
+	}
 
 	var failures []string
 	claim := func(name string, found, control bool) {
@@ -386,8 +402,8 @@ func (e *env) verify(scenario string, runs int, want expect) check.Row {
 	claim("double grant", r.DoubleGrants > 0 || g.Verdict == porcupine.Illegal, want.DoubleGrant)
 	claim("stale write accepted", r.StaleAccepted > 0 || len(sw.TokenRegressions) > 0, want.StaleWrite)
 	claim("holder told after its server deadline", len(late) > 0, want.Late)
-	if g.Verdict == porcupine.Unknown {
-		failures = append(failures, "porcupine timed out (Unknown counts as a failure)")
+	if g.Verdict == porcupine.Unknown && !(want.DoubleGrant && len(g.DoubleGrants) > 0) {
+		failures = append(failures, "porcupine timed out (Unknown counts as a failure, except in a control of grant safety that the definite count has caught)")
 	}
 	if g.Grants == 0 {
 		failures = append(failures, "no grant at all: the scenario proved nothing")
