@@ -1,8 +1,8 @@
 // Command bench measures leash against the Go peers on one redis-server that
 // it starts itself, and rewrites BENCHMARKS.md and the wait chart beside it.
 // With -stores it measures instead leash on each of its stores (memstore,
-// Redis, PostgreSQL, MySQL) beside the Go peers that lock with a database,
-// on servers it starts itself, and rewrites only BENCHMARKS.md's stores
+// Redis, PostgreSQL, MySQL, etcd, ZooKeeper) beside the Go peers that lock
+// with a database and etcd's own concurrency.Mutex, on servers it starts itself, and rewrites only BENCHMARKS.md's stores
 // section; a run without -stores keeps that section as it is. It is its own
 // module, so that the peers never become dependencies of leash. From the
 // repository root:

@@ -28,8 +28,8 @@ type storesConfig struct {
 	uncontended time.Duration
 	handoffs    int           // hand-offs per library per run, at most
 	budget      time.Duration // per library per run: fewer hand-offs when they are slow
-	renewN      int // locks held in the renewal run
-	renewBig    int // locks held by Redis and the session stores
+	renewN      int           // locks held in the renewal run
+	renewBig    int           // locks held by Redis and the session stores
 	settle      time.Duration
 	window      time.Duration
 	pollN       int // hand-offs per row of the mysqlstore polling table

@@ -25,7 +25,7 @@ type storeRenewal struct {
 	rounds      float64       // leash: renewal rounds per interval
 	roundP50    time.Duration // leash: wall time of one renewal round
 	roundMax    time.Duration
-	goroutines  int // client goroutines while holding, beyond the baseline
+	goroutines  int     // client goroutines while holding, beyond the baseline
 	heapPerLock float64 // client HeapInuse while holding, beyond the baseline, per lock, after GC
 	livePerLock float64 // the same of HeapAlloc (live objects, not their spans)
 	acquireTime time.Duration

@@ -86,7 +86,7 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 	p("Measured in one run of its own command, at another time than the sections above (which it does not rewrite): leash's Mutex on each of its stores, and the Go peers that lock with a database — ")
 	p("[pglock](https://github.com/cirello-io/pglock) (PostgreSQL: a row per lock, lease and heartbeat) and [go-mysql-lock](https://github.com/sanketplus/go-mysql-lock) (MySQL's `GET_LOCK`, held by a connection), and etcd's own [concurrency.Mutex](https://pkg.go.dev/go.etcd.io/etcd/client/v3/concurrency) (a key per waiter under the lock's prefix, attached to a Session's lease). ")
 	p("Every library ran against the same servers, which the programme started for the run on loopback ports; the timed scenarios ran %s, each time with the libraries in a rotated order. ", times(cfg.runs))
-	p("**× peer** compares leash on a database with the peer on the **same** database, as the median over runs of the ratio measured in the same run, turned so that **above 1× leash is ahead**. ")
+	p("**× peer** compares leash on a server with the peer on the **same** server, as the median over runs of the ratio measured in the same run, turned so that **above 1× leash is ahead**. ")
 	p("Absolute figures on a shared 2-core machine are noisy (the client and the five servers share the cores); the ratios are the figures to read.\n\n")
 	p("```sh\n./scripts/bench.sh -stores   # = cd bench && GOWORK=off go run . -stores (rewrites only this section)\n```\n\n")
 
