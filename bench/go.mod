@@ -19,21 +19,38 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/sanketplus/go-mysql-lock v0.0.7
+	go.uber.org/zap v1.17.0
 	golang.org/x/image v0.47.0
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/coreos/go-semver v0.3.0 // indirect
+	github.com/coreos/go-systemd/v22 v22.3.2 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
+	go.uber.org/multierr v1.6.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/grpc v1.83.2 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/leash-go/leash/etcdstore v0.1.0
 	github.com/leash-go/leash/mysqlstore v0.1.0
 	github.com/leash-go/leash/pgstore v0.1.0
+	github.com/leash-go/leash/zkstore v0.1.0
+	go.etcd.io/etcd/client/v3 v3.5.35
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -42,3 +59,7 @@ require (
 replace github.com/leash-go/leash/pgstore => ../pgstore
 
 replace github.com/leash-go/leash/mysqlstore => ../mysqlstore
+
+replace github.com/leash-go/leash/etcdstore => ../etcdstore
+
+replace github.com/leash-go/leash/zkstore => ../zkstore

@@ -12,12 +12,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/etcdstore"
 	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/mysqlstore"
 	"github.com/leash-go/leash/pgstore"
 	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/zkstore"
 	_ "github.com/lib/pq" // the "postgres" database/sql driver, which pglock's README uses
 	gomysqllock "github.com/sanketplus/go-mysql-lock"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 )
 
 // poolSize is every connection pool's size in the stores section: go-redis's
@@ -38,6 +43,8 @@ type storeEnv struct {
 	redis string          // host:port
 	pgURL string          // postgres:// URL of the bench database
 	myDSN string          // go-sql-driver/mysql DSN of the bench database
+	etcd  string          // etcd client URL
+	zk    string          // ZooKeeper host:port
 }
 
 // A storeLib is one library on one server in the stores section.
@@ -48,8 +55,12 @@ type storeLib struct {
 	// holder opens a client that holds many locks, with a lease of
 	// renewLease where the library takes one (nil: cannot renew).
 	holder func(env *storeEnv, o *renewObserver) (holder, error)
-	// renewN is how many locks the renewal run holds; 0: stores.renewN.
+	// renewN is how many locks the renewal run holds, at most; 0:
+	// stores.renewN, or stores.renewBig for a big one.
 	renewN int
+	// big: the renewal run holds stores.renewBig locks (Redis and the
+	// session stores).
+	big bool
 	// renewNote says why the renewal run holds fewer than stores.renewN.
 	renewNote string
 	// stmtsPerRenewal is how many statements a peer sends to renew one
@@ -78,6 +89,7 @@ func storeLibs(env *storeEnv) []storeLib {
 				settings: leashSettings("`redisstore.New(rdb, nil)` on go-redis defaults (pub/sub wake-ups)")},
 			server: "Redis",
 			holder: leashStoreHolder(newRedisStore),
+			big:    true,
 		},
 		{
 			lib: lib{name: "leash on PostgreSQL", open: openLeashStore(env, newPgStore),
@@ -110,6 +122,29 @@ func storeLibs(env *storeEnv) []storeLib {
 			renewN:          100,
 			renewNote: "one connection per held lock: 10,000 locks need 10,000 connections (this server allows 500, MariaDB's default 151), so it is measured at 100 locks; " +
 				"it renews nothing: the lock lives as long as its connection, which a ping keeps",
+		},
+		{
+			lib: lib{name: "leash on etcd", open: openLeashStore(env, newEtcdStore),
+				settings: leashSettings("`etcdstore.New(cli, nil)` on a `clientv3.Client` of its own (one gRPC connection; watch wake-ups; one etcd lease per Client kept alive by the watchdog)")},
+			server: "etcd",
+			peer:   "etcd concurrency.Mutex",
+			holder: leashStoreHolder(newEtcdStore),
+			big:    true,
+		},
+		{
+			lib: lib{name: "etcd concurrency.Mutex", open: func(string) (locker, error) { return newEtcdMutex(env, 0) },
+				settings: "etcd's own `go.etcd.io/etcd/client/v3/concurrency`, as its docs: `concurrency.NewSession(cli)` (default TTL 60 s, kept alive by clientv3's background keep-alive every TTL/3), `concurrency.NewMutex(session, \"/bench-etcd-mutex/\"+name)`, `Lock(ctx)`, `Unlock(ctx)`; one Session per client, on a `clientv3.Client` of its own. " +
+					fmt.Sprintf("In the renewal run the Session's TTL is %d s (`concurrency.WithTTL`), so that it is kept alive every second like the others", etcdMutexRenewTTL)},
+			server: "etcd",
+			holder: openEtcdMutexHolder,
+			big:    true,
+		},
+		{
+			lib: lib{name: "leash on ZooKeeper", open: openLeashStore(env, newZkStore),
+				settings: leashSettings("`zkstore.Dial([]string{addr}, nil)`: one ZooKeeper session per Store (default session timeout 40 s), watch wake-ups, one session node per Client kept alive by the watchdog")},
+			server: "ZooKeeper",
+			holder: leashStoreHolder(newZkStore),
+			big:    true,
 		},
 	}
 }
@@ -160,6 +195,26 @@ func newMySQLStore(env *storeEnv) (driver.Store, func(), error) {
 		return nil, nil, err
 	}
 	return mysqlstore.New(db, nil), func() { _ = db.Close() }, nil
+}
+
+func newEtcdClient(env *storeEnv) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: []string{env.etcd}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+}
+
+func newEtcdStore(env *storeEnv) (driver.Store, func(), error) {
+	cli, err := newEtcdClient(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return etcdstore.New(cli, nil), func() { _ = cli.Close() }, nil
+}
+
+func newZkStore(env *storeEnv) (driver.Store, func(), error) {
+	s, err := zkstore.Dial([]string{env.zk}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close() }, nil
 }
 
 // storeLocker is a leash Client on its own store (and pool), as one process
@@ -236,6 +291,62 @@ func (p *pglockLocker) acquire(ctx context.Context, name string) (*pglock.Lock, 
 }
 
 func (p *pglockLocker) close() error { return p.db.Close() }
+
+// etcd's concurrency.Mutex
+
+// etcdMutexRenewTTL is the Session TTL, in seconds, of concurrency.Mutex in
+// the renewal run: clientv3 keeps a lease alive every TTL/3, so every second.
+const etcdMutexRenewTTL = 3
+
+// etcdMutexPrefix is the key prefix of concurrency.Mutex's locks.
+const etcdMutexPrefix = "/bench-etcd-mutex/"
+
+type etcdMutexLocker struct {
+	cli *clientv3.Client
+	s   *concurrency.Session
+}
+
+// newEtcdMutex opens a client and a Session of ttl seconds (0: the default).
+func newEtcdMutex(env *storeEnv, ttl int) (*etcdMutexLocker, error) {
+	cli, err := newEtcdClient(env)
+	if err != nil {
+		return nil, err
+	}
+	var opts []concurrency.SessionOption
+	if ttl > 0 {
+		opts = append(opts, concurrency.WithTTL(ttl))
+	}
+	s, err := concurrency.NewSession(cli, opts...)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return &etcdMutexLocker{cli: cli, s: s}, nil
+}
+
+func (e *etcdMutexLocker) acquire(ctx context.Context, name string) (*concurrency.Mutex, error) {
+	m := concurrency.NewMutex(e.s, etcdMutexPrefix+name)
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (e *etcdMutexLocker) lock(ctx context.Context, name string) (func() error, error) {
+	m, err := e.acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return m.Unlock(context.WithoutCancel(ctx)) }, nil
+}
+
+func (e *etcdMutexLocker) close() error {
+	err := e.s.Close() // revokes the lease: every lock of the Session goes
+	if cerr := e.cli.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
 
 // go-mysql-lock
 
@@ -321,6 +432,28 @@ func openPglockHolder(env *storeEnv, _ *renewObserver) (holder, error) {
 		lost:    (*pglock.Lock).IsReleased,
 		release: func(l *pglock.Lock) { _ = p.c.Release(l) },
 		closeFn: func() { _ = p.close() },
+	}, nil
+}
+
+// openEtcdMutexHolder holds concurrency.Mutexes of one Session, which is
+// lost when its lease is: the Session's Done channel is then closed.
+func openEtcdMutexHolder(env *storeEnv, _ *renewObserver) (holder, error) {
+	e, err := newEtcdMutex(env, etcdMutexRenewTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &heldLocks[*concurrency.Mutex]{
+		obtain: e.acquire,
+		lost: func(*concurrency.Mutex) bool {
+			select {
+			case <-e.s.Done():
+				return true
+			default:
+				return false
+			}
+		},
+		release: func(m *concurrency.Mutex) { _ = m.Unlock(context.Background()) },
+		closeFn: func() { _ = e.close() },
 	}, nil
 }
 

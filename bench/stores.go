@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +28,8 @@ type storesConfig struct {
 	uncontended time.Duration
 	handoffs    int           // hand-offs per library per run, at most
 	budget      time.Duration // per library per run: fewer hand-offs when they are slow
-	renewN      int
+	renewN      int           // locks held in the renewal run
+	renewBig    int           // locks held by Redis and the session stores
 	settle      time.Duration
 	window      time.Duration
 	pollN       int // hand-offs per row of the mysqlstore polling table
@@ -52,6 +58,8 @@ type storesResults struct {
 	redis       string
 	postgres    string
 	mariadb     string
+	etcd        string
+	zookeeper   string
 	libs        []storeLib
 	uncontended map[int][]map[string]uncontendedResult // goroutines → run → lib
 	handoff     []map[string]handoffResult             // run → lib
@@ -66,6 +74,8 @@ type servers struct {
 	redis *testserver.Redis
 	pg    *testserver.Postgres
 	my    *testserver.MariaDB
+	etcd  *testserver.Etcd
+	zk    *testserver.ZooKeeper
 	rdb   *redis.Client
 	pgc   *pgx.Conn
 	mydb  *sql.DB
@@ -90,9 +100,15 @@ func (s *servers) close() {
 	if s.my != nil {
 		s.my.Close()
 	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+	if s.zk != nil {
+		s.zk.Close()
+	}
 }
 
-// startServers starts redis-server, PostgreSQL and MariaDB on loopback
+// startServers starts redis-server, PostgreSQL, MariaDB, etcd and ZooKeeper on loopback
 // ports, each in a directory of its own, and creates the lock tables.
 func startServers(ctx context.Context, env *storeEnv, res *storesResults) (*servers, error) {
 	s := &servers{}
@@ -167,7 +183,95 @@ func startServers(ctx context.Context, env *storeEnv, res *storesResults) (*serv
 	if err != nil {
 		return s, fmt.Errorf("mysqlstore: migrate: %w", err)
 	}
+
+	if s.etcd, err = testserver.StartEtcd(testserver.EtcdOptions{}); err != nil {
+		return s, fmt.Errorf("etcd: %w", err)
+	}
+	env.etcd = s.etcd.Endpoint
+	if res.etcd, err = etcdVersion(ctx, env.etcd); err != nil {
+		return s, err
+	}
+	if s.zk, err = testserver.StartZooKeeper(""); err != nil {
+		return s, fmt.Errorf("zookeeper: %w", err)
+	}
+	env.zk = s.zk.Addr
+	srvr, err := testserver.FourLetterWord(env.zk, "srvr")
+	if err != nil {
+		return s, err
+	}
+	// "Zookeeper version: 3.8.0-<commit>, built on …"
+	res.zookeeper, _, _ = strings.Cut(strings.TrimPrefix(srvr, "Zookeeper version: "), ",")
+	res.zookeeper, _, _ = strings.Cut(res.zookeeper, "-")
 	return s, nil
+}
+
+// etcdVersion reads the server's version from its /version endpoint.
+func etcdVersion(ctx context.Context, endpoint string) (string, error) {
+	b, err := httpGet(ctx, endpoint+"/version")
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		Server string `json:"etcdserver"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return "", fmt.Errorf("etcd /version: %w", err)
+	}
+	return v.Server, nil
+}
+
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// etcdRequests returns the gRPC messages etcd has received from clients (a
+// unary call once, each message of a stream once: each keep-alive of a
+// LeaseKeepAlive stream), from its Prometheus metrics.
+func etcdRequests(ctx context.Context, endpoint string) (int64, error) {
+	b, err := httpGet(ctx, endpoint+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("etcd metrics: %q: %w", line, err)
+		}
+		total += v
+	}
+	return int64(total), nil
+}
+
+// zkPackets returns the packets ZooKeeper has received from clients
+// (requests and pings; not the four-letter words) from "mntr".
+func zkPackets(addr string) (int64, error) {
+	out, err := testserver.FourLetterWord(addr, "mntr")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "zk_packets_received"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("zookeeper mntr: no zk_packets_received in %q", out)
 }
 
 // counter returns the statement and CPU counters of the server sl runs on.
@@ -216,6 +320,16 @@ func (s *servers) counter(sl storeLib) serverCounter {
 			},
 			cpu: func() (time.Duration, error) { return procCPU(s.my.PID(), false) },
 		}
+	case "etcd":
+		return serverCounter{
+			statements: func(ctx context.Context) (int64, error) { return etcdRequests(ctx, s.etcd.Endpoint) },
+			cpu:        func() (time.Duration, error) { return procCPU(s.etcd.PID(), false) },
+		}
+	case "ZooKeeper":
+		return serverCounter{
+			statements: func(context.Context) (int64, error) { return zkPackets(s.zk.Addr) },
+			cpu:        func() (time.Duration, error) { return procCPU(s.zk.PID(), false) },
+		}
 	}
 	return serverCounter{}
 }
@@ -235,7 +349,7 @@ func runStores(cfg storesConfig) error {
 		return err
 	}
 	res.libs = storeLibs(env)
-	log.Printf("redis-server %s, PostgreSQL %s, MariaDB %s; %d runs", res.redis, res.postgres, res.mariadb, cfg.runs)
+	log.Printf("redis-server %s, PostgreSQL %s, MariaDB %s, etcd %s, ZooKeeper %s; %d runs", res.redis, res.postgres, res.mariadb, res.etcd, res.zookeeper, cfg.runs)
 	for r := range cfg.runs {
 		order := rotated(res.libs, r)
 		for _, g := range storesGoroutines {
@@ -283,6 +397,9 @@ func runStores(cfg storesConfig) error {
 	}
 	for _, sl := range res.libs {
 		n := cfg.renewN
+		if sl.big {
+			n = cfg.renewBig
+		}
 		if sl.renewN > 0 {
 			n = min(n, sl.renewN)
 		}
@@ -298,8 +415,8 @@ func runStores(cfg storesConfig) error {
 			log.Printf("renewal %-20s %6d locks: %s", sl.name, n, rr.failed)
 			continue
 		}
-		log.Printf("renewal %-20s %6d locks: %8.1f statements/s  server cpu %4.0f%%  %4.2f renewals/lock/interval  %5.1f rounds/interval  round p50 %-9s  %6d goroutines  (took %v to lock)",
-			sl.name, rr.n, rr.stmtsSec, 100*rr.cpu, rr.renewed, rr.rounds, fmtDur(rr.roundP50), rr.goroutines, rr.acquireTime.Round(time.Millisecond))
+		log.Printf("renewal %-20s %6d locks: %8.1f statements/s  server cpu %4.0f%%  %4.2f renewals/lock/interval  %5.1f rounds/interval  round p50 %-9s  %6d goroutines  %5.0f heap B/lock (live %5.0f)  (took %v to lock)",
+			sl.name, rr.n, rr.stmtsSec, 100*rr.cpu, rr.renewed, rr.rounds, fmtDur(rr.roundP50), rr.goroutines, rr.heapPerLock, rr.livePerLock, rr.acquireTime.Round(time.Millisecond))
 	}
 	res.elapsed = time.Since(res.started)
 	if err := srv.logStatements(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/mysqlstore"
 )
 
@@ -81,12 +82,12 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 	var b bytes.Buffer
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("%s\n", storesMarker)
-	p("## Stores: leash on memstore, Redis, PostgreSQL and MySQL, beside the database peers\n\n")
+	p("## Stores: leash on memstore, Redis, PostgreSQL, MySQL, etcd and ZooKeeper, beside the peers\n\n")
 	p("Measured in one run of its own command, at another time than the sections above (which it does not rewrite): leash's Mutex on each of its stores, and the Go peers that lock with a database — ")
-	p("[pglock](https://github.com/cirello-io/pglock) (PostgreSQL: a row per lock, lease and heartbeat) and [go-mysql-lock](https://github.com/sanketplus/go-mysql-lock) (MySQL's `GET_LOCK`, held by a connection). ")
+	p("[pglock](https://github.com/cirello-io/pglock) (PostgreSQL: a row per lock, lease and heartbeat) and [go-mysql-lock](https://github.com/sanketplus/go-mysql-lock) (MySQL's `GET_LOCK`, held by a connection), and etcd's own [concurrency.Mutex](https://pkg.go.dev/go.etcd.io/etcd/client/v3/concurrency) (a key per waiter under the lock's prefix, attached to a Session's lease). ")
 	p("Every library ran against the same servers, which the programme started for the run on loopback ports; the timed scenarios ran %s, each time with the libraries in a rotated order. ", times(cfg.runs))
-	p("**× peer** compares leash on a database with the peer on the **same** database, as the median over runs of the ratio measured in the same run, turned so that **above 1× leash is ahead**. ")
-	p("Absolute figures on a shared 2-core machine are noisy (the client and the three servers share the cores); the ratios are the figures to read.\n\n")
+	p("**× peer** compares leash on a server with the peer on the **same** server, as the median over runs of the ratio measured in the same run, turned so that **above 1× leash is ahead**. ")
+	p("Absolute figures on a shared 2-core machine are noisy (the client and the five servers share the cores); the ratios are the figures to read.\n\n")
 	p("```sh\n./scripts/bench.sh -stores   # = cd bench && GOWORK=off go run . -stores (rewrites only this section)\n```\n\n")
 
 	p("### Machine, versions and settings\n\n")
@@ -97,8 +98,10 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 	p("| redis-server | %s, no persistence |\n", res.redis)
 	p("| PostgreSQL | %s, fsync and full_page_writes on, synchronous_commit off (a commit is flushed within 200 ms, not waited for) |\n", res.postgres)
 	p("| MariaDB | %s, InnoDB, innodb_flush_log_at_trx_commit=2 (flushed once a second), no binary log |\n", res.mariadb)
+	p("| etcd | %s, one member, defaults (no auto-compaction) |\n", res.etcd)
+	p("| ZooKeeper | %s, standalone, as internal/testserver starts it (tick %v, forceSync=no: the transaction log is not fsynced) |\n", res.zookeeper, testserver.ZooKeeperTick)
 	p("| leash | %s |\n", res.leash)
-	for _, mod := range []string{"cirello.io/pglock", "github.com/sanketplus/go-mysql-lock", "github.com/jackc/pgx/v5", "github.com/lib/pq", "github.com/go-sql-driver/mysql"} {
+	for _, mod := range []string{"cirello.io/pglock", "github.com/sanketplus/go-mysql-lock", "go.etcd.io/etcd/client/v3", "github.com/jackc/pgx/v5", "github.com/lib/pq", "github.com/go-sql-driver/mysql", "github.com/redis/go-redis/v9", "github.com/go-zookeeper/zk"} {
 		p("| %s | %s |\n", mod, modVersion(mod))
 	}
 	p("| whole run | %v |\n\n", res.elapsed.Round(time.Second))
@@ -158,18 +161,20 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 		p("\n")
 	}
 
-	p("### Keeping %s locks held (renewal)\n\n", fmtNum(float64(cfg.renewN)))
-	p("One client takes the locks and keeps them; after %v the server's counters are read over %v. ", cfg.settle, cfg.window)
-	p("Every library keeps its locks on a 1 s schedule here: leash with a %v lease (renewed every lease/3), pglock with its README's 3 s lease and 1 s heartbeat, go-mysql-lock with its default 1 s ping. ", renewLease)
-	p("*Statements* are counted by the server: PostgreSQL's pg_stat_statements (top-level statements, a function call once), MariaDB's `Questions` + `Com_admin_commands` (statements and pings sent by clients; a CALL once), Redis's script calls (EVALSHA; leash sends a round's scripts in one pipeline); memstore has no server. ")
+	p("### Keeping locks held (renewal): %s, and %s on Redis, etcd and ZooKeeper\n\n", fmtNum(float64(cfg.renewN)), fmtNum(float64(cfg.renewBig)))
+	p("One client takes the locks (on 64 goroutines, for at most %v, or %v above 10,000 locks: a library that has not taken them all by then is measured on those it holds, with a note) and keeps them; after %v the server's counters are read over %v. ", renewalTakeLimit, bigTakeLimit, cfg.settle, cfg.window)
+	p("Every library keeps its locks on a 1 s schedule here: leash with a %v lease (renewed every lease/3), pglock with its README's 3 s lease and 1 s heartbeat, go-mysql-lock with its default 1 s ping, concurrency.Mutex with a Session of %d s TTL (clientv3 keeps it alive every TTL/3). ", renewLease, etcdMutexRenewTTL)
+	p("*Statements* are counted by the server: PostgreSQL's pg_stat_statements (top-level statements, a function call once), MariaDB's `Questions` + `Com_admin_commands` (statements and pings sent by clients; a CALL once), Redis's script calls (EVALSHA; leash sends a round's scripts in one pipeline), ")
+	p("etcd's gRPC messages received (`grpc_server_msg_received_total`, every method: a unary call once, each keep-alive on a LeaseKeepAlive stream once), ZooKeeper's packets received (`mntr`'s `zk_packets_received`: requests and the connection's pings); memstore has no server. ")
+	p("*Client heap per lock* is the benchmark process's HeapInuse at the end of the window, after a garbage collection, less the same before the client was opened, divided by the locks held: the client's (and its connection pool's) whole footprint, spread over its locks; on memstore it includes the store itself, which lives in the process. In parentheses, the same of HeapAlloc (the live objects alone; HeapInuse counts the spans they sit in, and a span half freed by an earlier library's run stays in use, so a small footprint can come out below its live bytes). ")
 	p("*Server CPU* is the server's processes' (PostgreSQL's backends included) over the window, in a share of one core. *Rounds* and *round time* are leash's renewal rounds (one `Renew` call to the store, which sends a statement per batch) and how long each took, from its Observer. *Renewals of each lock*: how often each lock was renewed per interval, 1 when the library keeps its schedule (leash's from its Observer; pglock's and go-mysql-lock's from the statements, 2 per pglock heartbeat — `nextval` and an UPDATE — and one ping). *Goroutines* are the client's beyond its count before it took the locks (on MySQL they include go-sql-driver's one per open connection). Every lock was checked still held at the end of the window; a library that could not take them all, or lost some, is measured all the same, with a note saying so.\n\n")
-	p("| library | server | locks | statements/s | statements per interval | per 1,000 locks per interval | renewals of each lock per interval | server CPU | rounds per interval | round time p50 | round time max | goroutines | × peer |\n")
-	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	p("| library | server | locks | statements/s | statements per interval | per 1,000 locks per interval | renewals of each lock per interval | server CPU | rounds per interval | round time p50 | round time max | goroutines | client heap per lock | × peer |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	var notes []string
 	for _, sl := range res.libs {
 		r := res.renewal[sl.name]
 		if r.failed != "" {
-			p("| %s | %s | %s | %s | | | | | | | | | |\n", sl.name, sl.server, fmtNum(float64(r.n)), r.failed)
+			p("| %s | %s | %s | %s | | | | | | | | | | |\n", sl.name, sl.server, fmtNum(float64(r.n)), r.failed)
 			continue
 		}
 		stmts, perIv, per, cpu := "—", "—", "—", "—"
@@ -196,7 +201,7 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 				name += fmt.Sprintf(" [%d]", len(notes))
 			}
 		}
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, sl.server, fmtNum(float64(r.n)), stmts, perIv, per, renewed, cpu, rounds, p50, mx, fmtInt(r.goroutines), ratio)
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name, sl.server, fmtNum(float64(r.n)), stmts, perIv, per, renewed, cpu, rounds, p50, mx, fmtInt(r.goroutines), fmtBytes(r.heapPerLock)+" ("+fmtBytes(r.livePerLock)+")", ratio)
 	}
 	p("\n")
 	for i, n := range notes {

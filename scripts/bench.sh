@@ -5,10 +5,11 @@
 # Takes about twelve minutes; keep the machine otherwise quiet. Flags are
 # passed on, e.g. -runs 3 or -quick.
 #
-# With -stores it measures instead leash on memstore, Redis, PostgreSQL and
-# MySQL beside the database peers (pglock, go-mysql-lock), on a redis-server,
-# a PostgreSQL and a MariaDB it starts itself, and rewrites only the stores
-# section of BENCHMARKS.md. Takes about four minutes.
+# With -stores it measures instead leash on memstore, Redis, PostgreSQL,
+# MySQL, etcd and ZooKeeper beside the peers (pglock, go-mysql-lock, etcd's
+# concurrency.Mutex), on a redis-server, a PostgreSQL, a MariaDB, an etcd and
+# a ZooKeeper it starts itself, and rewrites only the stores section of
+# BENCHMARKS.md. Takes about ten minutes.
 #
 # bench/ is its own module, outside go.work, so that the peers never become
 # dependencies of leash: it is built with GOWORK=off and `replace`s the local
@@ -16,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../bench"
 command -v redis-server >/dev/null 2>&1 || { echo "bench: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
-# -stores also needs PostgreSQL and MariaDB (apt-get install postgresql
-# mariadb-server); the programme says which is missing.
+# -stores also needs PostgreSQL, MariaDB, etcd and ZooKeeper (apt-get install
+# postgresql mariadb-server etcd-server zookeeper); the programme says which
+# is missing.
 GOWORK=off exec go run . "$@"
