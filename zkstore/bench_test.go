@@ -21,7 +21,8 @@ import (
 // disk's fsync).
 
 // BenchmarkLockUnlock is an uncontended Lock and Unlock through a
-// leash.Client: two round trips each.
+// leash.Client: two round trips for Lock, three for Unlock (the node's data
+// is read before it is deleted).
 func BenchmarkLockUnlock(b *testing.B) {
 	z := testserver.NewZooKeeper(b)
 	s, err := zkstore.Dial([]string{z.Addr}, nil)
