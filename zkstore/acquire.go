@@ -258,7 +258,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.ensureRoot(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	cs, err := s.openSession(ctx, driver.OwnerClient(req.Owner))
+	cs, err := s.openSession(ctx, driver.OwnerClient(req.Owner), max(req.Lease, req.Wait))
 	if err != nil {
 		return driver.Grant{}, err
 	}

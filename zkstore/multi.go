@@ -37,7 +37,11 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 	if err := s.ensureRoot(ctx); err != nil {
 		return driver.MultiGrant{}, err
 	}
-	cs, err := s.openSession(ctx, driver.OwnerClient(reqs[0].Owner))
+	lease := reqs[0].Lease
+	for _, r := range reqs {
+		lease = max(lease, r.Lease)
+	}
+	cs, err := s.openSession(ctx, driver.OwnerClient(reqs[0].Owner), lease)
 	if err != nil {
 		return driver.MultiGrant{}, err
 	}

@@ -69,9 +69,10 @@ func (s *Store) connect(callback func(zk.Event)) (*zk.Conn, error) {
 }
 
 // openSession returns client's live session, opening one when it has none
-// (its first acquire, or its previous session ended). It waits until the
-// session is established.
-func (s *Store) openSession(ctx context.Context, client string) (*clientSession, error) {
+// (its first acquire, or its previous session ended), which the Store keeps
+// at least lease unless a grant or keep-alive extends it. It waits until
+// the session is established.
+func (s *Store) openSession(ctx context.Context, client string, lease time.Duration) (*clientSession, error) {
 	for range maxAttempts {
 		s.mu.Lock()
 		if s.isClosed() {
@@ -87,6 +88,9 @@ func (s *Store) openSession(ctx context.Context, client string) (*clientSession,
 		s.mu.Unlock()
 		if opened {
 			s.establish(ctx, cs)
+			if cs.err == nil && !s.touch(cs, lease) {
+				continue // ended already: open another
+			}
 		}
 		select {
 		case <-cs.ready:
@@ -94,6 +98,9 @@ func (s *Store) openSession(ctx context.Context, client string) (*clientSession,
 			return nil, ctx.Err()
 		}
 		if cs.err != nil {
+			if !opened && ctx.Err() == nil && (errors.Is(cs.err, context.Canceled) || errors.Is(cs.err, context.DeadlineExceeded)) {
+				continue // the caller that opened it gave up; this one has not
+			}
 			return nil, cs.err
 		}
 		if s.live(cs) {
@@ -108,6 +115,16 @@ func (s *Store) openSession(ctx context.Context, client string) (*clientSession,
 // the Store's Close); on failure it drops cs.
 func (s *Store) establish(ctx context.Context, cs *clientSession) {
 	defer close(cs.ready)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Owner: establish; ends with it (cancel) or when the Store closes.
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	conn, err := s.connect(func(ev zk.Event) {
 		if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
 			// Owner: the expired session; end closes its connection, which
