@@ -162,11 +162,18 @@ func (s *Store) establish(ctx context.Context, cs *clientSession) {
 // touch records that cs kept a lock of lease (or a place of that wait)
 // alive, or granted one, at a time no later than now: the Store keeps the
 // session at least its longest lease from now. It reports false when the
-// session had ended meanwhile.
+// session had ended meanwhile, and then ends cs.
 func (s *Store) touch(cs *clientSession, lease time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cs.ended || cs.conn.SessionID() != cs.id {
+	if cs.ended {
+		return false
+	}
+	if cs.conn.SessionID() != cs.id {
+		// The session expired, and a write may have landed on the next
+		// session of the connection: end closes it, and its nodes go.
+		// Owner: cs's end, which takes s.mu.
+		go s.end(cs)
 		return false
 	}
 	cs.ttl = max(cs.ttl, lease)
