@@ -284,6 +284,9 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			if again {
 				continue
 			}
+			if errors.Is(err, errEnded) {
+				return driver.Grant{}, err // the tenure ended with its session
+			}
 			return g, err
 		}
 		if req.Kind == driver.KindWrite {
@@ -295,9 +298,15 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		if err != nil {
 			return driver.Grant{}, err
 		}
+		stale(views, cs)
 		if b, ok := blocker(req, d, views); ok {
 			if b.place != nkLock && req.Wait > 0 {
-				if err := s.keepPlace(ctx, req, cs, b.place, d); err != nil {
+				if err := s.keepPlace(ctx, req, cs, b.place, d); errors.Is(err, errEnded) {
+					if cs, err = s.openSession(ctx, cs.client, max(req.Lease, req.Wait)); err != nil {
+						return driver.Grant{}, err
+					}
+					continue
+				} else if err != nil {
 					return driver.Grant{}, err
 				}
 			}
@@ -306,12 +315,18 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		var drops []any
 		for _, v := range views {
 			mine := v.node.owner == req.Owner && (v.node.kind == nkQueue || v.node.kind == nkWaitW)
-			if !v.gone && !v.node.kind.hold() && (!v.alive || mine) {
+			if !v.gone && (!v.alive || mine) {
 				drops = append(drops, v.drop(s.dir(req.Name)))
 			}
 		}
 		fences, again, err := s.grant(ctx, []driver.Request{req}, cs, []dirState{d}, drops)
 		if again {
+			continue
+		}
+		if errors.Is(err, errEnded) { // its timer ran out meanwhile: open another
+			if cs, err = s.openSession(ctx, cs.client, max(req.Lease, req.Wait)); err != nil {
+				return driver.Grant{}, err
+			}
 			continue
 		}
 		if err != nil {
@@ -320,6 +335,23 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{Acquired: true, Fence: fences[0]}, nil
 	}
 	return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: the lock changed under every one of %d attempts", req.Name, maxAttempts)
+}
+
+// errEnded is wrapped by the error of a write on a Client's session that
+// had ended.
+var errEnded = errors.New("its ZooKeeper session ended")
+
+// stale marks dead the holds of cs's Client made by an earlier session of
+// it: the Store ended that session before opening cs, and its nodes go with
+// it (at once, or when the server expires it if the close could not reach
+// it), so they must not keep the Client from its own lock.
+func stale(views []nodeView, cs *clientSession) {
+	for i := range views {
+		v := &views[i]
+		if v.node.kind.hold() && v.node.epoch != cs.epoch() && driver.OwnerClient(v.node.owner) == cs.client {
+			v.alive = false
+		}
+	}
 }
 
 // epoch is the epoch in the names of cs's nodes: its session id.
@@ -334,7 +366,7 @@ func write[T any](ctx context.Context, s *Store, cs *clientSession, what, name s
 	var zero T
 	if !s.live(cs) {
 		s.end(cs)
-		return zero, fmt.Errorf("zkstore: %s %q: %w: the ZooKeeper session of client %q ended", what, name, driver.ErrNotHeld, cs.client)
+		return zero, fmt.Errorf("zkstore: %s %q: %w: client %q: %w", what, name, driver.ErrNotHeld, cs.client, errEnded)
 	}
 	if !cs.connected() {
 		return zero, fmt.Errorf("zkstore: %s %q: not connected to ZooKeeper (%v)", what, name, cs.conn.State())
@@ -428,7 +460,7 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSess
 		return nil, false, wrapErr("acquire", reqs[0].Name, err)
 	}
 	if !s.touch(cs, lease) {
-		return nil, false, fmt.Errorf("zkstore: acquire %q: %w: the ZooKeeper session of client %q ended", reqs[0].Name, driver.ErrNotHeld, cs.client)
+		return nil, false, fmt.Errorf("zkstore: acquire %q: %w: client %q: %w", reqs[0].Name, driver.ErrNotHeld, cs.client, errEnded)
 	}
 	var zxid int64
 	for i := range reqs {
@@ -465,7 +497,7 @@ func (s *Store) refresh(ctx context.Context, req driver.Request, cs *clientSessi
 		return driver.Grant{}, false, wrapErr("acquire", req.Name, err)
 	}
 	if !s.touch(cs, req.Lease) {
-		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w: the ZooKeeper session of client %q ended", req.Name, driver.ErrNotHeld, cs.client)
+		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w: client %q: %w", req.Name, driver.ErrNotHeld, cs.client, errEnded)
 	}
 	s.hold(req.Name, req.Owner, own.name)
 	return driver.Grant{Acquired: true, Fence: st.Czxid}, false, nil

@@ -71,9 +71,11 @@
 //     (the longest lease it was granted) after its last successful
 //     keep-alive or grant, timed by the local monotonic clock (one timer per
 //     Client, not per lock). So a Client that stops keeping alive (a stuck
-//     watchdog, a hold given up) loses its locks after a lease, while its
-//     process still runs, as on every other store; every node goes at once
-//     and every waiter is woken.
+//     watchdog) loses its locks after a lease, while its process still runs,
+//     as on every other store; every node goes at once and every waiter is
+//     woken. A single lock whose hold the Client gave up while it keeps
+//     others is released by the Client (a lock does not expire on its own
+//     while its session lives, so leash refuses UnlockAfter here).
 //   - when the server expires it: the Client's process is frozen, crashed
 //     or cut off for longer than T. Acquire refuses a lease longer than T,
 //     so the holder's watchdog, which counts the lease from the send time of

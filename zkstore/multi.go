@@ -80,13 +80,14 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 			if err != nil {
 				return driver.MultiGrant{}, err
 			}
+			stale(views, cs)
 			others := views[:0:0]
 			for _, v := range views {
 				if v.node.owner == r.Owner && v.node.epoch == cs.epoch() {
 					continue // its own hold: a retry
 				}
 				others = append(others, v)
-				if !v.gone && !v.alive && !v.node.kind.hold() {
+				if !v.gone && !v.alive {
 					drops = append(drops, v.drop(s.dir(r.Name)))
 				}
 			}
@@ -100,6 +101,12 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		}
 		fences, again, err := s.grant(ctx, reqs, cs, ds, drops)
 		if again {
+			continue
+		}
+		if errors.Is(err, errEnded) { // its timer ran out meanwhile: open another
+			if cs, err = s.openSession(ctx, cs.client, lease); err != nil {
+				return driver.MultiGrant{}, err
+			}
 			continue
 		}
 		if err != nil {
