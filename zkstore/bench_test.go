@@ -14,7 +14,8 @@ import (
 
 // Run with:
 //
-//	cd zkstore && go test -run '^$' -bench . -benchtime 2000x
+//	cd zkstore && go test -run '^$' -bench LockUnlock -benchtime 2000x
+//	cd zkstore && go test -run '^$' -bench RenewalRound10k -benchtime 5x
 //
 // Each benchmark starts its own ZooKeeper server on loopback
 // (testserver: forceSync=no, so the numbers are of the protocol, not of a
