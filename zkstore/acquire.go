@@ -1,10 +1,12 @@
 package zkstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,32 +32,26 @@ func (s *Store) createDir(ctx context.Context, name string, sem bool, permits in
 }
 
 // A nodeView is a lock directory's node judged: whether it is alive (a
-// hold whose owner still holds it, a waiting place still kept).
+// hold that exists: its session lives; a waiting place still kept).
 type nodeView struct {
 	node      lockNode
+	czxid     int64         // orders the nodes: sequence numbers wrap
 	gone      bool          // deleted since the directory was read
 	d         time.Duration // a hold's lease, a place's wait, from its data
 	version   int32         // its data version
 	alive     bool
-	remaining time.Duration // when alive
-	// session is the hold's session node, when it exists with the node's
-	// epoch: a keep-alive changes its version, which a takeover checks.
-	session *zk.Stat
+	remaining time.Duration // when alive: a hold's lease, a place's time left
 }
 
-// drop returns the operations that delete a node judged dead, on the
-// condition that it has not changed since (a place refreshed) and its
-// session has not been kept alive since.
-func (v nodeView) drop(dir, sessionPath string) []any {
-	var ops []any
-	if v.session != nil {
-		ops = append(ops, &zk.CheckVersionRequest{Path: sessionPath, Version: v.session.Version})
-	}
-	return append(ops, &zk.DeleteRequest{Path: dir + "/" + v.node.name, Version: v.version})
+// drop returns the operation that deletes a place judged dead, on the
+// condition that it has not changed since (a place refreshed).
+func (v nodeView) drop(dir string) any {
+	return &zk.DeleteRequest{Path: dir + "/" + v.node.name, Version: v.version}
 }
 
 // now returns the server's clock, in milliseconds: the modification time
-// of the clock node, written for it.
+// of the clock node, written for it. Only waiting places' and holder
+// records' expiry read it; no hold is judged by a time.
 func (s *Store) now(ctx context.Context) (int64, error) {
 	st, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(s.clock, clockMarker, -1) })
 	if err != nil {
@@ -64,35 +60,25 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 	return st.Mtime, nil
 }
 
-// judge reads each node, the session node of each hold's client and the
-// server's clock, all at once, and says of each node whether it is alive:
-// a hold while its session node exists with the node's epoch and less than
-// the node's lease has passed since its session's last keep-alive or its
-// own grant (or refresh), whichever is later; a waiting place while it was
-// last refreshed less than its wait ago.
+// judge reads each node, all at once, and says of each whether it is
+// alive: a hold while it exists (it is an ephemeral node of its Client's
+// session, which is its lease); a waiting place while it was last
+// refreshed less than its wait ago, by the server's clock (read only when
+// there is a place). The views are in creation order (czxid).
 func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nodeView, error) {
 	if len(nodes) == 0 {
 		return nil, nil
 	}
 	dir := s.dir(name)
 	views := make([]nodeView, len(nodes))
-	type session struct {
-		st    *zk.Stat
-		epoch uint64
-		err   error
-	}
-	sessions := map[string]*session{}
-	for _, n := range nodes {
-		if n.kind.hold() {
-			sessions[driver.OwnerClient(n.owner)] = &session{}
-		}
-	}
 	mtimes := make([]int64, len(nodes))
 	errs := make([]error, len(nodes)+1)
 	var now int64
 	var wg sync.WaitGroup
+	places := false
 	for i, n := range nodes {
 		views[i].node = n
+		places = places || !n.kind.hold()
 		// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			data, st, err := getData(ctx, s, dir+"/"+n.name)
@@ -107,31 +93,15 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 					errs[i] = &driver.NotALockError{Name: name,
 						Found: fmt.Sprintf("leash lock znode %s with a child %q holding %s, not a leash lock node", dir, n.name, describeData(data))}
 				}
-				views[i].d, views[i].version, mtimes[i] = d, st.Version, st.Mtime
+				views[i].d, views[i].version, views[i].czxid, mtimes[i] = d, st.Version, st.Czxid, st.Mtime
 			}
 		})
 	}
-	for client, ss := range sessions {
+	if places {
 		// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
-		wg.Go(func() {
-			data, st, err := getData(ctx, s, s.clientPath(client))
-			switch {
-			case errors.Is(err, zk.ErrNoNode):
-			case err != nil:
-				ss.err = err
-			default:
-				if epoch, _, ok := parseSessionData(data); ok {
-					ss.st, ss.epoch = st, epoch
-				}
-			}
-		})
+		wg.Go(func() { now, errs[len(errs)-1] = s.now(ctx) })
 	}
-	// Owner: judge, which waits for it (wg.Wait); ctx bounds it.
-	wg.Go(func() { now, errs[len(errs)-1] = s.now(ctx) })
 	wg.Wait()
-	for _, ss := range sessions {
-		errs = append(errs, ss.err)
-	}
 	if err := errors.Join(errs...); err != nil {
 		var nl *driver.NotALockError
 		if errors.As(err, &nl) {
@@ -141,21 +111,17 @@ func (s *Store) judge(ctx context.Context, name string, nodes []lockNode) ([]nod
 	}
 	for i := range views {
 		v := &views[i]
-		if v.gone {
-			continue
-		}
-		since := mtimes[i]
-		if v.node.kind.hold() {
-			ss := sessions[driver.OwnerClient(v.node.owner)]
-			if ss.st == nil || ss.epoch != v.node.epoch {
-				continue // a session that ended never comes back: no condition on it
+		switch {
+		case v.gone:
+		case v.node.kind.hold():
+			v.alive, v.remaining = true, v.d
+		default:
+			if end := mtimes[i] + v.d.Milliseconds(); now < end {
+				v.alive, v.remaining = true, time.Duration(end-now)*time.Millisecond
 			}
-			v.session, since = ss.st, max(since, ss.st.Mtime)
-		}
-		if end := since + v.d.Milliseconds(); now < end {
-			v.alive, v.remaining = true, time.Duration(end-now)*time.Millisecond
 		}
 	}
+	slices.SortStableFunc(views, func(a, b nodeView) int { return cmp.Compare(a.czxid, b.czxid) })
 	return views, nil
 }
 
@@ -273,17 +239,18 @@ func blocker(req driver.Request, d dirState, views []nodeView) (blocked, bool) {
 	return blocked{}, false
 }
 
-// Acquire implements [driver.Store]. It reads the lock's directory (one
-// round trip) and, unless its rules keep the request out, takes the lock
-// with one multi-operation: it bumps the directory's data version (a
+// Acquire implements [driver.Store]. It opens the Client's ZooKeeper
+// session if it has none, reads the lock's directory (one round trip) and,
+// unless its rules keep the request out, takes the lock with one
+// multi-operation on that session: it bumps the directory's data version (a
 // compare-and-set against the version it read, so that of two racing
-// acquirers one wins), deletes nodes that are no longer alive, refreshes
-// the owner's session node, and creates the owner's ephemeral sequential
-// hold node. The fencing token is the multi-operation's zxid, the hold
-// node's czxid. When other nodes are there, it first judges them (reading
-// their data, their sessions and the server's clock, which costs one write
-// to the clock node). A refused request that waits (KindFair, KindWrite
-// with Wait > 0) creates or refreshes its waiting place.
+// acquirers one wins), deletes waiting places that lapsed, and creates the
+// owner's ephemeral sequential hold node. The fencing token is the
+// multi-operation's zxid, the hold node's czxid. When other nodes are
+// there, it first reads them (their data: a hold's lease, a place's wait;
+// and, when there are places, the server's clock). A refused request that
+// waits (KindFair, KindWrite with Wait > 0) creates or refreshes its
+// waiting place.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	if err := s.checkLease(req); err != nil {
 		return driver.Grant{}, err
@@ -291,13 +258,16 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	if err := s.ensureRoot(ctx); err != nil {
 		return driver.Grant{}, err
 	}
-	client := driver.OwnerClient(req.Owner)
+	cs, err := s.openSession(ctx, driver.OwnerClient(req.Owner), max(req.Lease, req.Wait))
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	if err := s.checkLease(req); err != nil { // the session is established now
+		return driver.Grant{}, err
+	}
 	for range maxAttempts {
 		d, err := s.readDir(ctx, req.Name)
 		if err != nil {
-			return driver.Grant{}, err
-		}
-		if err := s.checkLease(req); err != nil { // the session is established now
 			return driver.Grant{}, err
 		}
 		if !d.exists {
@@ -309,19 +279,18 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		if err := d.wrongKind(req.Name, req.Kind); err != nil {
 			return driver.Grant{}, err
 		}
-		cs, err := s.session(ctx, client)
-		if err != nil {
-			return driver.Grant{}, err
-		}
-		if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok && cs != nil && own.epoch == cs.epoch {
-			g, again, err := s.refresh(ctx, req, client, cs, own)
+		if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok && own.epoch == cs.epoch() {
+			g, again, err := s.refresh(ctx, req, cs, own)
 			if again {
 				continue
+			}
+			if errors.Is(err, errEnded) {
+				return driver.Grant{}, err // the tenure ended with its session
 			}
 			return g, err
 		}
 		if req.Kind == driver.KindWrite {
-			if r, ok := d.own(req.Owner, nkRead); ok && cs != nil && r.epoch == cs.epoch {
+			if r, ok := d.own(req.Owner, nkRead); ok && r.epoch == cs.epoch() {
 				return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: %w", req.Name, driver.ErrUpgrade)
 			}
 		}
@@ -329,9 +298,15 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		if err != nil {
 			return driver.Grant{}, err
 		}
+		stale(views, cs)
 		if b, ok := blocker(req, d, views); ok {
 			if b.place != nkLock && req.Wait > 0 {
-				if err := s.keepPlace(ctx, req, b.place, d); err != nil {
+				if err := s.keepPlace(ctx, req, cs, b.place, d); errors.Is(err, errEnded) {
+					if cs, err = s.openSession(ctx, cs.client, max(req.Lease, req.Wait)); err != nil {
+						return driver.Grant{}, err
+					}
+					continue
+				} else if err != nil {
 					return driver.Grant{}, err
 				}
 			}
@@ -341,35 +316,84 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		for _, v := range views {
 			mine := v.node.owner == req.Owner && (v.node.kind == nkQueue || v.node.kind == nkWaitW)
 			if !v.gone && (!v.alive || mine) {
-				drops = append(drops, v.drop(s.dir(req.Name), s.clientPath(driver.OwnerClient(v.node.owner)))...)
+				drops = append(drops, v.drop(s.dir(req.Name)))
 			}
 		}
-		g, again, err := s.grant(ctx, []driver.Request{req}, client, cs, []dirState{d}, drops)
+		fences, again, err := s.grant(ctx, []driver.Request{req}, cs, []dirState{d}, drops)
 		if again {
+			continue
+		}
+		if errors.Is(err, errEnded) { // its timer ran out meanwhile: open another
+			if cs, err = s.openSession(ctx, cs.client, max(req.Lease, req.Wait)); err != nil {
+				return driver.Grant{}, err
+			}
 			continue
 		}
 		if err != nil {
 			return driver.Grant{}, err
 		}
-		return driver.Grant{Acquired: true, Fence: g}, nil
+		return driver.Grant{Acquired: true, Fence: fences[0]}, nil
 	}
 	return driver.Grant{}, fmt.Errorf("zkstore: acquire %q: the lock changed under every one of %d attempts", req.Name, maxAttempts)
 }
 
-// keepPlace creates req's waiting place of kind, or refreshes it, so that
-// it lasts req.Wait from now.
-func (s *Store) keepPlace(ctx context.Context, req driver.Request, kind nodeKind, d dirState) error {
+// errEnded is wrapped by the error of a write on a Client's session that
+// had ended.
+var errEnded = errors.New("its ZooKeeper session ended")
+
+// stale marks dead the holds of cs's Client made by an earlier session of
+// it: the Store ended that session before opening cs, and its nodes go with
+// it (at once, or when the server expires it if the close could not reach
+// it), so they must not keep the Client from its own lock.
+func stale(views []nodeView, cs *clientSession) {
+	for i := range views {
+		v := &views[i]
+		if v.node.kind.hold() && v.node.epoch != cs.epoch() && driver.OwnerClient(v.node.owner) == cs.client {
+			v.alive = false
+		}
+	}
+}
+
+// epoch is the epoch in the names of cs's nodes: its session id.
+func (cs *clientSession) epoch() uint64 { return uint64(cs.id) }
+
+// write runs f, a write on cs's session, unless cs is not connected now: a
+// request made while disconnected waits in go-zookeeper's queue and is
+// sent after a reconnect, late (a write can still be late when the
+// connection drops after this check). It fails with driver.ErrNotHeld
+// when cs has ended.
+func write[T any](ctx context.Context, s *Store, cs *clientSession, what, name string, f func() (T, error)) (T, error) {
+	var zero T
+	if !s.live(cs) {
+		s.end(cs)
+		return zero, fmt.Errorf("zkstore: %s %q: %w: client %q: %w", what, name, driver.ErrNotHeld, cs.client, errEnded)
+	}
+	if !cs.connected() {
+		return zero, fmt.Errorf("zkstore: %s %q: not connected to ZooKeeper (%v)", what, name, cs.conn.State())
+	}
+	return call(ctx, f)
+}
+
+// keepPlace creates req's waiting place of kind, an ephemeral node of
+// cs's session, or refreshes it, so that it lasts req.Wait from now.
+func (s *Store) keepPlace(ctx context.Context, req driver.Request, cs *clientSession, kind nodeKind, d dirState) error {
 	dir := s.dir(req.Name)
 	data := nodeData(kind, req.Wait)
-	if p, ok := d.own(req.Owner, kind); ok {
-		_, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(dir+"/"+p.name, data, -1) })
+	if p, ok := d.own(req.Owner, kind); ok && p.epoch == cs.epoch() {
+		_, err := write(ctx, s, cs, "keep the waiting place on", req.Name, func() (*zk.Stat, error) { return cs.conn.Set(dir+"/"+p.name, data, -1) })
 		if !errors.Is(err, zk.ErrNoNode) { // dropped meanwhile: take a new place
+			if err == nil {
+				s.touch(cs, req.Wait)
+			}
 			return wrapErr("keep the waiting place on", req.Name, err)
 		}
 	}
-	_, err := call(ctx, func() (string, error) {
-		return s.conn.Create(dir+"/"+nodeName(kind, 0, req.Owner), data, zk.FlagEphemeralSequential, s.acl)
+	_, err := write(ctx, s, cs, "take a waiting place on", req.Name, func() (string, error) {
+		return cs.conn.Create(dir+"/"+nodeName(kind, cs.epoch(), req.Owner), data, zk.FlagEphemeralSequential, s.acl)
 	})
+	if err == nil {
+		s.touch(cs, req.Wait)
+	}
 	return wrapErr("take a waiting place on", req.Name, err)
 }
 
@@ -381,37 +405,6 @@ func wrapErr(what, name string, err error) error {
 	return fmt.Errorf("zkstore: %s %q: %w", what, name, err)
 }
 
-// sessionOp returns the operation a grant of a lock of lease makes on
-// client's session node: create it, with a fresh epoch, when cs is nil;
-// raise its time to live when lease is longer; otherwise only check that
-// it is as read (a keep-alive in between makes the grant start over, and
-// concurrent grants of one client do not conflict). It also returns the
-// session the operation leaves.
-func (s *Store) sessionOp(client string, cs *clientSession, lease time.Duration) (any, clientSession) {
-	path := s.clientPath(client)
-	if cs == nil {
-		next := clientSession{epoch: randomEpoch(), ttl: lease.Milliseconds(), zkID: s.conn.SessionID()}
-		return &zk.CreateRequest{Path: path, Data: sessionData(next.epoch, next.ttl), Acl: s.acl, Flags: zk.FlagEphemeral}, next
-	}
-	next := *cs
-	if lease.Milliseconds() <= cs.ttl {
-		return &zk.CheckVersionRequest{Path: path, Version: cs.version}, next
-	}
-	next.ttl = lease.Milliseconds()
-	return &zk.SetDataRequest{Path: path, Data: sessionData(next.epoch, next.ttl), Version: cs.version}, next
-}
-
-// afterSessionOp updates next, the session sessionOp left, from the result
-// of its operation in a multi-operation at now (server time).
-func afterSessionOp(next *clientSession, r zk.MultiResponse, created bool, now int64) {
-	switch {
-	case created:
-		next.version, next.mtime = 0, now
-	case r.Stat != nil:
-		next.version, next.mtime = r.Stat.Version, r.Stat.Mtime
-	}
-}
-
 // changed reports whether a multi-operation failed because a znode it
 // named changed since it was read: the caller starts over.
 func changed(err error) bool {
@@ -419,20 +412,27 @@ func changed(err error) bool {
 }
 
 // grant takes the locks of reqs, all of one owner, in one multi-operation
-// (see Acquire): ds are their directories as read, drops the deletions of
-// nodes no longer alive. It returns the fencing token, the operation's
+// on cs's session (see Acquire): ds are their directories as read, drops
+// the deletions of places that lapsed. A name the owner holds already
+// under cs (AcquireMany's retry) has its lease set instead, and keeps its
+// token. It returns the fencing tokens: a new hold's is the operation's
 // zxid. again reports that something changed since the directories were
 // read, and the caller must start over.
-func (s *Store) grant(ctx context.Context, reqs []driver.Request, client string, cs *clientSession, ds []dirState, drops []any) (fence int64, again bool, err error) {
+func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSession, ds []dirState, drops []any) (fences []int64, again bool, err error) {
 	lease := reqs[0].Lease
 	for _, r := range reqs {
 		lease = max(lease, r.Lease)
 	}
-	sop, next := s.sessionOp(client, cs, lease)
 	var ops []any
 	after := make([]dirState, len(reqs))
+	owns := make([]bool, len(reqs))
 	for i, r := range reqs {
 		d := ds[i]
+		if own, ok := d.own(r.Owner, kindsOf(r.Kind)...); ok && own.epoch == cs.epoch() {
+			owns[i] = true
+			ops = append(ops, &zk.CheckVersionRequest{Path: s.dir(r.Name), Version: d.version})
+			continue
+		}
 		d.sem = r.Kind == driver.KindPermit // an empty directory becomes what is asked
 		if d.sem && !ds[i].sem {
 			d.permits = r.Permits
@@ -441,88 +441,64 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, client string,
 		ops = append(ops, &zk.SetDataRequest{Path: s.dir(r.Name), Data: d.data(), Version: d.version})
 	}
 	ops = append(ops, drops...)
-	ops = append(ops, sop)
 	first := len(ops)
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if owns[i] {
+			own, _ := ds[i].own(r.Owner, kindsOf(r.Kind)...)
+			ops = append(ops, &zk.SetDataRequest{Path: s.dir(r.Name) + "/" + own.name, Data: nodeData(own.kind, r.Lease), Version: -1})
+			continue
+		}
 		kind := holdKind(r.Kind)
-		ops = append(ops, &zk.CreateRequest{Path: s.dir(r.Name) + "/" + nodeName(kind, next.epoch, r.Owner),
+		ops = append(ops, &zk.CreateRequest{Path: s.dir(r.Name) + "/" + nodeName(kind, cs.epoch(), r.Owner),
 			Data: nodeData(kind, r.Lease), Acl: s.acl, Flags: zk.FlagEphemeralSequential})
 	}
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
+	res, err := write(ctx, s, cs, "acquire", reqs[0].Name, func() ([]zk.MultiResponse, error) { return cs.conn.Multi(ops...) })
 	if changed(err) {
-		s.remember(client, nil)
-		return 0, true, nil
+		return nil, true, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("zkstore: acquire %q: %w", reqs[0].Name, err)
+		return nil, false, wrapErr("acquire", reqs[0].Name, err)
 	}
-	st := res[0].Stat // the first directory's: the operation's zxid and time
-	afterSessionOp(&next, res[first-1], cs == nil, st.Mtime)
-	if cs != nil && s.lapsed(client, cs, st.Mtime) {
-		// The session had ended before this acquire refreshed it: its
-		// locks' leases ran out, and must not come back. Undo, end the
-		// session, and start over with a new one.
-		var created []string
-		for _, r := range res[first:] {
-			created = append(created, r.String)
-		}
-		if err := s.undo(ctx, client, next.version, created...); err != nil {
-			return 0, false, fmt.Errorf("zkstore: acquire %q: %w", reqs[0].Name, err)
-		}
-		return 0, true, nil
+	if !s.touch(cs, lease) {
+		return nil, false, fmt.Errorf("zkstore: acquire %q: %w: client %q: %w", reqs[0].Name, driver.ErrNotHeld, cs.client, errEnded)
 	}
+	var zxid int64
+	for i := range reqs {
+		if !owns[i] {
+			zxid = res[i].Stat.Mzxid // the operation's zxid
+		}
+	}
+	fences = make([]int64, len(reqs))
 	for i, r := range reqs {
+		if owns[i] {
+			fences[i] = res[first+i].Stat.Czxid
+			continue
+		}
+		fences[i] = zxid
 		d := after[i]
 		s.knowDir(s.dir(r.Name), dirData{czxid: d.czxid, version: d.version + 1, sem: d.sem, permits: d.permits})
-	}
-	s.remember(client, &next)
-	s.granted(client, next.epoch, st.Mtime)
-	for i, r := range reqs {
 		s.hold(r.Name, r.Owner, path.Base(res[first+i].String))
 	}
-	return st.Mzxid, false, nil
+	return fences, false, nil
 }
 
-// undo deletes nodes created under a session that had lapsed, and the
-// session's node.
-func (s *Store) undo(ctx context.Context, client string, version int32, nodes ...string) error {
-	ops := []any{&zk.DeleteRequest{Path: s.clientPath(client), Version: version}}
-	for _, n := range nodes {
-		ops = append(ops, &zk.DeleteRequest{Path: n, Version: -1})
-	}
-	_, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.conn.Multi(ops...) })
-	s.remember(client, nil)
-	if err != nil && !changed(err) {
-		return fmt.Errorf("undo a grant under a lapsed session: %w", err)
-	}
-	return nil
-}
-
-// refresh is an acquire by the owner that holds the lock: it sets the
-// lock's lease to req.Lease and refreshes the owner's session, and returns
-// the tenure's fencing token, the hold node's czxid.
-func (s *Store) refresh(ctx context.Context, req driver.Request, client string, cs *clientSession, own lockNode) (g driver.Grant, again bool, err error) {
-	sop, next := s.sessionOp(client, cs, req.Lease)
+// refresh is an acquire by the owner that holds the lock under cs: it sets
+// the lock's lease to req.Lease, and returns the tenure's fencing token,
+// the hold node's czxid.
+func (s *Store) refresh(ctx context.Context, req driver.Request, cs *clientSession, own lockNode) (g driver.Grant, again bool, err error) {
 	node := s.dir(req.Name) + "/" + own.name
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) {
-		return s.conn.Multi(&zk.SetDataRequest{Path: node, Data: nodeData(own.kind, req.Lease), Version: -1}, sop)
+	st, err := write(ctx, s, cs, "acquire", req.Name, func() (*zk.Stat, error) {
+		return cs.conn.Set(node, nodeData(own.kind, req.Lease), -1)
 	})
 	if changed(err) {
-		s.remember(client, nil)
 		return driver.Grant{}, true, nil
 	}
 	if err != nil {
-		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
+		return driver.Grant{}, false, wrapErr("acquire", req.Name, err)
 	}
-	st := res[0].Stat
-	afterSessionOp(&next, res[1], false, st.Mtime)
-	if s.lapsed(client, cs, st.Mtime) {
-		if err := s.undo(ctx, client, next.version); err != nil {
-			return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w", req.Name, err)
-		}
-		return driver.Grant{}, true, nil
+	if !s.touch(cs, req.Lease) {
+		return driver.Grant{}, false, fmt.Errorf("zkstore: acquire %q: %w: client %q: %w", req.Name, driver.ErrNotHeld, cs.client, errEnded)
 	}
-	s.remember(client, &next)
-	s.granted(client, next.epoch, st.Mtime)
+	s.hold(req.Name, req.Owner, own.name)
 	return driver.Grant{Acquired: true, Fence: st.Czxid}, false, nil
 }

@@ -11,8 +11,11 @@ import (
 	"github.com/leash-go/leash/driver"
 )
 
-// Inspect implements [driver.Admin]: the holders are the owners of hold
-// nodes judged alive (as a refused acquire judges them), Queued counts the
+// Inspect implements [driver.Admin]: the holders are the owners of the hold
+// nodes there (each lives as long as its Client's session), Remaining is a
+// hold's lease as granted (ZooKeeper does not tell when its Client last
+// kept its session alive, from which the lease counts; a frozen Client's
+// hold lasts until the server expires its session), Queued counts the
 // live fair-queue places and waiting writers' marks, and Fence is the zxid
 // of the last grant (for a semaphore, of its last grant or resize), which
 // the lock's directory keeps as its data's modification zxid. Waiters is

@@ -14,14 +14,16 @@ import (
 
 // Run with:
 //
-//	cd zkstore && go test -run '^$' -bench . -benchtime 2000x
+//	cd zkstore && go test -run '^$' -bench LockUnlock -benchtime 2000x
+//	cd zkstore && go test -run '^$' -bench RenewalRound10k -benchtime 5x
 //
 // Each benchmark starts its own ZooKeeper server on loopback
 // (testserver: forceSync=no, so the numbers are of the protocol, not of a
 // disk's fsync).
 
 // BenchmarkLockUnlock is an uncontended Lock and Unlock through a
-// leash.Client: two round trips each.
+// leash.Client: two round trips for Lock, three for Unlock (the node's data
+// is read before it is deleted).
 func BenchmarkLockUnlock(b *testing.B) {
 	z := testserver.NewZooKeeper(b)
 	s, err := zkstore.Dial([]string{z.Addr}, nil)

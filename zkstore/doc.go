@@ -1,15 +1,17 @@
 // Package zkstore is a leash store on ZooKeeper, through
 // github.com/go-zookeeper/zk: every lock kind (Mutex, FairMutex, RWMutex,
 // Semaphore), MultiLock, release notifications, administration (the leash
-// CLI's show, ls and unlock), holder records, and session renewal — one
-// keep-alive per client renews all of its locks.
+// CLI's show, ls and unlock), holder records, and session renewal — each
+// Client's locks are ephemeral nodes of a ZooKeeper session of its own,
+// and one keep-alive per Client renews all of them.
 //
 //	s, err := zkstore.Dial([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, nil)
 //	if err != nil { … }
 //	c, err := leash.New(s, nil) // Close the Client, then the Store
 //
-// New takes a connection of your own (zk.Connect) instead; give it the
-// session timeout the connection negotiated (Options.SessionTimeout).
+// New takes a connection of your own (zk.Connect) for reads, watches and
+// administration, and the servers to open each Client's session on
+// (Options.Servers).
 //
 // # Layout
 //
@@ -22,106 +24,114 @@
 //	                                    data "leash lock node v1 <lease in ms>"
 //	/leash/locks/<name>/queue-…  waitw-…          a FairMutex waiter's place, a waiting writer's
 //	                                    mark; data "leash place v1 <wait in ms>"
-//	/leash/clients/<client id>          ephemeral: a leash Client's session node;
-//	                                    data "leash session v1 <epoch> <ttl in ms>"
-//	/leash/clock                        written to read the server's clock
+//	/leash/clients                      written by every keep-alive
+//	/leash/clock                        written to read the server's clock (places, records)
 //	/leash/records/<client id>          ephemeral: the Client's holder record (JSON)
 //
 // A lock name, an owner and a client id each become one znode name by
-// url.PathEscape ("/" is "%2F", "." and ".." are "%2E" and "%2E%2E"), so
-// every name leash accepts maps onto one directory. <e> is the epoch of the
-// owner's session node (16 hex digits), <seq> ZooKeeper's sequence number.
+// url.PathEscape ("/" is "%2F", "." and ".." are "%2E" and "%2E%2E"; in a
+// node's name an owner's final "-" is "%2D"), so every name leash accepts
+// maps onto one directory. <e> is the id of the ZooKeeper session that
+// created the node (16 hex digits), <seq> ZooKeeper's sequence number,
+// which past 2^31 changes of a directory is negative ("-2147483648"): the
+// Store accepts it, and orders nodes by their creation zxid.
 //
 // The Store recognises its znodes by these names and data, and refuses
 // anything else with a *driver.NotALockError saying what is there: a
 // directory without leash's data, a child that is not a leash node. It never
-// deletes or changes such a znode, and List leaves it out. The Store never
-// deletes a lock directory, so there is one persistent znode per name ever
-// locked; everything below them is ephemeral and goes with its session. An
-// operator may delete an empty directory (ZooKeeper refuses to delete one
-// that is not) of a name no one uses: fencing tokens are zxids, which keep
-// growing whatever happens to the directory.
+// deletes or changes such a znode (Release, Withdraw and ForceRelease read
+// a node's data before deleting it, at the version read), and List leaves
+// it out. The Store never deletes a lock directory, so there is one
+// persistent znode per name ever locked; everything below them is
+// ephemeral and goes with its session. An operator may delete an empty
+// directory (ZooKeeper refuses to delete one that is not) of a name no one
+// uses: fencing tokens are zxids, which keep growing whatever happens to
+// the directory.
 //
-// # Sessions and leases
+// # The session is the lease
 //
-// A Store has one ZooKeeper session (its connection's), and every lock it
-// grants is an ephemeral node of that session: when the session ends —
-// Close, or the server expiring it after a partition or a crash — every
-// lock goes at once, and every watcher is woken.
+// Each leash Client (each client id, see driver.OwnerClient) has a
+// ZooKeeper session of its own, which the Store opens on the Client's first
+// Acquire, on a connection of its own; the Store's own session (Conn) only
+// reads, watches and administers. Every hold, place and mark of the Client
+// is an ephemeral node of its session, and a lock is held exactly while its
+// node exists. No decision about a lock reads a time the server wrote: a
+// hold ends only when its node is deleted (Release, ForceRelease) or its
+// session ends, and ZooKeeper expires a session by each server's monotonic
+// clock, one session timeout T after it last heard from the client (a
+// failover only extends that). So the Store assumes nothing about the
+// servers' wall clocks.
 //
-// The Store is a [driver.SessionStore]: each leash Client (each client id,
-// see driver.OwnerClient) has a session node, and the Client's watchdog
-// calls KeepAlive once per renewal round, which sets that node's data: one
-// write, answered only while the ZooKeeper session lives, whose
-// modification time (the server's clock) is the Client's last keep-alive.
-// A lock is held while its node exists and less than its lease has passed
-// since the Client's last keep-alive or the lock's grant (or a retried
-// acquire), whichever is later. So a lock ends when its
-// holder stops renewing it even while the process's ZooKeeper connection
-// still heartbeats (a stuck watchdog, a lock whose hold the Client gave up),
-// as on every other store: a lock never outlives the lease its holder counts.
-// The next acquirer judges that: it reads the holder's node, its session
-// node and the server's clock, and deletes a lock whose lease ran out in
-// its own grant, on the condition that the session node has not changed
-// (a keep-alive in between wins). A grant only checks the session node's
-// version (creating the node for a Client's first lock, raising its time
-// to live for a longer lease than any before), so a Client's concurrent
-// grants do not conflict.
+// The Store is a [driver.SessionStore]: the Client's watchdog calls
+// KeepAlive once per renewal round, one write on the Client's own session
+// (it sets /leash/clients to the data it has), which the leader accepts
+// only while the session lives. A session ends:
 //
-// KeepAlive fails at once, outcome unknown, while the Store is not
-// connected: the Client keeps its holds until their validity deadline (the
-// send time of the last successful keep-alive plus the lease minus the
-// safety margin) and tells every holder, before the server can expire the
-// session, since Acquire refuses a lease longer than the session timeout. It
-// returns an error matching driver.ErrNotHeld when the client has no
-// session node (never held a lock here, or the ZooKeeper session expired and
-// took it) or when its previous keep-alive is older than its longest lease;
-// a session node that lapsed is deleted, and, since every hold node names
-// its session's random epoch, its holds never come back, even if not yet
-// deleted. Renew checks each lock (its node, its epoch, its lease) and
-// extends nothing.
+//   - when the Store closes it: Close, or one longest lease of the Client
+//     (the longest lease it was granted) after its last successful
+//     keep-alive or grant, timed by the local monotonic clock (one timer per
+//     Client, not per lock). So a Client that stops keeping alive (a stuck
+//     watchdog) loses its locks after a lease, while its process still runs,
+//     as on every other store; every node goes at once and every waiter is
+//     woken. A single lock whose hold the Client gave up while it keeps
+//     others is released by the Client (a lock does not expire on its own
+//     while its session lives, so leash refuses UnlockAfter here).
+//   - when the server expires it: the Client's process is frozen, crashed
+//     or cut off for longer than T. Acquire refuses a lease longer than T,
+//     so the holder's watchdog, which counts the lease from the send time of
+//     its last successful keep-alive, has told every holder before the
+//     server can expire the session: no lock is granted twice.
+//
+// KeepAlive fails at once, outcome unknown, while the Client's session is
+// not connected; it returns an error matching driver.ErrNotHeld once the
+// session ended (and for a client with no session here), and the Client's
+// next Acquire opens a new one. Renew checks each lock (its node exists,
+// created by the Client's live session) and extends nothing.
 //
 // What happens when things fail:
 //
-//   - A reconnect within the session timeout loses nothing: the session and
-//     its nodes live on, and go-zookeeper re-sets the watches (a release
-//     missed meanwhile is delivered).
-//   - A partition longer than lease − margin: every holder is told
-//     (leash.ReasonUnreachable) before its lease can run out on the server;
-//     other clients get the lock once it has.
-//   - Session expiry: the server deletes every node of the session, waiters
-//     are woken, go-zookeeper starts a new session, the next KeepAlive reports
-//     ErrNotHeld and every hold of the Client is lost.
-//   - Leader loss: the session survives the election when the Store reaches
-//     a surviving server within the session timeout; writes (keep-alives,
-//     grants) wait for the new leader. A hold survives when that takes less
-//     than lease − margin, and its holder is told otherwise; no lock is
-//     granted twice. Lease times are the leader's clock (znode modification
-//     times), so keep the servers' clocks synchronised: after a failover a
-//     skew between the old and the new leader's clocks shortens or lengthens
-//     what others judge, and the Client's safety margin must cover it.
+//   - A reconnect within T loses nothing: the session and its nodes live
+//     on, and go-zookeeper re-sets the watches (a release missed meanwhile
+//     is delivered).
+//   - A holder frozen (SIGSTOP, a long pause), partitioned or crashed keeps
+//     its locks until the server expires its session, at most T after it
+//     last heard from it; then every node of the session goes and waiters
+//     are woken. That is what a frozen holder costs: others wait up to T,
+//     not just a lease.
+//   - Leader loss: a session survives the election when its Client reaches
+//     a surviving server within T, and the new leader gives every session a
+//     full timeout again; writes (keep-alives, grants) wait for it. A hold
+//     survives when that takes less than lease − margin, and its holder is
+//     told otherwise; no lock is granted twice.
+//   - A request made while a session is disconnected waits in
+//     go-zookeeper's queue and is sent after the reconnect: the Store checks
+//     the session's state before every write, and fails at once while it is
+//     disconnected, but a write can still be sent late when the connection
+//     drops after that check. A write that lands on a later session of the
+//     same connection (after an expiry) is undone: the Store then closes
+//     that connection, and its nodes with it.
 //
 // # Lease limits
 //
-// A lock cannot outlive its session, which the server expires one session
-// timeout after it last heard from the Store: Acquire refuses, with an error
+// A lock cannot outlive its session: Acquire refuses, with an error
 // matching driver.ErrUnsupported that says so, a lease longer than the
-// session timeout. That is the timeout the server granted (Dial reads it from
-// the connection handshake; the server clamps the one asked for to its
-// [minSessionTimeout, maxSessionTimeout], by default 2 to 20 ticks of 2 s),
-// or Options.SessionTimeout for New. DefaultSessionTimeout, 40 s, covers
+// session timeout. That is the timeout the server granted (the Store reads
+// it from each connection's handshake; the server clamps the one asked for,
+// Options.SessionTimeout, to its [minSessionTimeout, maxSessionTimeout], by
+// default 2 to 20 ticks of 2 s). DefaultSessionTimeout, 40 s, covers
 // leash's default 30 s lease. Leases have no lower bound but the
-// millisecond: they are judged by znode times, not by session expiry.
+// millisecond.
 //
 // # Waiting
 //
-// A refused Mutex acquire leaves nothing behind (it writes only the clock
-// node). A FairMutex waiter's place, as in the ZooKeeper lock recipe, is an
-// ephemeral sequential node: the queue is in sequence order, a place lasts
-// req.Wait after each attempt (its modification time), and Withdraw deletes
-// it; the head is the oldest live place. An RWMutex writer that waits
-// leaves a mark the same way, which keeps new readers out. A semaphore
-// grants while fewer live permit nodes than its count exist.
+// A refused Mutex acquire leaves nothing behind. A FairMutex waiter's place,
+// as in the ZooKeeper lock recipe, is an ephemeral sequential node of the
+// waiter's session: the queue is in creation order, a place lasts req.Wait
+// after each attempt (its modification time against the server's clock,
+// read by a write to /leash/clock: a fairness decision, never a lock's),
+// and Withdraw deletes it; the head is the oldest live place. An RWMutex
+// writer that waits leaves a mark the same way, which keeps new readers
+// out. A semaphore grants while fewer permit nodes than its count exist.
 //
 // Watch leaves a ZooKeeper watch on the lock's directory, which fires when a
 // node comes or goes, and wakes only whom the change concerns: the fair
@@ -132,29 +142,30 @@
 //
 // # Fencing
 //
-// A grant is one multi-operation that bumps the lock directory's data
-// version (a compare-and-set: of two racing acquirers one wins), deletes
-// dead nodes, checks (or creates) the session node and creates the hold
-// node. The
-// fencing token is that operation's zxid: the hold node's czxid, and the
+// A grant is one multi-operation on the Client's session that bumps the
+// lock directory's data version (a compare-and-set: of two racing acquirers
+// one wins), deletes lapsed places and creates the hold node. The fencing
+// token is that operation's zxid: the hold node's czxid, and the
 // directory's mzxid, which Inspect reports as the last token (for a
 // semaphore, the zxid of its last grant or resize). A zxid is
 // ensemble-wide and only grows — its high 32 bits are the leader's epoch,
 // which every election increments — so tokens keep growing across leader
-// changes and whatever happens to the directory. The sequence number was not
-// chosen: it is the parent's count of child changes (waiting places' too),
-// and starts again at 0 if the parent is deleted and created again.
+// changes and whatever happens to the directory.
 //
 // # Costs
 //
-// An uncontended acquire is two round trips (the directory's children, then
-// the multi-operation; one more read when the directory's data changed since
-// the Store last saw it, and one for a Client's first lock, its session
-// node); a release two (children, delete). A contended
-// acquire adds one round of pipelined reads of the holders and one write to
-// the clock node. A renewal round is one write per Client (KeepAlive) and,
-// for Renew's check, one write to the clock node and one pipelined read per
-// lock the Store granted (two for a lock it did not: its directory first).
+// Each Client costs one ZooKeeper connection and session, besides the
+// Store's own: ZooKeeper limits the connections from one IP address
+// (maxClientCnxns, 60 by default), so a host running many Clients on one
+// ensemble needs that limit raised. An uncontended acquire is two round
+// trips (the directory's children, then the multi-operation; one more read
+// when the directory's data changed since the Store last saw it), plus, for
+// a Client's first lock, the connection and session handshake; a release
+// three (children, the node's data, delete). A contended acquire adds one
+// round of pipelined reads of the other nodes (and a write to /leash/clock
+// when there are waiting places). A renewal round is one write per Client
+// (KeepAlive) and, for Renew's check, one pipelined read per lock the
+// Store granted (two for a lock it did not: its directory first).
 // BenchmarkLockUnlock and BenchmarkRenewalRound10k measure both.
 //
 // # Opening by URL

@@ -18,7 +18,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close() // after the Client's Close: ends the session
+	defer s.Close() // after the Client's Close: ends every session
 	c, err := leash.New(s, &leash.Options{Lease: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/faultproxy"
@@ -88,7 +87,7 @@ func TestReconnectKeepsLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session := s.Conn().SessionID()
+	session := s.SessionID(driver.OwnerClient(h.Owner()))
 	p.Reset() // drop every connection; go-zookeeper reconnects through the proxy
 	// The first renewals may meet the dropped connection; one succeeds once
 	// go-zookeeper has reconnected, long before the lease runs out.
@@ -98,7 +97,7 @@ func TestReconnectKeepsLocks(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := s.Conn().SessionID(); got != session {
+	if got := s.SessionID(driver.OwnerClient(h.Owner())); got != session {
 		t.Fatalf("session after the reconnect = %x, want the same %x", got, session)
 	}
 	if err := h.Err(); err != nil {
@@ -184,7 +183,6 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := driver.OwnerClient(h.Owner())
-	session := s.Conn().SessionID()
 	p.Blackhole()
 	dir := zkstore.DefaultRoot + "/locks/" + url.PathEscape(name)
 	for { // the server expires the session: its ephemeral lock node goes
@@ -201,11 +199,25 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatalf("the session expired on the server, and the holder still believes it holds %q", name)
 	}
 	p.Heal()
-	for s.Conn().SessionID() == session || s.Conn().State() != zk.StateHasSession {
-		time.Sleep(20 * time.Millisecond) // go-zookeeper reconnects, learns of the expiry, starts a new session
+	// go-zookeeper reconnects and learns of the expiry (or the Store closed
+	// the session first, its lease run out): the keep-alive fails, outcome
+	// unknown, until then, and reports ErrNotHeld after.
+	for err := s.KeepAlive(bg(t), client); !errors.Is(err, driver.ErrNotHeld); err = s.KeepAlive(bg(t), client) {
+		if err == nil {
+			t.Fatal("KeepAlive succeeded after the session expired on the server")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if err := s.KeepAlive(bg(t), client); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("KeepAlive after the session expired = %v, want ErrNotHeld", err)
+	for { // the Store's own session, through the proxy too, may be reconnecting
+		g, err := c.Mutex(name).TryLock(bg(t))
+		if err == nil {
+			_ = g.Unlock(bg(t))
+			break
+		}
+		if errors.Is(err, leash.ErrNotAcquired) {
+			t.Fatalf("TryLock by the same client after its session expired = %v, want a grant under a new session", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -222,7 +234,7 @@ func TestServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session := s.Conn().SessionID()
+	session := s.SessionID(driver.OwnerClient(h.Owner()))
 	if err := z.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +244,7 @@ func TestServerRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // go-zookeeper reconnects
 	}
-	if got := s.Conn().SessionID(); got != session {
+	if got := s.SessionID(driver.OwnerClient(h.Owner())); got != session {
 		t.Errorf("session after the restart = %x, want the same %x", got, session)
 	}
 	other := newClient(t, nil, nil, z.Addr)

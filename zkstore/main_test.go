@@ -10,6 +10,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(holderEnv) != "" {
+		runHolder() // a child process of TestFrozenHolder
+		return
+	}
 	code := m.Run()
 	shared.Close()
 	os.Exit(leakcheck.Check(code))

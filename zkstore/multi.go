@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -21,9 +20,11 @@ func (s *Store) Partition(names []string) [][]string {
 }
 
 // AcquireMany implements [driver.MultiStore]: it reads every lock's
-// directory and judges its nodes (as Acquire does), and takes every lock in
-// one multi-operation, whose compare-and-sets on every directory make it
-// all or nothing. Every lock's token is the operation's zxid.
+// directory and its nodes (as Acquire does), and takes every lock in one
+// multi-operation on the Client's session, whose compare-and-sets on every
+// directory make it all or nothing. Every new lock's token is the
+// operation's zxid; a lock the owner holds already (a retry) keeps its
+// token and is not blocked by its own hold.
 func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.MultiGrant, error) {
 	if len(reqs) == 0 {
 		return driver.MultiGrant{Acquired: true}, nil
@@ -36,7 +37,19 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 	if err := s.ensureRoot(ctx); err != nil {
 		return driver.MultiGrant{}, err
 	}
-	client := driver.OwnerClient(reqs[0].Owner)
+	lease := reqs[0].Lease
+	for _, r := range reqs {
+		lease = max(lease, r.Lease)
+	}
+	cs, err := s.openSession(ctx, driver.OwnerClient(reqs[0].Owner), lease)
+	if err != nil {
+		return driver.MultiGrant{}, err
+	}
+	for _, r := range reqs {
+		if err := s.checkLease(r); err != nil { // the session is established now
+			return driver.MultiGrant{}, err
+		}
+	}
 	for range maxAttempts {
 		ds := make([]dirState, len(reqs))
 		errs := make([]error, len(reqs))
@@ -59,16 +72,6 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		if err := errors.Join(errs...); err != nil {
 			return driver.MultiGrant{}, err
 		}
-		cs, err := s.session(ctx, client)
-		if err != nil {
-			return driver.MultiGrant{}, err
-		}
-		if g, ok, again, err := s.refreshMany(ctx, reqs, client, cs, ds); ok || again || err != nil {
-			if again {
-				continue
-			}
-			return g, err
-		}
 		var drops []any
 		var rem []int64
 		blockedBy := false
@@ -77,29 +80,37 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 			if err != nil {
 				return driver.MultiGrant{}, err
 			}
-			if b, ok := blocker(r, ds[i], views); ok {
+			stale(views, cs)
+			others := views[:0:0]
+			for _, v := range views {
+				if v.node.owner == r.Owner && v.node.epoch == cs.epoch() {
+					continue // its own hold: a retry
+				}
+				others = append(others, v)
+				if !v.gone && !v.alive {
+					drops = append(drops, v.drop(s.dir(r.Name)))
+				}
+			}
+			if b, ok := blocker(r, ds[i], others); ok {
 				blockedBy = true
 				rem = append(rem, int64(b.remaining))
-			}
-			for _, v := range views {
-				if !v.gone && !v.alive {
-					drops = append(drops, v.drop(s.dir(r.Name), s.clientPath(driver.OwnerClient(v.node.owner)))...)
-				}
 			}
 		}
 		if blockedBy {
 			return driver.MultiGrant{Remaining: shortest(rem)}, nil
 		}
-		fence, again, err := s.grant(ctx, reqs, client, cs, ds, drops)
+		fences, again, err := s.grant(ctx, reqs, cs, ds, drops)
 		if again {
+			continue
+		}
+		if errors.Is(err, errEnded) { // its timer ran out meanwhile: open another
+			if cs, err = s.openSession(ctx, cs.client, lease); err != nil {
+				return driver.MultiGrant{}, err
+			}
 			continue
 		}
 		if err != nil {
 			return driver.MultiGrant{}, err
-		}
-		fences := make([]int64, len(reqs))
-		for i := range fences {
-			fences[i] = fence
 		}
 		return driver.MultiGrant{Acquired: true, Fences: fences}, nil
 	}
@@ -113,48 +124,4 @@ func shortest(ds []int64) (d time.Duration) {
 		}
 	}
 	return d
-}
-
-// refreshMany is an AcquireMany by an owner that holds every lock already
-// (a retry): ok reports that it does, and the grant is then its tokens.
-func (s *Store) refreshMany(ctx context.Context, reqs []driver.Request, client string, cs *clientSession, ds []dirState) (g driver.MultiGrant, ok, again bool, err error) {
-	if cs == nil {
-		return g, false, false, nil
-	}
-	ops := make([]any, 0, len(reqs)+1)
-	for i, r := range reqs {
-		own, found := ds[i].own(r.Owner, kindsOf(r.Kind)...)
-		if !found || own.epoch != cs.epoch {
-			return g, false, false, nil
-		}
-		ops = append(ops, &zk.SetDataRequest{Path: s.dir(r.Name) + "/" + own.name, Data: nodeData(own.kind, r.Lease), Version: -1})
-	}
-	lease := reqs[0].Lease
-	for _, r := range reqs {
-		lease = max(lease, r.Lease)
-	}
-	sop, next := s.sessionOp(client, cs, lease)
-	res, err := call(ctx, func() ([]zk.MultiResponse, error) { return s.conn.Multi(append(ops, sop)...) })
-	if changed(err) {
-		s.remember(client, nil)
-		return g, false, true, nil
-	}
-	if err != nil {
-		return g, false, false, fmt.Errorf("zkstore: acquire %d locks: %w", len(reqs), err)
-	}
-	now := res[0].Stat.Mtime
-	afterSessionOp(&next, res[len(res)-1], false, now)
-	if s.lapsed(client, cs, now) {
-		if err := s.undo(ctx, client, next.version); err != nil {
-			return g, false, false, err
-		}
-		return g, false, true, nil
-	}
-	s.remember(client, &next)
-	s.granted(client, next.epoch, now)
-	g.Acquired = true
-	for _, r := range res[:len(reqs)] {
-		g.Fences = append(g.Fences, r.Stat.Czxid)
-	}
-	return g, true, false, nil
 }

@@ -1,7 +1,9 @@
 package zkstore
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +33,6 @@ const (
 	// placeDataPrefix starts the data of a waiting place's node, followed
 	// by how long it lasts without a new attempt, in milliseconds.
 	placeDataPrefix = "leash place v1 "
-	// sessionDataPrefix starts the data of every session node.
-	sessionDataPrefix = "leash session v1 "
 	// seqLen is the length of the sequence number ZooKeeper appends to a
 	// sequential node's name.
 	seqLen = 10
@@ -106,9 +106,9 @@ func holdKind(k driver.Kind) nodeKind {
 }
 
 // A lockNode is a child of a lock directory, parsed from its name:
-// "<kind>-<epoch>-<escaped owner>-<sequence>", the epoch being, for a hold,
-// the session epoch of the owner's client (16 hex digits) when the node was
-// created, and zero for a waiting place.
+// "<kind>-<epoch>-<escaped owner>-<sequence>", the epoch being the id of
+// the ZooKeeper session of the owner's Client that created the node (16 hex
+// digits), and the sequence ZooKeeper's, signed.
 type lockNode struct {
 	name  string
 	kind  nodeKind
@@ -118,9 +118,39 @@ type lockNode struct {
 }
 
 // nodeName returns the name a node is created with, before ZooKeeper
-// appends its sequence number.
+// appends its sequence number. The owner's segment never ends in '-' (it is
+// escaped, "%2D"), so that a negative sequence number ("-…") cannot be read
+// as part of it.
 func nodeName(kind nodeKind, epoch uint64, owner string) string {
-	return fmt.Sprintf("%s%016x-%s-", nodePrefixes[kind], epoch, escapeSegment(owner))
+	return fmt.Sprintf("%s%016x-%s-", nodePrefixes[kind], epoch, ownerSegment(owner))
+}
+
+// ownerSegment escapes an owner for a node name: escapeSegment, and a
+// final '-' as "%2D".
+func ownerSegment(owner string) string {
+	e := escapeSegment(owner)
+	if strings.HasSuffix(e, "-") {
+		e = e[:len(e)-1] + "%2D"
+	}
+	return e
+}
+
+// cutSeq splits the sequence number ZooKeeper appended from a node name's
+// rest: it formats the parent's int32 change count with %010d, which past
+// 2^31 wraps and is negative: '-' and nine or ten digits.
+func cutSeq(rest string) (head string, seq int64, ok bool) {
+	digits := func(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+	for _, n := range []int{seqLen, seqLen + 1} { // "-" and 9 or 10 digits
+		if i := len(rest) - n; i >= 2 && rest[i-1] == '-' && rest[i] == '-' && digits(rest[i+1:]) {
+			v, err := strconv.ParseInt(rest[i:], 10, 32)
+			return rest[:i-1], v, err == nil && v < 0
+		}
+	}
+	if i := len(rest) - seqLen; i >= 1 && rest[i-1] == '-' && digits(rest[i:]) {
+		v, err := strconv.ParseInt(rest[i:], 10, 32)
+		return rest[:i-1], v, err == nil && v >= 0
+	}
+	return "", 0, false
 }
 
 // parseNode parses a lock directory's child; ok is false for a name the
@@ -131,23 +161,21 @@ func parseNode(name string) (lockNode, bool) {
 		if !ok {
 			continue
 		}
-		if len(rest) < 16+1+1+1+seqLen || rest[16] != '-' || rest[len(rest)-seqLen-1] != '-' {
+		head, seq, ok := cutSeq(rest)
+		if !ok || len(head) < 16+1+1 || head[16] != '-' {
 			return lockNode{}, false
 		}
-		e, sq := rest[:16], rest[len(rest)-seqLen:]
-		if strings.Trim(e, "0123456789abcdef") != "" || strings.Trim(sq, "0123456789") != "" {
+		e := head[:16]
+		if strings.Trim(e, "0123456789abcdef") != "" {
 			return lockNode{}, false // only what nodeName and ZooKeeper write
 		}
 		epoch, err := strconv.ParseUint(e, 16, 64)
 		if err != nil {
 			return lockNode{}, false
 		}
-		seq, err := strconv.ParseInt(sq, 10, 64)
-		if err != nil {
-			return lockNode{}, false
-		}
-		owner, ok := unescapeSegment(rest[17 : len(rest)-seqLen-1])
-		if !ok || owner == "" {
+		seg := head[17:]
+		owner, err := url.PathUnescape(seg)
+		if err != nil || owner == "" || ownerSegment(owner) != seg {
 			return lockNode{}, false
 		}
 		return lockNode{name: name, kind: nodeKind(k), epoch: epoch, owner: owner, seq: seq}, true
@@ -155,8 +183,9 @@ func parseNode(name string) (lockNode, bool) {
 	return lockNode{}, false
 }
 
-// parseChildren parses a lock directory's children, in sequence order; bad
-// is the first name that is not a lock node's.
+// parseChildren parses a lock directory's children, in sequence order (which
+// is creation order until the sequence wraps past 2^31: judge orders nodes
+// by their czxid); bad is the first name that is not a lock node's.
 func parseChildren(children []string) (nodes []lockNode, bad string) {
 	nodes = make([]lockNode, 0, len(children))
 	for _, c := range children {
@@ -166,7 +195,7 @@ func parseChildren(children []string) (nodes []lockNode, bad string) {
 		}
 		nodes = append(nodes, n)
 	}
-	slices.SortFunc(nodes, func(a, b lockNode) int { return int(a.seq - b.seq) })
+	slices.SortFunc(nodes, func(a, b lockNode) int { return cmp.Compare(a.seq, b.seq) })
 	return nodes, ""
 }
 
@@ -194,28 +223,4 @@ func parseNodeData(kind nodeKind, b []byte) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true
-}
-
-// sessionData is the data of a client's session node: its epoch and its
-// time to live in milliseconds, the longest lease of a lock it kept.
-func sessionData(epoch uint64, ttl int64) []byte {
-	return []byte(fmt.Sprintf("%s%016x %d", sessionDataPrefix, epoch, ttl))
-}
-
-// parseSessionData parses a session node's data.
-func parseSessionData(b []byte) (epoch uint64, ttl int64, ok bool) {
-	rest, ok := strings.CutPrefix(string(b), sessionDataPrefix)
-	if !ok {
-		return 0, 0, false
-	}
-	e, t, ok := strings.Cut(rest, " ")
-	if !ok {
-		return 0, 0, false
-	}
-	epoch, err1 := strconv.ParseUint(e, 16, 64)
-	ttl, err2 := strconv.ParseInt(t, 10, 64)
-	if err1 != nil || err2 != nil || epoch == 0 || ttl <= 0 {
-		return 0, 0, false
-	}
-	return epoch, ttl, true
 }

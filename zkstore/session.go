@@ -4,177 +4,286 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
 )
 
-// A clientSession is what the Store last knew of a client's session node,
-// Root/clients/<client id>: an ephemeral znode of the Store's ZooKeeper
-// session whose modification time is the client's last keep-alive, by the
-// server's clock.
+// A clientSession is the ZooKeeper session of one leash Client (one client
+// id, see driver.OwnerClient): a connection of its own, whose ephemeral
+// nodes are the Client's holds and waiting places. The session is the
+// lease: a hold exists while the session lives, and the session ends when
+// the Store closes it (Close, or no keep-alive or grant for its longest
+// lease, timed by the local monotonic clock) or when the server expires it
+// (one session timeout after it last heard from it).
 type clientSession struct {
-	epoch   uint64 // names the session: every lock node of it carries the epoch
-	ttl     int64  // the longest lease of a lock it kept, in milliseconds
-	version int32  // the node's data version
-	mtime   int64  // the node's modification time, in milliseconds
-	zkID    int64  // the ZooKeeper session the node belongs to
-	// dead marks a lapsed session whose node could not be deleted: it is
-	// deleted before the client's session is used again.
-	dead bool
+	client string
+	conn   *zk.Conn
+	// id is the ZooKeeper session's id, the epoch in the names of its
+	// nodes; set once the session is established.
+	id int64
+	// ready is closed once id is set or opening failed (err).
+	ready chan struct{}
+	err   error
+
+	// Guarded by the Store's mu.
+	ttl      time.Duration // the longest lease (or wait) the session kept
+	deadline time.Time     // when the Store closes it, by the monotonic clock
+	timer    *time.Timer
+	ended    bool
 }
 
-// cached returns the Store's record of client's session node, or nil.
-func (s *Store) cached(client string) *clientSession {
+// live reports whether cs is established and not ended, and is still the
+// ZooKeeper session it was: go-zookeeper starts a new session on the same
+// connection once the server expired the old one.
+func (s *Store) live(cs *clientSession) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	cs := s.sessions[client]
-	if cs != nil && cs.zkID != s.conn.SessionID() {
-		// The ZooKeeper session expired, and every ephemeral node with it.
-		delete(s.sessions, client)
-		return nil
-	}
-	return cs
+	ended := cs.ended
+	s.mu.Unlock()
+	return !ended && cs.id != 0 && cs.conn.SessionID() == cs.id
 }
 
-// remember records cs as client's session node (nil forgets it).
-func (s *Store) remember(client string, cs *clientSession) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if cs == nil {
-		delete(s.sessions, client)
-		return
-	}
-	s.sessions[client] = cs
+// connected reports whether cs can send a request now; a request made
+// while it cannot would wait in go-zookeeper's queue and be sent, late,
+// after a reconnect.
+func (cs *clientSession) connected() bool {
+	return cs.conn.State() == zk.StateHasSession && cs.conn.SessionID() == cs.id
 }
 
-// session returns client's session node, from the Store's record or read
-// from the server; nil when there is none.
-func (s *Store) session(ctx context.Context, client string) (*clientSession, error) {
-	cs := s.cached(client)
-	if cs == nil {
-		return s.readSession(ctx, client)
+// connect opens a connection with a session of its own to the Store's
+// servers, with its credentials.
+func (s *Store) connect(callback func(zk.Event)) (*zk.Conn, error) {
+	if callback == nil {
+		callback = func(zk.Event) {}
 	}
-	if cs.dead {
-		err := call0(ctx, func() error { return s.conn.Delete(s.clientPath(client), cs.version) })
-		if err != nil && !errors.Is(err, zk.ErrNoNode) && !errors.Is(err, zk.ErrBadVersion) {
-			return nil, fmt.Errorf("zkstore: delete the lapsed session node of client %q: %w", client, err)
+	conn, _, err := zk.Connect(s.servers, s.requested, zk.WithLogger(log.New(io.Discard, "", 0)),
+		zk.WithDialer(s.dialer), zk.WithEventCallback(callback))
+	if err != nil {
+		return nil, fmt.Errorf("zkstore: connect to %s: %w", strings.Join(s.servers, ","), err)
+	}
+	return conn, nil
+}
+
+// openSession returns client's live session, opening one when it has none
+// (its first acquire, or its previous session ended), which the Store keeps
+// at least lease unless a grant or keep-alive extends it. It waits until
+// the session is established.
+func (s *Store) openSession(ctx context.Context, client string, lease time.Duration) (*clientSession, error) {
+	for range maxAttempts {
+		s.mu.Lock()
+		if s.isClosed() {
+			s.mu.Unlock()
+			return nil, errors.New("zkstore: the Store is closed")
 		}
-		s.remember(client, nil)
-		return s.readSession(ctx, client)
+		cs := s.sessions[client]
+		opened := cs == nil
+		if opened {
+			cs = &clientSession{client: client, ready: make(chan struct{})}
+			s.sessions[client] = cs
+		}
+		s.mu.Unlock()
+		if opened {
+			s.establish(ctx, cs)
+			if cs.err == nil && !s.touch(cs, lease) {
+				continue // ended already: open another
+			}
+		}
+		select {
+		case <-cs.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if cs.err != nil {
+			if !opened && ctx.Err() == nil && (errors.Is(cs.err, context.Canceled) || errors.Is(cs.err, context.DeadlineExceeded)) {
+				continue // the caller that opened it gave up; this one has not
+			}
+			return nil, cs.err
+		}
+		if s.live(cs) {
+			return cs, nil
+		}
+		s.end(cs) // expired: drop it, and open another
 	}
-	return cs, nil
+	return nil, fmt.Errorf("zkstore: client %q: its ZooKeeper session kept ending", client)
 }
 
-// readSession reads client's session node from the server and records it.
-func (s *Store) readSession(ctx context.Context, client string) (*clientSession, error) {
-	path := s.clientPath(client)
-	data, st, err := getData(ctx, s, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		s.remember(client, nil)
-		return nil, nil
+// establish connects cs and waits for its session (bounded by ctx, and by
+// the Store's Close); on failure it drops cs.
+func (s *Store) establish(ctx context.Context, cs *clientSession) {
+	defer close(cs.ready)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Owner: establish; ends with it (cancel) or when the Store closes.
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	conn, err := s.connect(func(ev zk.Event) {
+		if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
+			// Owner: the expired session; end closes its connection, which
+			// cannot be done from go-zookeeper's event callback.
+			go s.end(cs)
+		}
+	})
+	if err == nil {
+		cs.conn = conn
+		if s.digest != "" {
+			err = call0(ctx, func() error { return conn.AddAuth("digest", []byte(s.digest)) })
+		} else {
+			_, err = call(ctx, func() (bool, error) { ok, _, err := conn.Exists(s.clients); return ok, err })
+		}
+	}
+	if err == nil {
+		cs.id = conn.SessionID()
+		if cs.id == 0 {
+			err = errors.New("no session")
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("zkstore: read session node %s: %w", path, err)
+		cs.err = fmt.Errorf("zkstore: open the ZooKeeper session of client %q: %w", cs.client, err)
+		s.mu.Lock()
+		if s.sessions[cs.client] == cs {
+			delete(s.sessions, cs.client)
+		}
+		s.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+		}
 	}
-	epoch, ttl, ok := parseSessionData(data)
-	if !ok {
-		return nil, fmt.Errorf("zkstore: session node %s holds %s, not a leash session", path, describeData(data))
-	}
-	cs := &clientSession{epoch: epoch, ttl: ttl, version: st.Version, mtime: st.Mtime, zkID: st.EphemeralOwner}
-	s.remember(client, cs)
-	return cs, nil
 }
 
-// lapsed reports whether client's session cs had ended before now (by the
-// server's clock): more than its time to live had passed since its last
-// keep-alive and its last grant, so every lock it kept had expired.
-func (s *Store) lapsed(client string, cs *clientSession, now int64) bool {
-	s.mu.Lock()
-	g := s.grants[client]
-	s.mu.Unlock()
-	since := cs.mtime
-	if g.epoch == cs.epoch {
-		since = max(since, g.at)
-	}
-	return now-since > cs.ttl
-}
-
-// lastGrant is when a session last granted or refreshed a lock.
-type lastGrant struct {
-	epoch uint64
-	at    int64 // server time, in milliseconds
-}
-
-// granted records that client's session of epoch granted or refreshed a
-// lock at (server time): every lock of a session lasts its lease from its
-// grant or from the session's last keep-alive, whichever is later.
-func (s *Store) granted(client string, epoch uint64, at int64) {
+// touch records that cs kept a lock of lease (or a place of that wait)
+// alive, or granted one, at a time no later than now: the Store keeps the
+// session at least its longest lease from now. It reports false when the
+// session had ended meanwhile, and then ends cs.
+func (s *Store) touch(cs *clientSession, lease time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if g := s.grants[client]; g.epoch != epoch || g.at < at {
-		s.grants[client] = lastGrant{epoch: epoch, at: at}
+	if cs.ended {
+		return false
 	}
+	if cs.conn.SessionID() != cs.id {
+		// The session expired, and a write may have landed on the next
+		// session of the connection: end closes it, and its nodes go.
+		// Owner: cs's end, which takes s.mu.
+		go s.end(cs)
+		return false
+	}
+	cs.ttl = max(cs.ttl, lease)
+	cs.deadline = time.Now().Add(cs.ttl)
+	if cs.timer == nil {
+		cs.timer = time.AfterFunc(cs.ttl, func() { s.lapse(cs) })
+	} else {
+		cs.timer.Reset(cs.ttl)
+	}
+	return true
 }
 
-// KeepAlive implements [driver.SessionStore]: it extends every lock of
-// client, each for its own lease from now, by setting the data of the
-// client's session node (one write, answered only by a live ZooKeeper
-// session). It fails at once, outcome unknown, while the Store is not
-// connected; it returns an error matching driver.ErrNotHeld when the client
-// has no session here (it never held a lock here, or its ZooKeeper session
-// expired and every lock with it), and when its last keep-alive is older
-// than its longest lease, so that every lock it kept may have been taken.
-func (s *Store) KeepAlive(ctx context.Context, client string) error {
-	if st := s.conn.State(); st != zk.StateHasSession {
-		return fmt.Errorf("zkstore: keep-alive of client %q: not connected to ZooKeeper (%v)", client, st)
-	}
-	path := s.clientPath(client)
-	for range 5 {
-		cs, err := s.session(ctx, client)
-		if err != nil {
-			return fmt.Errorf("zkstore: keep-alive of client %q: %w", client, err)
-		}
-		if cs == nil {
-			return fmt.Errorf("zkstore: keep-alive of client %q: %w: it has no session (its ZooKeeper session expired, or it holds no lock here)", client, driver.ErrNotHeld)
-		}
-		st, err := call(ctx, func() (*zk.Stat, error) {
-			return s.conn.Set(path, sessionData(cs.epoch, cs.ttl), cs.version)
-		})
-		switch {
-		case errors.Is(err, zk.ErrBadVersion): // an acquire refreshed it: read it again
-			s.remember(client, nil)
-			continue
-		case errors.Is(err, zk.ErrNoNode):
-			s.remember(client, nil)
-			return fmt.Errorf("zkstore: keep-alive of client %q: %w: its session ended (its ZooKeeper session expired)", client, driver.ErrNotHeld)
-		case err != nil:
-			return fmt.Errorf("zkstore: keep-alive of client %q: %w", client, err)
-		}
-		if s.lapsed(client, cs, st.Mtime) {
-			s.endSession(ctx, client, st.Version)
-			return fmt.Errorf("zkstore: keep-alive of client %q: %w: no keep-alive for %v, longer than its longest lease %v: every lock it kept has expired",
-				client, driver.ErrNotHeld, time.Duration(st.Mtime-cs.mtime)*time.Millisecond, time.Duration(cs.ttl)*time.Millisecond)
-		}
-		s.remember(client, &clientSession{epoch: cs.epoch, ttl: cs.ttl, version: st.Version, mtime: st.Mtime, zkID: cs.zkID})
-		return nil
-	}
-	return fmt.Errorf("zkstore: keep-alive of client %q: its session node kept changing", client)
-}
-
-// endSession deletes a lapsed session's node (at version), so that its
-// epoch, and every lock node of it, is dead for good. When that fails, the
-// node is marked dead, and deleted before the client's session is used
-// again.
-func (s *Store) endSession(ctx context.Context, client string, version int32) {
+// lapse ends cs when its deadline has passed (a keep-alive may have moved
+// it since the timer was set).
+func (s *Store) lapse(cs *clientSession) {
 	s.mu.Lock()
-	delete(s.grants, client)
-	s.mu.Unlock()
-	err := call0(ctx, func() error { return s.conn.Delete(s.clientPath(client), version) })
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		s.remember(client, &clientSession{dead: true, version: version, zkID: s.conn.SessionID()})
+	wait := time.Until(cs.deadline)
+	if wait > 0 && !cs.ended {
+		cs.timer.Reset(wait)
+		s.mu.Unlock()
 		return
 	}
-	s.remember(client, nil)
+	s.mu.Unlock()
+	s.end(cs)
+}
+
+// end ends cs: it drops the Store's state of its client and closes its
+// connection, which closes the ZooKeeper session, and every node of it
+// goes (at once, or when the server expires the session if it cannot be
+// reached).
+func (s *Store) end(cs *clientSession) {
+	s.mu.Lock()
+	if cs.ended {
+		s.mu.Unlock()
+		return
+	}
+	cs.ended = true
+	if cs.timer != nil {
+		cs.timer.Stop()
+	}
+	if s.sessions[cs.client] == cs {
+		delete(s.sessions, cs.client)
+	}
+	for k := range s.held {
+		if driver.OwnerClient(k.owner) == cs.client {
+			delete(s.held, k)
+		}
+	}
+	s.mu.Unlock()
+	<-cs.ready
+	if cs.conn != nil {
+		cs.conn.Close()
+	}
+}
+
+// sessionOf returns client's session, nil when it has none.
+func (s *Store) sessionOf(client string) *clientSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[client]
+}
+
+// SessionID returns the id of client's ZooKeeper session, 0 when it has
+// none: the epoch in the names of its nodes.
+func (s *Store) SessionID(client string) int64 {
+	cs := s.sessionOf(client)
+	if cs == nil {
+		return 0
+	}
+	select {
+	case <-cs.ready:
+		return cs.id
+	default:
+		return 0
+	}
+}
+
+// KeepAlive implements [driver.SessionStore]: one write on client's own
+// ZooKeeper session (it sets Root/clients to the data it has), which the
+// leader accepts only while the session lives. It proves the session, and
+// so every lock of the client, alive now, and the Store then keeps the
+// session at least the client's longest lease from now. It fails at once,
+// outcome unknown, while the session is not connected; it returns an error
+// matching driver.ErrNotHeld when the client has no session here (it never
+// took a lock here, or its session ended: expired on the server, or closed
+// by the Store after its longest lease without a keep-alive).
+func (s *Store) KeepAlive(ctx context.Context, client string) error {
+	cs := s.sessionOf(client)
+	if cs == nil {
+		return fmt.Errorf("zkstore: keep-alive of client %q: %w: it has no session (it holds no lock here, or its session ended)", client, driver.ErrNotHeld)
+	}
+	select {
+	case <-cs.ready:
+	default:
+		return fmt.Errorf("zkstore: keep-alive of client %q: its session is being opened", client)
+	}
+	if !s.live(cs) {
+		s.end(cs)
+		return fmt.Errorf("zkstore: keep-alive of client %q: %w: its ZooKeeper session ended", client, driver.ErrNotHeld)
+	}
+	if !cs.connected() {
+		return fmt.Errorf("zkstore: keep-alive of client %q: not connected to ZooKeeper (%v)", client, cs.conn.State())
+	}
+	_, err := call(ctx, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) })
+	switch {
+	case errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) || err == nil && !s.touch(cs, 0):
+		s.end(cs)
+		return fmt.Errorf("zkstore: keep-alive of client %q: %w: its ZooKeeper session ended", client, driver.ErrNotHeld)
+	case err != nil:
+		return fmt.Errorf("zkstore: keep-alive of client %q: %w", client, err)
+	}
+	return nil
 }

@@ -1,12 +1,13 @@
 package zkstore_test
 
 import (
+	"context"
 	"errors"
-	"fmt"
 	"testing"
+	"time"
 
 	"github.com/leash-go/leash/driver"
-	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/internal/faultproxy"
 	"github.com/leash-go/leash/zkstore"
 )
 
@@ -22,32 +23,46 @@ func TestKeepAliveUnknownClient(t *testing.T) {
 	}
 }
 
-// TestKeepAliveDisconnected: while the Store is not connected, a keep-alive
-// fails at once with an error of unknown outcome, not ErrNotHeld.
+// TestKeepAliveDisconnected: while a client's session cannot reach the
+// server, a keep-alive fails with an error of unknown outcome, not
+// ErrNotHeld.
 func TestKeepAliveDisconnected(t *testing.T) {
-	port, err := testserver.FreePort() // nothing listens there
+	z := shared.ZooKeeper(t)
+	p, err := faultproxy.New(z.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := dial(t, nil, fmt.Sprintf("127.0.0.1:%d", port))
-	err = s.KeepAlive(bg(t), "00000000-0000-4000-8000-00000000dead")
-	if err == nil || errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("KeepAlive while disconnected = %v, want an error of unknown outcome", err)
+	t.Cleanup(func() { p.Close() })
+	const lease = 10 * time.Second
+	s := dial(t, &zkstore.Options{SessionTimeout: 2 * lease}, p.Addr)
+	owner := "00000000-0000-4000-8000-0000000000cc:1"
+	g, err := s.Acquire(bg(t), driver.Request{Name: "test/" + t.Name(), Owner: owner, Lease: lease})
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire = %+v, %v", g, err)
 	}
+	p.Blackhole()
+	ctx, cancel := context.WithTimeout(bg(t), time.Second)
+	defer cancel()
+	err = s.KeepAlive(ctx, driver.OwnerClient(owner))
+	if err == nil || errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("KeepAlive while cut off = %v, want an error of unknown outcome", err)
+	}
+	p.Heal()
 }
 
-// TestValidate: a Store on a connection of one's own needs the session
-// timeout it negotiated, and a root it can use.
+// TestValidate: a Store on a connection of one's own needs the servers to
+// open its Clients' sessions on, and a root it can use.
 func TestValidate(t *testing.T) {
+	servers := []string{shared.ZooKeeper(t).Addr}
 	for name, tc := range map[string]struct {
 		s    *zkstore.Store
 		want bool
 	}{
-		"a nil connection":   {zkstore.New(nil, &zkstore.Options{SessionTimeout: 1e9}), false},
-		"no session timeout": {zkstore.New(sharedStore(t).Conn(), nil), false},
-		"root /":             {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{SessionTimeout: 1e9, Root: "/"}), false},
-		"a relative root":    {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{SessionTimeout: 1e9, Root: "leash"}), false},
-		"all given":          {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{SessionTimeout: 1e9}), true},
+		"a nil connection": {zkstore.New(nil, &zkstore.Options{Servers: servers}), false},
+		"no servers":       {zkstore.New(sharedStore(t).Conn(), nil), false},
+		"root /":           {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers, Root: "/"}), false},
+		"a relative root":  {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers, Root: "leash"}), false},
+		"all given":        {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers}), true},
 	} {
 		if err := tc.s.Validate(); (err == nil) != tc.want {
 			t.Errorf("%s: Validate() = %v, want ok %v", name, err, tc.want)

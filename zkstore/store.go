@@ -2,12 +2,9 @@ package zkstore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"net/url"
 	"strings"
@@ -35,13 +32,17 @@ type Options struct {
 	// documentation). Default
 	// DefaultRoot. It must be an absolute ZooKeeper path other than "/".
 	Root string
-	// SessionTimeout is, for Dial, the session timeout to ask the server for
-	// (default DefaultSessionTimeout); the server clamps it to its
+	// SessionTimeout is the session timeout to ask the server for, for the
+	// Store's own session and every Client's (default
+	// DefaultSessionTimeout); the server clamps it to its
 	// [minSessionTimeout, maxSessionTimeout], and the Store learns the
-	// timeout the server granted from the connection handshake. For New it
-	// is the timeout conn's session negotiated, and is required: Acquire
+	// timeout the server granted from the connection handshake. Acquire
 	// refuses a lease longer than it.
 	SessionTimeout time.Duration
+	// Servers are, for New, the ZooKeeper servers ("host:port") on which
+	// the Store opens each Client's session; New requires them. Dial uses
+	// its own servers and ignores this.
+	Servers []string
 	// ACL is the ACL of the znodes the Store creates. Default
 	// zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
@@ -53,18 +54,20 @@ type Options struct {
 // [driver.MultiStore], [driver.Admin] and [driver.ClientRecorder]. It is
 // safe for concurrent use.
 type Store struct {
-	conn    *zk.Conn
-	owned   bool // Close closes conn
+	conn    *zk.Conn // the Store's own session: reads, watches, administration
+	owned   bool     // Close closes conn
+	servers []string // where each Client's session is opened
+	digest  string   // "user:password" digest credentials, or ""
 	root    string
 	locks   string // root/locks: one directory per lock name
-	clients string // root/clients: one session node per client id
-	clock   string // root/clock: written to read the server's clock
+	clients string // root/clients: written by keep-alives
+	clock   string // root/clock: written to read the server's clock, for places and records
 	records string // root/records: one holder record per client id
 	acl     []zk.ACL
 	desc    string
 
-	// timeout is the session timeout in milliseconds: the one the server
-	// granted (Dial), or the one Options gave (New).
+	// timeout is the session timeout in milliseconds the server last
+	// granted (every session asks for the same).
 	timeout atomic.Int64
 	// requested is the session timeout Dial asked for, for messages.
 	requested time.Duration
@@ -74,9 +77,8 @@ type Store struct {
 
 	mu       sync.Mutex
 	rootDone bool
-	sessions map[string]*clientSession // by client id: what this Store last knew of its node
+	sessions map[string]*clientSession // by client id: its ZooKeeper session
 	dirs     map[string]dirData        // lock directory → its data, as last read or written
-	grants   map[string]lastGrant      // by client id: its session's last grant
 	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released
 }
 
@@ -95,22 +97,24 @@ var (
 	_ driver.MultiStore   = (*Store)(nil)
 )
 
-// New returns a Store on conn, a connection the caller opened with
-// zk.Connect and keeps: Close does not close it. opts.SessionTimeout must be
-// the timeout conn's session has (see Options); Validate reports its
-// absence. Every client's locks live on conn's session.
+// New returns a Store that reads, watches and administers through conn, a
+// connection the caller opened with zk.Connect and keeps (Close does not
+// close it), and opens each Client's session on opts.Servers, which it
+// requires (Validate reports their absence): a lock is an ephemeral node of
+// its Client's own session, never of conn's.
 func New(conn *zk.Conn, opts *Options) *Store {
 	s := newStore(opts)
 	s.conn = conn
 	if opts != nil {
-		s.timeout.Store(opts.SessionTimeout.Milliseconds())
+		s.servers = append([]string(nil), opts.Servers...)
 	}
 	return s
 }
 
 // Dial connects to the ZooKeeper servers ("host:port") with a session of
-// its own, which Close ends. It returns before the session is established;
-// the first request waits for it.
+// its own for reads, watches and administration, which Close ends, and
+// opens each Client's session there on its first Acquire. It returns
+// before the session is established; the first request waits for it.
 func Dial(servers []string, opts *Options) (*Store, error) {
 	s := newStore(opts)
 	if err := s.checkOptions(); err != nil {
@@ -119,15 +123,10 @@ func Dial(servers []string, opts *Options) (*Store, error) {
 	if len(servers) == 0 {
 		return nil, errors.New("zkstore: no ZooKeeper server to dial")
 	}
-	s.requested = DefaultSessionTimeout
-	if opts != nil && opts.SessionTimeout > 0 {
-		s.requested = opts.SessionTimeout
-	}
-	conn, _, err := zk.Connect(servers, s.requested,
-		zk.WithLogger(log.New(io.Discard, "", 0)),
-		zk.WithDialer(s.dialer))
+	s.servers = append([]string(nil), servers...)
+	conn, err := s.connect(nil)
 	if err != nil {
-		return nil, fmt.Errorf("zkstore: connect to %s: %w", strings.Join(servers, ","), err)
+		return nil, err
 	}
 	s.conn, s.owned = conn, true
 	return s, nil
@@ -144,23 +143,27 @@ func newStore(opts *Options) *Store {
 	if o.ACL == nil {
 		o.ACL = zk.WorldACL(zk.PermAll)
 	}
+	requested := DefaultSessionTimeout
+	if o.SessionTimeout > 0 {
+		requested = o.SessionTimeout
+	}
 	root := strings.TrimSuffix(o.Root, "/")
 	if root == "" {
 		root = o.Root // "/", refused by checkOptions
 	}
 	return &Store{
-		root:     root,
-		locks:    root + "/locks",
-		clients:  root + "/clients",
-		clock:    root + "/clock",
-		records:  root + "/records",
-		acl:      o.ACL,
-		desc:     "zkstore(" + root + ")",
-		closed:   make(chan struct{}),
-		sessions: make(map[string]*clientSession),
-		dirs:     make(map[string]dirData),
-		grants:   make(map[string]lastGrant),
-		held:     make(map[heldKey]string),
+		root:      root,
+		locks:     root + "/locks",
+		clients:   root + "/clients",
+		clock:     root + "/clock",
+		records:   root + "/records",
+		acl:       o.ACL,
+		desc:      "zkstore(" + root + ")",
+		closed:    make(chan struct{}),
+		sessions:  make(map[string]*clientSession),
+		dirs:      make(map[string]dirData),
+		held:      make(map[heldKey]string),
+		requested: requested,
 	}
 }
 
@@ -186,8 +189,8 @@ func (s *Store) Validate() error {
 	if err := s.checkOptions(); err != nil {
 		return err
 	}
-	if !s.owned && s.timeout.Load() <= 0 {
-		return errors.New("zkstore: Options.SessionTimeout must be the timeout the connection's session negotiated (New needs it to refuse leases its session cannot cover)")
+	if len(s.servers) == 0 {
+		return errors.New("zkstore: Options.Servers is required by New: each Client's locks live on a ZooKeeper session of its own, opened there")
 	}
 	return nil
 }
@@ -195,22 +198,33 @@ func (s *Store) Validate() error {
 // String names the store in messages.
 func (s *Store) String() string { return s.desc }
 
-// Conn returns the Store's ZooKeeper connection.
+// Conn returns the Store's own ZooKeeper connection, which reads, watches
+// and administers; no lock is a node of its session.
 func (s *Store) Conn() *zk.Conn { return s.conn }
 
 // SessionTimeout returns the session timeout that bounds every lease: the
-// one the server granted to a Store from Dial (0 until the session is first
-// established), or Options.SessionTimeout for New.
+// one the server last granted (0 until a session of the Store is first
+// established).
 func (s *Store) SessionTimeout() time.Duration {
 	return time.Duration(s.timeout.Load()) * time.Millisecond
 }
 
-// Close ends the session of a Store from Dial (every lock it holds is
-// released at once, and waiters are woken); for a Store from New it leaves
-// the caller's connection open. It is safe to call more than once.
+// Close ends every Client's session (every lock they hold is released at
+// once, and waiters are woken) and the session of a Store from Dial; for a
+// Store from New it leaves the caller's connection open. It is safe to call
+// more than once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
 		close(s.closed)
+		var all []*clientSession
+		for _, cs := range s.sessions {
+			all = append(all, cs)
+		}
+		s.mu.Unlock()
+		for _, cs := range all {
+			s.end(cs)
+		}
 		if s.owned {
 			s.conn.Close()
 		}
@@ -377,13 +391,3 @@ func unescapeSegment(e string) (string, bool) {
 
 // dir returns the lock directory of name.
 func (s *Store) dir(name string) string { return s.locks + "/" + escapeSegment(name) }
-
-// clientPath returns the session node of a client id.
-func (s *Store) clientPath(client string) string { return s.clients + "/" + escapeSegment(client) }
-
-// randomEpoch returns a fresh session epoch.
-func randomEpoch() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.BigEndian.Uint64(b[:]) | 1 // never 0
-}

@@ -93,6 +93,7 @@ func openURL(ctx context.Context, rawURL string) (driver.StoreCloser, error) {
 		return nil, fmt.Errorf("zkstore: open %q: %w", driver.Redact(rawURL), err)
 	}
 	if digest != "" {
+		s.digest = digest // for every Client's session too
 		// Sent first, once the session is established; go-zookeeper sends
 		// it again after every reconnect.
 		if err := call0(ctx, func() error { return s.conn.AddAuth("digest", []byte(digest)) }); err != nil {

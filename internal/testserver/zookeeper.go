@@ -137,6 +137,7 @@ clientPortAddress=127.0.0.1
 forceSync=no
 4lw.commands.whitelist=ruok,srvr,mntr,stat
 admin.enableServer=false
+maxClientCnxns=0
 %s`, ZooKeeperTick.Milliseconds(), 2*ZooKeeperTick.Milliseconds(), ZooKeeperMaxSession.Milliseconds(),
 		data, z.Port, ensemble)
 	return os.WriteFile(filepath.Join(z.Dir, "zoo.cfg"), []byte(cfg), 0o644)
