@@ -154,8 +154,14 @@ func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states [
 		Then(append(s.grantOps(reqs, states, l.id), clientv3.OpDelete(place))...).
 		Else(els...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		s.forget(client, l) // a lease expired since its last keep-alive: which one, the next turn finds out
-		s.forgetAll(placeSession(client))
+		// The lock lease (Then) or the place lease (Else): etcd checks
+		// only the lease of the branch that runs, so which one is gone is
+		// asked of the server, and only a lease it says is gone is
+		// forgotten. Forgetting the live lock lease would stop its
+		// keep-alives while its locks still look held.
+		if err := s.findGone(ctx, client, l, a.pl); err != nil {
+			return a, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
+		}
 		a.retry = true
 		return a, nil
 	}
@@ -265,11 +271,29 @@ func (s *Store) placeKV(name string, kv *mvccpb.KeyValue) (*mvccpb.KeyValue, err
 	return kv, nil
 }
 
+// findGone sends a keep-alive for the lock lease l of client and the
+// place lease pl (nil: none), after a transaction that used both was
+// refused with "lease not found": each forgets its lease only if the server
+// says it is not found. An error is an unknown outcome of a keep-alive.
+func (s *Store) findGone(ctx context.Context, client string, l, pl *lease) error {
+	if err := s.keepAlive(ctx, client, l); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	if pl == nil {
+		return nil
+	}
+	if err := s.keepAlive(ctx, placeSession(client), pl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	return nil
+}
+
 // forgetAll drops every lease of session key client.
 func (s *Store) forgetAll(client string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, client)
+	delete(s.rounds, client)
 }
 
 // Withdraw implements driver.Withdrawer: it deletes req.Owner's place in

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -57,8 +58,22 @@ func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.R
 		}
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, r := range reqs {
-		res[i].Status = status(only(resp.Responses[i]), r)
+		kv := only(resp.Responses[i])
+		res[i].Status = status(kv, r)
+		if res[i].Status != driver.Renewed {
+			continue
+		}
+		// Held by r's owner: on a lease this Store keeps alive for its
+		// client, or the key expires with a lease nobody extends.
+		switch err := s.kept(driver.OwnerClient(r.Owner), kv.Lease, r.Lease); {
+		case errors.Is(err, errLeaseNotKept):
+			res[i].Status = driver.RenewGone
+		case err != nil:
+			res[i].Err = fmt.Errorf("etcdstore: check %q: %w", r.Name, err)
+		}
 	}
 }
 
