@@ -54,12 +54,10 @@ func (s *Store) LeaseSlack(d time.Duration) time.Duration {
 func (s *Store) session(ctx context.Context, client string, d time.Duration, send time.Time) (*lease, error) {
 	ttl := ttlFor(d)
 	for {
-		s.mu.Lock()
-		if s.minTTL > ttl {
-			minTTL := s.minTTL
-			s.mu.Unlock()
-			return nil, s.tooShort(d, minTTL)
+		if err := s.checkTTL(d); err != nil {
+			return nil, err
 		}
+		s.mu.Lock()
 		s.sweep(time.Now())
 		byTTL := s.sessions[client]
 		if byTTL == nil {
@@ -136,6 +134,18 @@ func (s *Store) grant(ctx context.Context, client string, l *lease) {
 		return
 	}
 	s.forget(client, l)
+}
+
+// checkTTL refuses, before any round trip, a lease d whose TTL a grant
+// showed to be below the server's minimum.
+func (s *Store) checkTTL(d time.Duration) error {
+	s.mu.Lock()
+	minTTL := s.minTTL
+	s.mu.Unlock()
+	if minTTL > ttlFor(d) {
+		return s.tooShort(d, minTTL)
+	}
+	return nil
 }
 
 // tooShort is the refusal of a lease d whose TTL is below the server's

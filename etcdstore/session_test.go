@@ -102,11 +102,12 @@ func TestAcquireRefreshesSession(t *testing.T) {
 // TestLeaseBelowServerMinimum runs a server whose minimum lease TTL is 5 s
 // (1.5 election timeouts of 3 s): a lease whose TTL the server would raise
 // is refused as unsupported, first after a grant shows the minimum, then
-// before any round trip; a lease long enough is granted.
+// before any round trip, for every kind; a lease long enough is granted.
 func TestLeaseBelowServerMinimum(t *testing.T) {
 	srv := testserver.NewEtcd(t, testserver.EtcdOptions{Args: []string{"--heartbeat-interval", "300", "--election-timeout", "3000"}})
 	ctx := bg(t)
-	s := etcdstore.New(newCli(t, srv.Endpoint), nil)
+	cli := newCli(t, srv.Endpoint)
+	s := etcdstore.New(cli, nil)
 	owner := "0a0b0c0d-0000-4000-8000-000000000005:1"
 	for i := range 2 {
 		g, err := s.Acquire(ctx, driver.Request{Name: lockName(t), Owner: owner, Lease: time.Second})
@@ -123,6 +124,15 @@ func TestLeaseBelowServerMinimum(t *testing.T) {
 	}
 	if err := s.Release(ctx, r); err != nil {
 		t.Fatal(err)
+	}
+	// Refused before any round trip, whatever the kind: with the client
+	// closed, a request that reached it would fail otherwise.
+	cli.Close()
+	for _, k := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit} {
+		g, err := s.Acquire(ctx, driver.Request{Kind: k, Name: lockName(t), Owner: owner, Lease: time.Second, Permits: 2})
+		if !errors.Is(err, driver.ErrUnsupported) || g.Acquired {
+			t.Errorf("Acquire(%v) with a 1s lease, client closed = %+v, %v; want ErrUnsupported", k, g, err)
+		}
 	}
 }
 
