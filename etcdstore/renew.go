@@ -25,7 +25,11 @@ const renewParallel = 8
 // lock, reading the lock keys (read keys, permit keys) in read-only
 // transactions of 100 keys, 8 of them at a time. A lock key that is absent, or holds
 // something that is not a lock, is RenewGone; one held by another owner is
-// RenewTaken. A failed transaction makes its own requests' outcomes unknown
+// RenewTaken. One held by the owner is Renewed only when it is on a lease
+// the Store keeps alive for the owner's client, kept at least the lock's
+// lease from the send of the client's last KeepAlive that succeeded: on any
+// other lease (which nobody extends) it is RenewGone, and on one of the
+// client's leases not kept that long, an unknown outcome. A failed transaction makes its own requests' outcomes unknown
 // and no other's.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))

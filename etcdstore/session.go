@@ -239,7 +239,9 @@ func (s *Store) keepAlive(ctx context.Context, client string, l *lease) error {
 // reports each of them gone. KeepAlive returns an error matching
 // driver.ErrNotHeld when every lease of the session is gone, or client has
 // none (no lock of it was granted through this Store, or its session ended
-// before); any other error is an unknown outcome.
+// before); any other error is an unknown outcome. A keep-alive the server
+// answers with a TTL shorter than its lease's is one: its locks are not
+// renewed by it.
 func (s *Store) KeepAlive(ctx context.Context, client string) error {
 	send := time.Now()
 	s.mu.Lock()
