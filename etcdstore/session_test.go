@@ -340,3 +340,51 @@ func poll[T any](t *testing.T, ctx context.Context, get func() T, ok func(T) boo
 		}
 	}
 }
+
+// TestSessionsSwept takes a lock, a queue place and a holder record for a
+// Client, then lets it go: once the time its leases were kept until has
+// passed, the Store's sweep forgets the Client's sessions (locks', places',
+// record's); a sweep before then keeps them.
+func TestSessionsSwept(t *testing.T) {
+	cli := sharedCli(t)
+	ctx := bg(t)
+	s := etcdstore.New(cli, &etcdstore.Options{Prefix: "test-" + t.Name() + "/"})
+	const c, x = "0a0b0c0d-0000-4000-8000-00000000000a", "0a0b0c0d-0000-4000-8000-00000000000b"
+	a := driver.Request{Kind: driver.KindMutex, Name: "a", Owner: c + ":1", Lease: 5 * time.Second}
+	b := driver.Request{Kind: driver.KindMutex, Name: "b", Owner: x + ":1", Lease: 5 * time.Second}
+	fb := driver.Request{Kind: driver.KindFair, Name: "b", Owner: c + ":2", Lease: 5 * time.Second, Wait: time.Second}
+	for _, r := range []driver.Request{a, b, fb} {
+		if _, err := s.Acquire(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutClient(ctx, driver.ClientRecord{ID: c, Host: "h", PID: 1, Started: time.Now()}, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.SweepNow(time.Now())
+	if got := len(s.SessionKeys()); got != 4 {
+		t.Fatalf("sessions before their leases' time = %q, want 4 (c's locks, places, record; x's locks)", s.SessionKeys())
+	}
+	for _, r := range []driver.Request{a, b} {
+		if err := s.Release(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Withdraw(ctx, fb); err != nil {
+		t.Fatal(err)
+	}
+	s.SweepNow(time.Now().Add(time.Hour))
+	if got := s.SessionKeys(); len(got) != 0 {
+		t.Errorf("sessions after their leases' time = %q, want none", got)
+	}
+	if err := s.KeepAlive(ctx, c); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("KeepAlive of a swept client = %v, want ErrNotHeld", err)
+	}
+	// The next lock of the Client grants a new lease.
+	if g, err := s.Acquire(ctx, a); err != nil || !g.Acquired {
+		t.Fatalf("Acquire after the sweep = %+v, %v", g, err)
+	}
+	if err := s.Release(ctx, a); err != nil {
+		t.Error(err)
+	}
+}
