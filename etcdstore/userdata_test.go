@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -230,6 +231,7 @@ func TestUserDataPlaceKeyOnGrant(t *testing.T) {
 			if _, err := cli.Put(ctx, key, "hello"); err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _, _ = cli.Delete(context.Background(), key) }) // the application's, left by the Store
 			before, err := cli.Get(ctx, key)
 			if err != nil || len(before.Kvs) != 1 {
 				t.Fatalf("key %q = %v, %v", key, before, err)
