@@ -68,10 +68,19 @@
 // Client's only live lease, KeepAlive returns an error matching
 // driver.ErrNotHeld and the core loses every lock at once; otherwise the
 // check that follows finds each lock of that lease gone and reports it on
-// its own hold, while the locks of the other leases are kept. A holder never outlives its lease unknowingly:
-// the core counts each lock's validity from the send time of the last
-// keep-alive that succeeded, so the holder is told before the server's TTL
-// (which starts no earlier) can let anyone else in.
+// its own hold, while the locks of the other leases are kept. The Store
+// stops keeping a lease alive only when the server answers "lease not
+// found" for that lease (a transaction that names two leases, a lock's and
+// a queue place's, is followed by a keep-alive of each to learn which), and
+// the check reports a lock as held only when its key is on a lease the
+// Store keeps alive for the Client, which the server keeps at least the
+// lock's lease from the send of the Client's last KeepAlive that succeeded
+// (a key on any other lease is reported gone; one whose keep-alive failed,
+// or was answered with a TTL shorter than asked, an unknown outcome). So a
+// holder never outlives its lease unknowingly: the core counts each lock's
+// validity from the send time of the last keep-alive that succeeded, so the
+// holder is told before the server's TTL (which starts no earlier) can let
+// anyone else in.
 //
 // Acquire makes the lease last the requested lease from the request at
 // least: when the lease's last grant or keep-alive was sent too long ago for
@@ -134,7 +143,8 @@
 // Store's reads are linearizable), so it never answers from a stale copy. Watches are made
 // with WithRequireLeader: one whose member loses its leader is cancelled,
 // every waiter is woken (WakeAll), and the watch is set up again from the
-// revision after the last one it saw.
+// revision after the last one it saw (retried after 100 ms, doubling up to
+// 5 s while the member stays cut off).
 //
 // etcd keeps every revision until it is compacted, and each acquire and
 // release writes one: run it with --auto-compaction-retention, as for any

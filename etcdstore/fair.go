@@ -119,6 +119,7 @@ type attempt struct {
 	place     string           // the place's key
 	rev       int64            // the transaction's revision
 	pl        *lease           // the place's lease; nil without a Wait
+	put       bool             // when refused: the transaction put the place
 	value     string           // the place's value
 }
 
@@ -151,11 +152,17 @@ func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states [
 	els = append(els, s.readOps(reqs)...)
 	els = append(els, reads...)
 	resp, err := s.cli.Txn(ctx).If(append(s.grantIf(reqs, states, fenceMarked), cmps...)...).
-		Then(append(s.grantOps(reqs, states, l.id), clientv3.OpDelete(place))...).
+		Then(append(s.grantOps(reqs, states, l.id), dropPlaceOp(place, a.value))...).
 		Else(els...).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		s.forget(client, l) // a lease expired since its last keep-alive: which one, the next turn finds out
-		s.forgetAll(placeSession(client))
+		// The lock lease (Then) or the place lease (Else): etcd checks
+		// only the lease of the branch that runs, so which one is gone is
+		// asked of the server, and only a lease it says is gone is
+		// forgotten. Forgetting the live lock lease would stop its
+		// keep-alives while its locks still look held.
+		if err := s.findGone(ctx, client, l, a.pl); err != nil {
+			return a, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
+		}
 		a.retry = true
 		return a, nil
 	}
@@ -168,13 +175,23 @@ func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states [
 		if own := states[0].own; own != nil {
 			a.fence = own.CreateRevision
 		}
+		if drop := resp.Responses[len(resp.Responses)-1].GetResponseTxn(); !drop.Succeeded &&
+			only(drop.Responses[0]) != nil {
+			// A place this attempt did not put (another Wait's, or
+			// changed since): deleted only if it is a place. The lock is
+			// granted either way: a place left behind ends with its lease.
+			_ = s.withdraw(ctx, req.Name, place)
+		}
 		return a, nil
 	}
+	// Whether the put ran: a refused transaction that put nothing has the
+	// revision of the last write, which may be the key's own.
+	a.put = a.pl != nil && resp.Responses[0].GetResponseTxn().GetSucceeded()
 	gets := resp.Responses[len(els)-readsPerName-len(reads):]
 	a.reads = gets[readsPerName:]
 	a.remaining, err = s.learn(reqs, states, gets[:readsPerName])
 	if err != nil {
-		s.dropPlace(ctx, place, a.rev, a.pl != nil)
+		s.dropPlace(ctx, place, a.rev, a.put)
 	}
 	return a, err
 }
@@ -193,7 +210,7 @@ func (a attempt) grant() driver.Grant {
 // attempt's place lease if it is on another.
 func (a attempt) refresh(s *Store, ctx context.Context, mine *mvccpb.KeyValue, err error) error {
 	if err != nil {
-		s.dropPlace(ctx, a.place, a.rev, a.pl != nil)
+		s.dropPlace(ctx, a.place, a.rev, a.put)
 		return err
 	}
 	if a.pl == nil {
@@ -224,6 +241,14 @@ func (s *Store) refreshPlace(ctx context.Context, kv *mvccpb.KeyValue, value str
 	_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(id))).Commit()
 	return err
+}
+
+// dropPlaceOp deletes the place at key when it holds value, the place the
+// attempt puts, and reads the key otherwise: a key holding anything else is
+// left for withdraw, which deletes it only if it is a place.
+func dropPlaceOp(key, value string) clientv3.Op {
+	return clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", value)},
+		[]clientv3.Op{clientv3.OpDelete(key)}, []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())})
 }
 
 // dropPlace deletes the place key if the transaction at rev put it (put),
@@ -265,11 +290,29 @@ func (s *Store) placeKV(name string, kv *mvccpb.KeyValue) (*mvccpb.KeyValue, err
 	return kv, nil
 }
 
+// findGone sends a keep-alive for the lock lease l of client and the
+// place lease pl (nil: none), after a transaction that used both was
+// refused with "lease not found": each forgets its lease only if the server
+// says it is not found. An error is an unknown outcome of a keep-alive.
+func (s *Store) findGone(ctx context.Context, client string, l, pl *lease) error {
+	if err := s.keepAlive(ctx, client, l); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	if pl == nil {
+		return nil
+	}
+	if err := s.keepAlive(ctx, placeSession(client), pl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		return err
+	}
+	return nil
+}
+
 // forgetAll drops every lease of session key client.
 func (s *Store) forgetAll(client string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, client)
+	delete(s.rounds, client)
 }
 
 // Withdraw implements driver.Withdrawer: it deletes req.Owner's place in
@@ -281,25 +324,31 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	if req.Kind == driver.KindWrite {
 		key = s.markKey(req.Name, req.Owner)
 	}
+	return s.withdraw(ctx, req.Name, key)
+}
+
+// withdraw deletes the place (or mark) at key of name, if it is one,
+// unchanged since read.
+func (s *Store) withdraw(ctx context.Context, name, key string) error {
 	for range maxAttempts {
 		resp, err := s.cli.Get(ctx, key)
 		if err != nil {
-			return fmt.Errorf("etcdstore: withdraw from %q: %w", req.Name, err)
+			return fmt.Errorf("etcdstore: withdraw from %q: %w", name, err)
 		}
-		kv, err := s.placeKV(req.Name, first(resp.Kvs))
+		kv, err := s.placeKV(name, first(resp.Kvs))
 		if err != nil || kv == nil {
 			return err
 		}
 		tr, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
 			Then(clientv3.OpDelete(key)).Commit()
 		if err != nil {
-			return fmt.Errorf("etcdstore: withdraw from %q: %w", req.Name, err)
+			return fmt.Errorf("etcdstore: withdraw from %q: %w", name, err)
 		}
 		if tr.Succeeded {
 			return nil
 		}
 	}
-	return fmt.Errorf("etcdstore: withdraw from %q: the place kept changing under %d transactions", req.Name, maxAttempts)
+	return fmt.Errorf("etcdstore: withdraw from %q: the place kept changing under %d transactions", name, maxAttempts)
 }
 
 // first returns kvs[0], or nil.

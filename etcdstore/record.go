@@ -42,8 +42,9 @@ func recordSession(id string) string { return "record " + id }
 
 // PutClient implements driver.ClientRecorder: it puts the record, as JSON,
 // under an etcd lease of the record's own that lasts at least ttl from the
-// call (a lease of ceil(ttl)+1 s, kept alive only by the next put), so the
-// record expires ttl to ttl+2 s after the last put. The Client's lock
+// call (a lease of ceil(ttl)+1 s, kept alive only by the next put, which
+// the server expires at its next check, every 500 ms), so the record
+// expires ttl to about ttl+2.5 s after the last put. The Client's lock
 // leases are not involved: a record's loss changes nothing about a lock.
 func (s *Store) PutClient(ctx context.Context, rec driver.ClientRecord, ttl time.Duration) error {
 	send := time.Now()

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -24,7 +25,11 @@ const renewParallel = 8
 // lock, reading the lock keys (read keys, permit keys) in read-only
 // transactions of 100 keys, 8 of them at a time. A lock key that is absent, or holds
 // something that is not a lock, is RenewGone; one held by another owner is
-// RenewTaken. A failed transaction makes its own requests' outcomes unknown
+// RenewTaken. One held by the owner is Renewed only when it is on a lease
+// the Store keeps alive for the owner's client, kept at least the lock's
+// lease from the send of the client's last KeepAlive that succeeded: on any
+// other lease (which nobody extends) it is RenewGone, and on one of the
+// client's leases not kept that long, an unknown outcome. A failed transaction makes its own requests' outcomes unknown
 // and no other's.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))
@@ -57,8 +62,22 @@ func (s *Store) check(ctx context.Context, reqs []driver.Request, res []driver.R
 		}
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i, r := range reqs {
-		res[i].Status = status(only(resp.Responses[i]), r)
+		kv := only(resp.Responses[i])
+		res[i].Status = status(kv, r)
+		if res[i].Status != driver.Renewed {
+			continue
+		}
+		// Held by r's owner: on a lease this Store keeps alive for its
+		// client, or the key expires with a lease nobody extends.
+		switch err := s.kept(driver.OwnerClient(r.Owner), kv.Lease, r.Lease); {
+		case errors.Is(err, errLeaseNotKept):
+			res[i].Status = driver.RenewGone
+		case err != nil:
+			res[i].Err = fmt.Errorf("etcdstore: check %q: %w", r.Name, err)
+		}
 	}
 }
 

@@ -105,6 +105,9 @@ func (s *Store) acquirePermit(ctx context.Context, req driver.Request) (driver.G
 	if req.Lease <= 0 {
 		return driver.Grant{}, fmt.Errorf("etcdstore: acquire %q: lease %v is not positive", req.Name, req.Lease)
 	}
+	if err := s.checkTTL(req.Lease); err != nil {
+		return driver.Grant{}, err // before the semaphore's read
+	}
 	client := driver.OwnerClient(req.Owner)
 	key, dir := s.permitKey(req.Name, req.Owner), s.permitDir(req.Name)
 	value := encodeKind(req, kindPermit)

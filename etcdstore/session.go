@@ -54,12 +54,11 @@ func (s *Store) LeaseSlack(d time.Duration) time.Duration {
 func (s *Store) session(ctx context.Context, client string, d time.Duration, send time.Time) (*lease, error) {
 	ttl := ttlFor(d)
 	for {
-		s.mu.Lock()
-		if s.minTTL > ttl {
-			minTTL := s.minTTL
-			s.mu.Unlock()
-			return nil, s.tooShort(d, minTTL)
+		if err := s.checkTTL(d); err != nil {
+			return nil, err
 		}
+		s.mu.Lock()
+		s.sweep(time.Now())
 		byTTL := s.sessions[client]
 		if byTTL == nil {
 			byTTL = make(map[int64]*lease)
@@ -137,6 +136,18 @@ func (s *Store) grant(ctx context.Context, client string, l *lease) {
 	s.forget(client, l)
 }
 
+// checkTTL refuses, before any round trip, a lease d whose TTL a grant
+// showed to be below the server's minimum.
+func (s *Store) checkTTL(d time.Duration) error {
+	s.mu.Lock()
+	minTTL := s.minTTL
+	s.mu.Unlock()
+	if minTTL > ttlFor(d) {
+		return s.tooShort(d, minTTL)
+	}
+	return nil
+}
+
 // tooShort is the refusal of a lease d whose TTL is below the server's
 // minimum of minTTL seconds: a definite refusal (it matches
 // driver.ErrUnsupported), nothing granted.
@@ -150,10 +161,43 @@ func (s *Store) tooShort(d time.Duration, minTTL int64) error {
 func (s *Store) forget(client string, l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.drop(client, l)
+}
+
+// drop drops l from client's session, and the session once it has no
+// lease. Call with s.mu held.
+func (s *Store) drop(client string, l *lease) {
 	if byTTL := s.sessions[client]; byTTL[l.ttl] == l {
 		delete(byTTL, l.ttl)
 		if len(byTTL) == 0 {
 			delete(s.sessions, client)
+			delete(s.rounds, client)
+		}
+	}
+}
+
+// sweepEvery is how often session drops the leases nobody kept alive.
+const sweepEvery = time.Minute
+
+// sweep drops, at most once per sweepEvery, every granted lease (of locks,
+// places or records) whose time before which the server keeps it has
+// passed: nobody kept it alive, so every lock on it is past the validity
+// the core gave it, and the next Acquire of its client grants a new lease.
+// A client whose leases are all dropped is forgotten. Call with s.mu held.
+func (s *Store) sweep(now time.Time) {
+	if now.Before(s.sweepAt) {
+		return
+	}
+	s.sweepAt = now.Add(sweepEvery)
+	for client, byTTL := range s.sessions {
+		for _, l := range byTTL {
+			select {
+			case <-l.ready:
+				if l.err == nil && l.until.Before(now) {
+					s.drop(client, l)
+				}
+			default: // being granted
+			}
 		}
 	}
 }
@@ -163,7 +207,7 @@ func (s *Store) forget(client string, l *lease) {
 // lease: it expired or was revoked, and every key attached to it is deleted.
 func (s *Store) keepAlive(ctx context.Context, client string, l *lease) error {
 	send := time.Now()
-	_, err := s.cli.KeepAliveOnce(ctx, l.id)
+	resp, err := s.cli.KeepAliveOnce(ctx, l.id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.forget(client, l)
 		return fmt.Errorf("etcdstore: lease %x (%ds) of client %q: %w: it expired or was revoked, and every lock on it was deleted",
@@ -173,10 +217,16 @@ func (s *Store) keepAlive(ctx context.Context, client string, l *lease) error {
 		return fmt.Errorf("etcdstore: keep-alive of lease %x: %w", int64(l.id), err)
 	}
 	s.mu.Lock()
-	if u := send.Add(time.Duration(l.ttl) * time.Second); u.After(l.until) {
+	if u := send.Add(time.Duration(min(resp.TTL, l.ttl)) * time.Second); u.After(l.until) {
 		l.until = u
 	}
 	s.mu.Unlock()
+	if resp.TTL < l.ttl {
+		// The server keeps the lease less than its locks need: not a
+		// renewal of them.
+		return fmt.Errorf("etcdstore: keep-alive of lease %x: the server kept it for %ds, less than the %ds its locks need",
+			int64(l.id), resp.TTL, l.ttl)
+	}
 	return nil
 }
 
@@ -189,8 +239,11 @@ func (s *Store) keepAlive(ctx context.Context, client string, l *lease) error {
 // reports each of them gone. KeepAlive returns an error matching
 // driver.ErrNotHeld when every lease of the session is gone, or client has
 // none (no lock of it was granted through this Store, or its session ended
-// before); any other error is an unknown outcome.
+// before); any other error is an unknown outcome. A keep-alive the server
+// answers with a TTL shorter than its lease's is one: its locks are not
+// renewed by it.
 func (s *Store) KeepAlive(ctx context.Context, client string) error {
+	send := time.Now()
 	s.mu.Lock()
 	var ls []*lease
 	for _, l := range s.sessions[client] {
@@ -233,5 +286,40 @@ func (s *Store) KeepAlive(ctx context.Context, client string) error {
 	case gone == len(ls):
 		return errs[0]
 	}
+	s.mu.Lock()
+	if s.sessions[client] != nil && send.After(s.rounds[client]) {
+		s.rounds[client] = send
+	}
+	s.mu.Unlock()
 	return nil
 }
+
+// kept reports whether client's lock on etcd lease id, of lease d, is kept
+// by this Store: id is a lease of client's session, and the server keeps it
+// at least d from the send of client's last KeepAlive that succeeded (the
+// time the core counts the lock's validity from). A lease the Store does
+// not keep alive for client (forgotten, or never its) is errLeaseNotKept:
+// it expires with its locks. A lease of the session not extended that far
+// (its keep-alive failed, or the server kept it too short) is an unknown
+// outcome. Call with s.mu held.
+func (s *Store) kept(client string, id int64, d time.Duration) error {
+	for _, l := range s.sessions[client] {
+		select {
+		case <-l.ready:
+		default:
+			continue // being granted: it holds nothing yet
+		}
+		if l.err != nil || int64(l.id) != id {
+			continue
+		}
+		if l.until.Before(s.rounds[client].Add(d)) {
+			return fmt.Errorf("etcdstore: lease %x of client %q was not kept alive for %v since its last keep-alive round", id, client, d)
+		}
+		return nil
+	}
+	return errLeaseNotKept
+}
+
+// errLeaseNotKept is kept's answer for a lease the Store does not keep
+// alive.
+var errLeaseNotKept = errors.New("not a lease this Store keeps alive")

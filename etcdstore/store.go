@@ -28,7 +28,7 @@ type Options struct {
 
 // Store is a leash lock store on etcd. It is a driver.SessionStore: every
 // lock of a leash Client is attached to one etcd lease per lease duration,
-// which the Client's watchdog keeps alive with one LeaseKeepAlive per round.
+// which the Client's watchdog keeps alive with one LeaseKeepAliveOnce per lease each round.
 // It is safe for concurrent use. Create it with New.
 type Store struct {
 	cli    *clientv3.Client
@@ -36,7 +36,9 @@ type Store struct {
 
 	mu       sync.Mutex
 	sessions map[string]map[int64]*lease // client id → TTL in seconds → lease
+	rounds   map[string]time.Time        // client id → send time of its last KeepAlive that succeeded
 	minTTL   int64                       // the server's minimum lease TTL, once a grant showed it (0: not seen)
+	sweepAt  time.Time                   // when session next drops the leases nobody kept alive
 }
 
 var (
@@ -57,7 +59,8 @@ func New(cli *clientv3.Client, opts *Options) *Store {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	return &Store{cli: cli, prefix: o.Prefix, sessions: make(map[string]map[int64]*lease)}
+	return &Store{cli: cli, prefix: o.Prefix, sessions: make(map[string]map[int64]*lease),
+		rounds: make(map[string]time.Time)}
 }
 
 // Validate reports a Store that cannot work: a nil client, or a prefix that

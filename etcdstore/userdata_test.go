@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -202,5 +203,57 @@ func TestLockOrSemaphore(t *testing.T) {
 		if err := s.Release(ctx, r); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestUserDataPlaceKeyOnGrant puts an application's value at the key of an
+// owner's queue place (FairMutex) or writer mark (RWMutex write lock), with
+// no lock held yet, and where the owner holds the lock already (its retry):
+// its retries are granted (or refused, saying what is there), and the
+// value is left as it is: a grant deletes the owner's place only when it is
+// a place.
+func TestUserDataPlaceKeyOnGrant(t *testing.T) {
+	cli := sharedCli(t)
+	s := etcdstore.New(cli, &etcdstore.Options{Prefix: "userdata/" + t.Name() + "/"})
+	ctx := bg(t)
+	const owner = "0a0b0c0d-0000-4000-8000-000000000009:1"
+	for _, tc := range []struct {
+		kind  driver.Kind
+		space string
+	}{{driver.KindFair, "queue"}, {driver.KindWrite, "wmark"}} {
+		t.Run(tc.kind.String(), func(t *testing.T) {
+			name := "app-" + tc.kind.String()
+			r := driver.Request{Kind: tc.kind, Name: name, Owner: owner, Lease: 30 * time.Second}
+			if g, err := s.Acquire(ctx, r); err != nil || !g.Acquired {
+				t.Fatalf("Acquire = %+v, %v", g, err)
+			}
+			key := s.Prefix() + tc.space + "/" + name + "\x00" + owner
+			if _, err := cli.Put(ctx, key, "hello"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = cli.Delete(context.Background(), key) }) // the application's, left by the Store
+			before, err := cli.Get(ctx, key)
+			if err != nil || len(before.Kvs) != 1 {
+				t.Fatalf("key %q = %v, %v", key, before, err)
+			}
+			for _, wait := range []time.Duration{0, time.Minute} {
+				r.Wait = wait
+				// Granted, or refused for what the queue holds.
+				var nal *driver.NotALockError
+				if g, err := s.Acquire(ctx, r); !errors.As(err, &nal) && (err != nil || !g.Acquired) {
+					t.Fatalf("Acquire by its holder (wait %v) = %+v, %v; want granted or a *driver.NotALockError", wait, g, err)
+				}
+			}
+			after, err := cli.Get(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after.Kvs) != 1 || after.Kvs[0].ModRevision != before.Kvs[0].ModRevision {
+				t.Errorf("key %q after the holder's retries = %v, want unchanged %q", key, after.Kvs, "hello")
+			}
+			if err := s.Release(ctx, r); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

@@ -20,7 +20,8 @@ import (
 // A watch the server cancels (its member lost the leader, or compaction
 // passed its revision) or whose stream breaks wakes every waiter (WakeAll)
 // and is set up again from the revision after the last one it saw, until
-// stop is called.
+// stop is called: first after 100 ms, and while that fails, after twice as
+// long each time, up to 5 s.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
 	wakeOne := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeOne}) }
 	wakeAll := func(context.Context, int64) { wake(driver.Wake{To: driver.WakeAll}) }
@@ -44,11 +45,10 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		return nil, fmt.Errorf("etcdstore: watch %q: %w", name, driver.Unsupported(s, kind.String()+" locks"))
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	chs := make([]clientv3.WatchChan, len(ranges))
-	revs := make([]int64, len(ranges))
+	ws := make([]watch, len(ranges))
 	for i, r := range ranges {
 		var err error
-		if chs[i], revs[i], err = s.startWatch(ctx, wctx, r, 0); err != nil {
+		if ws[i], err = s.startWatch(ctx, wctx, r, 0); err != nil {
 			cancel()
 			return nil, fmt.Errorf("etcdstore: watch %q: %w", name, err)
 		}
@@ -58,7 +58,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		// Owner: the watch. Stops when stop cancels wctx.
 		go func() {
 			defer func() { done <- struct{}{} }()
-			s.follow(wctx, r, chs[i], revs[i], wake)
+			s.follow(wctx, r, ws[i], wake)
 		}()
 	}
 	return func() {
@@ -83,10 +83,17 @@ type watchRange struct {
 	on       func(ctx context.Context, rev int64)
 }
 
+// A watch is one etcd watch that startWatch created.
+type watch struct {
+	ch     clientv3.WatchChan
+	rev    int64              // the revision it was created at
+	cancel context.CancelFunc // ends it, and its context
+}
+
 // startWatch starts a watch of r's deletions from revision from (0: from
 // now), bound to wctx, and waits, within ctx, until the server has created
-// it. It returns the watch and the revision it was created at.
-func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (clientv3.WatchChan, int64, error) {
+// it. The caller ends the watch with its cancel.
+func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (watch, error) {
 	opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
 	if !r.puts {
 		opts = append(opts, clientv3.WithFilterPut())
@@ -110,34 +117,39 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 			if err == nil {
 				err = fmt.Errorf("watch closed before it was created")
 			}
-			return nil, 0, err
+			return watch{}, err
 		case resp.Err() != nil:
 			cancel()
-			return nil, 0, resp.Err()
+			return watch{}, resp.Err()
 		case !resp.Created:
 			cancel()
-			return nil, 0, fmt.Errorf("the first watch response is not its creation")
+			return watch{}, fmt.Errorf("the first watch response is not its creation")
 		}
-		// Owner: the watch. Stops when wctx ends, which cancels the watch
-		// and closes ch.
-		context.AfterFunc(wctx, cancel)
-		return ch, resp.Header.Revision, nil
+		return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, nil
 	case <-ctx.Done():
 		cancel()
-		return nil, 0, ctx.Err()
+		return watch{}, ctx.Err()
 	}
 }
 
-// watchRetry is how long a broken watch waits before it is set up again.
-const watchRetry = 100 * time.Millisecond
+// A broken watch waits watchRetry before it is set up again, doubled after
+// each failed try up to watchRetryMax: a member cut off from its leader is
+// not asked ten times a second.
+const (
+	watchRetry    = 100 * time.Millisecond
+	watchRetryMax = 5 * time.Second
+)
 
-// follow calls r.on for each response of ch with events, until wctx ends; a broken
+// follow calls r.on for each response of w with events, until wctx ends; a broken
 // watch wakes everyone and is set up again, from the revision after the last
 // one it saw, or, when compaction has removed that revision, from now, after
-// which everyone is woken once more.
-func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan, rev int64, wake func(driver.Wake)) {
+// which everyone is woken once more. Each watch's context is cancelled when
+// follow leaves it.
+func (s *Store) follow(wctx context.Context, r watchRange, w watch, wake func(driver.Wake)) {
+	rev := w.rev
+	defer func() { w.cancel() }()
 	for {
-		for resp := range ch {
+		for resp := range w.ch {
 			if resp.CompactRevision != 0 {
 				rev = 0 // deletions since rev are gone from the history
 				break
@@ -150,30 +162,30 @@ func (s *Store) follow(wctx context.Context, r watchRange, ch clientv3.WatchChan
 			}
 			rev = max(rev, resp.Header.Revision)
 		}
+		w.cancel()
 		if wctx.Err() != nil {
 			return
 		}
 		// A notification may have been lost: everyone tries again.
 		wake(driver.Wake{To: driver.WakeAll})
 		lost := rev == 0
-		for {
+		for wait := watchRetry; ; wait = min(2*wait, watchRetryMax) {
 			select {
 			case <-wctx.Done():
 				return
-			case <-time.After(watchRetry):
+			case <-time.After(wait):
 			}
 			from := int64(0)
 			if !lost {
 				from = rev + 1
 			}
 			sctx, cancel := context.WithTimeout(wctx, 10*time.Second)
-			var err error
-			var created int64
-			ch, created, err = s.startWatch(sctx, wctx, r, from)
+			nw, err := s.startWatch(sctx, wctx, r, from)
 			cancel()
 			if err == nil {
+				w = nw
 				if lost {
-					rev = created
+					rev = w.rev
 				}
 				break
 			}
