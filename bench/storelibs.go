@@ -107,7 +107,7 @@ func storeLibs(env *storeEnv) []storeLib {
 		},
 		{
 			lib: lib{name: "leash on MySQL", open: openLeashStore(env, newMySQLStore),
-				settings: leashSettings(fmt.Sprintf("`mysqlstore.New(db, nil)` on go-sql-driver/mysql, %d connections (waiters poll: 10 ms doubling to 1 s; renewal batches of 500)", poolSize))},
+				settings: leashSettings(fmt.Sprintf("`mysqlstore.New(db, nil)` on go-sql-driver/mysql, %d connections (waiters poll every quarter of the time since a poll last saw the name change, 10 ms to 1 s; renewal batches of 500)", poolSize))},
 			server: "MariaDB",
 			peer:   "go-mysql-lock",
 			holder: leashStoreHolder(newMySQLStore),
@@ -141,7 +141,7 @@ func storeLibs(env *storeEnv) []storeLib {
 		},
 		{
 			lib: lib{name: "leash on ZooKeeper", open: openLeashStore(env, newZkStore),
-				settings: leashSettings("`zkstore.Dial([]string{addr}, nil)`: one ZooKeeper session per Store (default session timeout 40 s), watch wake-ups, one session node per Client kept alive by the watchdog")},
+				settings: leashSettings("`zkstore.Dial([]string{addr}, nil)`: one ZooKeeper session per Client (default session timeout 40 s), its locks ephemeral nodes of it, kept alive by the watchdog with one write per interval; watch wake-ups")},
 			server: "ZooKeeper",
 			holder: leashStoreHolder(newZkStore),
 			big:    true,

@@ -56,21 +56,6 @@ func fmtPeerRatio(r float64, sl storeLib) string {
 	return fmt.Sprintf("**%s** %s", fmtTimes(r), sl.peer)
 }
 
-// nextPoll is how long after a release a waiter of mysqlstore that has
-// waited for waited polls next, by its default schedule (see mysqlstore's
-// Options): the first poll PollMin after the wait starts, then the interval
-// doubling up to PollMax.
-func nextPoll(waited time.Duration) time.Duration {
-	at, step := time.Duration(0), mysqlstore.DefaultPollMin
-	for {
-		at += step
-		if at > waited {
-			return at - waited
-		}
-		step = min(2*step, mysqlstore.DefaultPollMax)
-	}
-}
-
 func times(n int) string {
 	if n == 1 {
 		return "once"
@@ -148,15 +133,11 @@ func storesReport(res *storesResults, cfg storesConfig) ([]byte, error) {
 	}
 	p("\n")
 	if len(res.poll) > 0 {
-		p("**mysqlstore's waiters poll** (MySQL has no LISTEN/NOTIFY): a waiting name is read %v after the wait starts, then at intervals doubling up to %v (mysqlstore's defaults), and never later than the holder's lease ends; ", mysqlstore.DefaultPollMin, mysqlstore.DefaultPollMax)
-		p("a release through the **same** Store wakes its waiters at once. So a hand-off to another process costs up to one poll interval, which grows with how long the waiter has already waited. Measured (%d hand-offs each, holder and waiter as above, the pause fixed; the schedule counts from the waiter's first refused try, a round trip or more after its Lock call, so a pause just past a poll can miss it):\n\n", cfg.pollN)
-		p("| waiter | had waited | its next poll, by the schedule | hand-off p50 | hand-off max |\n|---|---:|---:|---:|---:|\n")
+		p("**mysqlstore's waiters poll** (MySQL has no LISTEN/NOTIFY): one poller per Store and name reads it at intervals of a quarter of the time since a poll last saw the name change, at least %v and at most %v apart (mysqlstore's defaults), and never later than just after the holder's lease ends; ", mysqlstore.DefaultPollMin, mysqlstore.DefaultPollMax)
+		p("a release through the **same** Store wakes its waiters at once. So a hand-off to another process costs up to one poll interval, which grows with how long the waiter has already waited. Measured (%d hand-offs each, holder and waiter as above, the pause fixed):\n\n", cfg.pollN)
+		p("| waiter | had waited | hand-off p50 | hand-off max |\n|---|---:|---:|---:|\n")
 		for _, r := range res.poll {
-			next := fmtDur(nextPoll(r.gap)) + " later"
-			if r.same {
-				next = "— (woken by the release)"
-			}
-			p("| %s | %v | %s | %s | %s |\n", r.what, r.gap, next, fmtDur(pct(r.handoffs, 0.5)), fmtDur(pct(r.handoffs, 1)))
+			p("| %s | %v | %s | %s |\n", r.what, r.gap, fmtDur(pct(r.handoffs, 0.5)), fmtDur(pct(r.handoffs, 1)))
 		}
 		p("\n")
 	}
