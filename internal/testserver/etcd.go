@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -284,27 +283,12 @@ func (e *Etcd) Close() {
 // SharedEtcd is an etcd server that a test package starts on first use and
 // stops in TestMain, for the tests that inject no faults into the server
 // itself. The zero value is ready to use.
-type SharedEtcd struct {
-	once sync.Once
-	srv  *Etcd
-	err  error
-}
+type SharedEtcd struct{ shared[*Etcd] }
 
 // Etcd returns the server, starting it on the first call. When etcd is not
 // installed it skips the test, or fails it under LEASH_REQUIRE_SERVERS=1,
 // like NewEtcd.
 func (s *SharedEtcd) Etcd(t TB) *Etcd {
 	t.Helper()
-	s.once.Do(func() { s.srv, s.err = StartEtcd(EtcdOptions{}) })
-	if s.err != nil {
-		skipOrFail(t, s.err)
-	}
-	return s.srv
-}
-
-// Close stops the server if it was started.
-func (s *SharedEtcd) Close() {
-	if s.srv != nil {
-		s.srv.Close()
-	}
+	return s.get(t, func() (*Etcd, error) { return StartEtcd(EtcdOptions{}) })
 }

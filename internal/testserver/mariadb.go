@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -190,10 +188,7 @@ func NewMariaDB(t TB) *MariaDB {
 	t.Helper()
 	m, err := StartMariaDB(t.TempDir())
 	if err != nil {
-		if errors.Is(err, ErrNotInstalled) && !RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", err)
-		}
-		t.Fatalf("%v", err)
+		skipOrFail(t, err)
 	}
 	t.Cleanup(m.Close)
 	return m
@@ -202,30 +197,12 @@ func NewMariaDB(t TB) *MariaDB {
 // SharedMariaDB is a mariadbd that a test package starts on first use and
 // stops in TestMain, for the tests that inject no faults into the server
 // itself. The zero value is ready to use.
-type SharedMariaDB struct {
-	once sync.Once
-	srv  *MariaDB
-	err  error
-}
+type SharedMariaDB struct{ shared[*MariaDB] }
 
 // MariaDB returns the server, starting it on the first call. When MariaDB
 // is not installed it skips the test, or fails it under
 // LEASH_REQUIRE_SERVERS=1, like NewMariaDB.
 func (s *SharedMariaDB) MariaDB(t TB) *MariaDB {
 	t.Helper()
-	s.once.Do(func() { s.srv, s.err = StartMariaDB("") })
-	if s.err != nil {
-		if errors.Is(s.err, ErrNotInstalled) && !RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", s.err)
-		}
-		t.Fatalf("%v", s.err)
-	}
-	return s.srv
-}
-
-// Close stops the server if it was started.
-func (s *SharedMariaDB) Close() {
-	if s.srv != nil {
-		s.srv.Close()
-	}
+	return s.get(t, func() (*MariaDB, error) { return StartMariaDB("") })
 }

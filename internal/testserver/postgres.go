@@ -442,10 +442,7 @@ func NewPostgres(t TB, opts PostgresOptions) *Postgres {
 	t.Helper()
 	p, err := StartPostgres(opts)
 	if err != nil {
-		if errors.Is(err, ErrNotInstalled) && !RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", err)
-		}
-		t.Fatalf("%v", err)
+		skipOrFail(t, err)
 	}
 	t.Cleanup(p.Close)
 	return p
@@ -454,30 +451,12 @@ func NewPostgres(t TB, opts PostgresOptions) *Postgres {
 // SharedPostgres is a PostgreSQL server that a test package starts on first
 // use and stops in TestMain, for the tests that inject no faults into the
 // server itself. The zero value is ready to use.
-type SharedPostgres struct {
-	once sync.Once
-	srv  *Postgres
-	err  error
-}
+type SharedPostgres struct{ shared[*Postgres] }
 
 // Postgres returns the server, starting it on the first call. When
 // PostgreSQL is not installed it skips the test, or fails it under
 // LEASH_REQUIRE_SERVERS=1, like NewPostgres.
 func (s *SharedPostgres) Postgres(t TB) *Postgres {
 	t.Helper()
-	s.once.Do(func() { s.srv, s.err = StartPostgres(PostgresOptions{}) })
-	if s.err != nil {
-		if errors.Is(s.err, ErrNotInstalled) && !RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", s.err)
-		}
-		t.Fatalf("%v", s.err)
-	}
-	return s.srv
-}
-
-// Close stops the server if it was started.
-func (s *SharedPostgres) Close() {
-	if s.srv != nil {
-		s.srv.Close()
-	}
+	return s.get(t, func() (*Postgres, error) { return StartPostgres(PostgresOptions{}) })
 }

@@ -29,10 +29,7 @@ func NewRedis(t TB, opts RedisOptions) *Redis {
 	}
 	r, err := StartRedis(opts)
 	if err != nil {
-		if errors.Is(err, ErrNotInstalled) && !RequireServers() {
-			t.Skipf("%v (set LEASH_REQUIRE_SERVERS=1 to fail instead)", err)
-		}
-		t.Fatalf("%v", err)
+		skipOrFail(t, err)
 	}
 	t.Cleanup(r.Close)
 	return r
