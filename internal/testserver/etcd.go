@@ -38,7 +38,6 @@ type Etcd struct {
 
 	opts    EtcdOptions
 	cluster string // the --initial-cluster value
-	tempDir bool
 
 	process
 }
@@ -145,7 +144,7 @@ func tryEtcds(n int, opts EtcdOptions) (*EtcdCluster, error) {
 		var err error
 		if opts.Dir == "" {
 			m.Dir, err = os.MkdirTemp("", "leash-etcd-")
-			m.tempDir = true
+			m.removeDir = m.Dir
 		} else {
 			m.Dir, err = os.MkdirTemp(opts.Dir, "etcd-"+m.Name+"-")
 		}
@@ -269,15 +268,6 @@ func (e *Etcd) Restart() error {
 		return err
 	}
 	return e.Start()
-}
-
-// Close kills the server and removes its directory if Start made it. It is
-// safe to call more than once.
-func (e *Etcd) Close() {
-	_ = e.Kill()
-	if e.tempDir {
-		_ = os.RemoveAll(e.Dir)
-	}
 }
 
 // SharedEtcd is an etcd server that a test package starts on first use and

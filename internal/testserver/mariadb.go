@@ -25,8 +25,6 @@ type MariaDB struct {
 	// (Dir/tmp), the socket and the error log (Dir/mariadb.err).
 	Dir string
 
-	tempDir bool
-
 	process
 }
 
@@ -69,7 +67,7 @@ func StartMariaDB(dir string) (*MariaDB, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.Dir, m.tempDir = d, true
+		m.Dir, m.removeDir = d, d
 	}
 	out, err := exec.Command(install, "--no-defaults", "--datadir="+m.dataDir(), "--user="+serverUser(),
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve").CombinedOutput()
@@ -170,15 +168,6 @@ func (m *MariaDB) Restart() error {
 		return err
 	}
 	return m.Start()
-}
-
-// Close kills the server and removes its directory if StartMariaDB made it.
-// It is safe to call more than once.
-func (m *MariaDB) Close() {
-	_ = m.Kill()
-	if m.tempDir {
-		_ = os.RemoveAll(m.Dir)
-	}
 }
 
 // NewMariaDB starts a mariadbd for the test in a directory of its own and

@@ -15,6 +15,9 @@ import (
 // ended by the server type that embeds it. The zero value is not running.
 type process struct {
 	name string // the server, for messages ("zookeeper"); may be empty
+	// removeDir is a directory the server type made for itself, which
+	// Close removes; empty when the caller gave the directory.
+	removeDir string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -136,6 +139,15 @@ func (p *process) end(sig syscall.Signal) error {
 		return err
 	}
 	return nil
+}
+
+// Close kills the server and removes its directory if the server type
+// made it. It is safe to call more than once.
+func (p *process) Close() {
+	_ = p.Kill()
+	if p.removeDir != "" {
+		_ = os.RemoveAll(p.removeDir)
+	}
 }
 
 // logTail returns the last lines of the log file at path, joined.

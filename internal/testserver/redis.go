@@ -42,8 +42,7 @@ type Redis struct {
 	// Dir is the data directory; the server log is Dir/redis.log.
 	Dir string
 
-	opts    RedisOptions
-	tempDir bool
+	opts RedisOptions
 
 	process
 }
@@ -77,7 +76,7 @@ func StartRedis(opts RedisOptions) (*Redis, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Dir, r.tempDir = d, true
+		r.Dir, r.removeDir = d, d
 	}
 	var lastErr error
 	for range 5 { // another process may take the free port before redis binds it
@@ -207,15 +206,6 @@ func (r *Redis) Restart() error {
 		return err
 	}
 	return r.Start()
-}
-
-// Close kills the server and removes its directory if Start made it. It is
-// safe to call more than once.
-func (r *Redis) Close() {
-	_ = r.Kill()
-	if r.tempDir {
-		_ = os.RemoveAll(r.Dir)
-	}
 }
 
 // CPU returns the CPU time the server has used since it started, user and

@@ -71,8 +71,6 @@ type ZooKeeper struct {
 	// ID is the server's id in its ensemble (0 for a standalone server).
 	ID int
 
-	tempDir bool
-
 	process
 }
 
@@ -89,7 +87,7 @@ func StartZooKeeper(dir string) (*ZooKeeper, error) {
 		if err != nil {
 			return nil, err
 		}
-		z.Dir, z.tempDir = d, true
+		z.Dir, z.removeDir = d, d
 	}
 	var lastErr error
 	for range 5 { // another process may take the free port before the JVM binds it
@@ -273,15 +271,6 @@ func (z *ZooKeeper) Restart() error {
 		return nil
 	}
 	return z.awaitServing()
-}
-
-// Close kills the server and removes its directory if StartZooKeeper made
-// it. It is safe to call more than once.
-func (z *ZooKeeper) Close() {
-	_ = z.Kill()
-	if z.tempDir {
-		_ = os.RemoveAll(z.Dir)
-	}
 }
 
 // Ensemble is a ZooKeeper ensemble of three servers on loopback, for
