@@ -11,3 +11,7 @@ func ParseURL(raw string) (*mysql.Config, *Options, bool, error) { return parseU
 
 // DB returns the Store's *sql.DB.
 func (s *Store) DB() *sql.DB { return s.db }
+
+// OnMigrateRead makes Migrate call f after it read the schema's state and
+// before it applies any DDL.
+func (s *Store) OnMigrateRead(f func()) { s.migrateRead = f }

@@ -140,6 +140,20 @@ func (n names) schemaStatements() []string {
 	return splitStatements(text)
 }
 
+// dropsOther reports whether stmt is schema.sql's DROP PROCEDURE of a
+// procedure that st did not find to be leash's: Migrate skips it, so that
+// a procedure another application creates between the state's reading and
+// the DDL is never dropped. (MySQL's DDL is not transactional, and
+// GET_LOCK only keeps other Migrates out.)
+func (n names) dropsOther(stmt string, st schemaState) bool {
+	for _, p := range procedures {
+		if stmt == "DROP PROCEDURE IF EXISTS "+n.qualified(p) {
+			return !st.ours[n.table+p]
+		}
+	}
+	return false
+}
+
 // splitStatements splits a script into statements at its delimiter (";"
 // until a DELIMITER line changes it), dropping comment lines outside
 // statements.
@@ -191,15 +205,16 @@ type schemaState struct {
 	database   string            // the database the names live in
 	engines    map[string]string // by table suffix; absent when the table does not exist
 	columns    map[string][]string
-	version    int      // 0 when no leash row
-	procedures int      // how many of leash's procedures exist
-	foreign    []string // procedures of leash's names that are not leash's
+	version    int             // 0 when no leash row
+	procedures int             // how many of leash's procedures exist
+	ours       map[string]bool // leash's procedures that exist, by name
+	foreign    []string        // procedures of leash's names that are not leash's
 	autocommit bool
 }
 
 // readState reads the schema's state through q (a *sql.DB or *sql.Conn).
 func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
-	st := schemaState{engines: map[string]string{}, columns: map[string][]string{}}
+	st := schemaState{engines: map[string]string{}, columns: map[string][]string{}, ours: map[string]bool{}}
 	var db sql.NullString
 	if n.db != "" {
 		db = sql.NullString{String: n.db, Valid: true}
@@ -264,6 +279,7 @@ func (n names) readState(ctx context.Context, q querier) (schemaState, error) {
 		}
 		if isLeashComment(comment) {
 			st.procedures++
+			st.ours[name] = true
 		} else {
 			st.foreign = append(st.foreign, name)
 		}
@@ -346,7 +362,9 @@ const migrateSQLMode = "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"
 // procedure of one of leash's procedures' names that is not leash's
 // (ErrNotLeashProcedure: leash's carry a comment 'leash: …
 // (github.com/leash-go/leash/mysqlstore)') and a schema
-// newer than this package's (ErrSchemaVersion). Concurrent Migrates, from
+// newer than this package's (ErrSchemaVersion). It replaces only procedures
+// it found to be leash's: one that another application creates while
+// Migrate runs makes it fail, and is left as it is. Concurrent Migrates, from
 // any process, take turns (GET_LOCK). See the package doc for the
 // privileges it needs.
 func (s *Store) Migrate(ctx context.Context) error {
@@ -372,6 +390,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mysqlstore: migrate: %w", err)
 	}
+	if s.migrateRead != nil {
+		s.migrateRead()
+	}
 	err = s.names.usable(st)
 	switch {
 	case err == nil:
@@ -391,6 +412,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION sql_mode = ?", mode) //nolint:errcheck // best effort: the connection goes back to the pool
 	for _, stmt := range s.names.schemaStatements() {
+		if s.names.dropsOther(stmt, st) {
+			// The procedure did not exist when the state was read:
+			// CREATE PROCEDURE alone fails, destroying nothing, if
+			// another application created one of this name since.
+			continue
+		}
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("mysqlstore: migrate: %w (in %.60q…)", err, stmt)
 		}

@@ -326,6 +326,31 @@ func TestNotLeashProcedure(t *testing.T) {
 	})
 }
 
+// TestMigrateRace: a procedure of one of leash's names that another
+// application creates after Migrate read the schema's state and before it
+// applied the DDL is not dropped: Migrate fails and leaves it as it was.
+func TestMigrateRace(t *testing.T) {
+	db := freshDB(t)
+	s := mysqlstore.New(db, &mysqlstore.Options{Table: "app"})
+	defer s.Close()
+	s.OnMigrateRead(func() {
+		exec(t, db, "CREATE PROCEDURE `app_release`() COMMENT 'the application''s own' SELECT 42")
+	})
+	err := s.Migrate(bg(t))
+	if err == nil {
+		t.Fatal("Migrate succeeded over another application's procedure")
+	}
+	if dump := routineDump(t, db, "app_release"); !strings.Contains(dump, "the application's own") {
+		t.Errorf("the application's procedure was replaced: %q", dump)
+	}
+	// Once the application's procedure is seen, Migrate refuses it by name.
+	s2 := mysqlstore.New(db, &mysqlstore.Options{Table: "app"})
+	defer s2.Close()
+	if err := s2.Migrate(bg(t)); !errors.Is(err, mysqlstore.ErrNotLeashProcedure) || !strings.Contains(err.Error(), "app_release") {
+		t.Errorf("second Migrate = %v, want ErrNotLeashProcedure naming app_release", err)
+	}
+}
+
 // TestBadTableNames: names Migrate could not apply (a line break splits
 // its statements) or the server could not find again (upper case, under
 // lower_case_table_names=1) are refused before any network call, with

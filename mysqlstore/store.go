@@ -75,6 +75,10 @@ type Store struct {
 	closed  atomic.Bool
 
 	watch pollers
+
+	// migrateRead, when set (by tests), runs inside Migrate after it read
+	// the schema's state and before it applies any DDL.
+	migrateRead func()
 }
 
 // statements are the Store's prepared statements, made once the schema is
