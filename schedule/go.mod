@@ -6,3 +6,8 @@ require (
 	github.com/leash-go/leash v0.1.0
 	github.com/netresearch/go-cron v0.9.1
 )
+
+require (
+	github.com/leash-go/leash/redisstore v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+)

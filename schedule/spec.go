@@ -135,10 +135,20 @@ func (c *cronSchedule) Next(t time.Time) time.Time {
 }
 
 func (c *cronSchedule) Prev(t time.Time) time.Time {
-	// The cron Prev is strictly before t; a tick at t itself counts.
-	p := c.s.Prev(t.In(c.loc).Add(time.Nanosecond))
-	for i := 0; i < maxSkips && !p.IsZero() && repeated(p); i++ {
-		p = c.s.Prev(p)
+	// The cron Prev is strictly before its argument, and does not always
+	// agree with Next across a DST change (it misses a spring-forward
+	// tick). So step back twice with it, to a time surely before the last
+	// tick, and walk forward with Next, whose rule is the one that counts.
+	lb := c.s.Prev(t.In(c.loc).Add(time.Nanosecond))
+	if lb.IsZero() {
+		return lb
+	}
+	if b := c.s.Prev(lb); !b.IsZero() {
+		lb = b
+	}
+	p := time.Time{}
+	for n := c.Next(lb.Add(-time.Nanosecond)); !n.IsZero() && !n.After(t); n = c.Next(n) {
+		p = n
 	}
 	return p
 }
