@@ -73,11 +73,14 @@ type JobStore interface {
 	Jobs(ctx context.Context, pattern string) ([]string, error)
 
 	// History returns job's latest claim and its last n records, newest
-	// first (n <= 0: every record kept). A record still OutcomeRunning
-	// whose claimer (its Client) holds no lock on the job's name is
-	// reported as OutcomeLost: the claimer stopped without saying how the
-	// run ended (killed, cut off past its lease). A job with no claim and
-	// no record returns a zero JobState with the job's name, and no error.
+	// first (n <= 0: every record kept). A record still OutcomeRunning is
+	// reported as OutcomeLost unless its claimer (its Client) holds a lock
+	// or permit on the job's name, or it is the job's latest claim and
+	// someone holds one (the run may be waiting for it): the claimer
+	// stopped without saying how the run ended (killed, cut off past its
+	// lease). A run read in the round trip between its claim and its lock
+	// reads lost too. A job with no claim and no record returns a zero
+	// JobState with the job's name, and no error.
 	History(ctx context.Context, job string, n int) (JobState, error)
 }
 

@@ -65,7 +65,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		res.Status = driver.ClaimTaken
 		res.Last = driver.RunRecord{Job: c.Job, Tick: j.tick, Attempt: j.attempt, Outcome: j.outcome}
 		if i := j.find(j.tick, j.attempt); i >= 0 {
-			res.Last = s.reported(c.Job, j.runs[i], now)
+			res.Last = s.reported(c.Job, j, j.runs[i], now)
 		}
 		return res, nil
 	case j.attempt == 0 && c.Attempt != 1:
@@ -174,38 +174,46 @@ func (s *Store) History(ctx context.Context, name string, n int) (driver.JobStat
 		runs = runs[:n]
 	}
 	for _, r := range runs {
-		st.Runs = append(st.Runs, s.reported(name, r, now))
+		st.Runs = append(st.Runs, s.reported(name, j, r, now))
 	}
 	return st, nil
 }
 
 // reported is rec as History reports it: a run still recorded as running
-// whose claimer holds no lock on the job's name is lost. The caller holds
-// s.mu.
-func (s *Store) reported(name string, rec driver.RunRecord, now time.Time) driver.RunRecord {
-	if rec.Outcome == driver.OutcomeRunning && !s.holdsLocked(name, rec.Client, now) {
+// is lost unless its claimer holds a lock on the job's name, or it is the
+// job's latest claim and someone holds it (the run may be waiting for the
+// lock). The caller holds s.mu.
+func (s *Store) reported(name string, j *job, rec driver.RunRecord, now time.Time) driver.RunRecord {
+	if rec.Outcome != driver.OutcomeRunning {
+		return rec
+	}
+	latest := rec.Tick.Equal(j.tick) && rec.Attempt == j.attempt
+	if mine, any := s.holdersLocked(name, rec.Client, now); !mine && !(latest && any) {
 		rec.Outcome = driver.OutcomeLost
 	}
 	return rec
 }
 
-// holdsLocked reports whether the client with id holds a lock or a permit
-// on name. The caller holds s.mu.
-func (s *Store) holdsLocked(name, id string, now time.Time) bool {
+// holdersLocked reports whether the client with id holds a lock or a permit
+// on name, and whether anyone does. The caller holds s.mu.
+func (s *Store) holdersLocked(name, id string, now time.Time) (mine, any bool) {
 	if s.names[name] == nil {
-		return false
+		return false, false
 	}
 	st := s.get(name, now)
-	mine := func(owner string) bool { return driver.OwnerClient(owner) == id }
-	if st.excl != nil && mine(st.excl.owner) {
-		return true
+	var owners []string
+	if st.excl != nil {
+		owners = append(owners, st.excl.owner)
 	}
 	if st.sem != nil {
 		for o := range st.sem.permits {
-			if mine(o) {
-				return true
-			}
+			owners = append(owners, o)
 		}
 	}
-	return false
+	for _, o := range owners {
+		if driver.OwnerClient(o) == id {
+			return true, true
+		}
+	}
+	return false, len(owners) > 0
 }

@@ -201,7 +201,7 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 			if err != nil {
 				return driver.TickResult{}, err
 			}
-			res.Last = reported(rec, ints(5) == 1)
+			res.Last = reported(rec, ints(5) > 0) // the latest claim: waiting, if not holding
 		}
 	default:
 		return driver.TickResult{}, fmt.Errorf("unexpected claim reply %#v", v)

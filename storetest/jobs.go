@@ -20,6 +20,7 @@ var jobTests = []test{
 	{name: "a run that ended well is not retried", fn: testClaimNoRetryAfterOK},
 	{name: "only the claimer ends its run", fn: testEndRunOtherClient},
 	{name: "a running record whose claimer holds no lock reads as lost", fn: testHistoryLost},
+	{name: "the latest claim waiting for another's lock reads as running", fn: testHistoryWaiting},
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
 	{name: "jobs are listed by pattern", fn: testJobsList},
@@ -257,6 +258,22 @@ func testHistoryLost(t *testing.T, s driver.Store, n *namer) {
 	if got := mustHistory(t, s, job, 1).Runs[0].Outcome; got != driver.OutcomeLost {
 		t.Errorf("running record after its claimer released the lock: outcome %v, want lost", got)
 	}
+}
+
+func testHistoryWaiting(t *testing.T, s driver.Store, n *namer) {
+	job, other, a := n.name(), n.owner(), clientOf(n)
+	lock := req(job, other, long)
+	mustAcquire(t, s, lock)
+	tick := tickAt(-2 * time.Second)
+	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "of a tick")
+	if got := mustHistory(t, s, job, 1).Runs[0].Outcome; got != driver.OutcomeRunning {
+		t.Errorf("latest claim, another client holds the job's lock: outcome %v, want running (it may wait for it)", got)
+	}
+	wantClaim(t, s, claimOf(job, tick.Add(time.Second), clientOf(n)), driver.ClaimGranted, "of the next tick")
+	if got := mustHistory(t, s, job, 0).Runs[1].Outcome; got != driver.OutcomeLost {
+		t.Errorf("an earlier claim whose claimer holds nothing: outcome %v, want lost", got)
+	}
+	mustRelease(t, s, lock)
 }
 
 func testHistoryKeep(t *testing.T, s driver.Store, n *namer) {

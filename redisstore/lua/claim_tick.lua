@@ -10,7 +10,8 @@
 -- ARGV[6]  records to keep        ARGV[7]  the job's name
 -- Returns  {'granted', now, previous tick or 0}; {'early', now, tick - now};
 --          {'late', now}; {'taken', now, latest tick, its attempt, its record (JSON, or ''),
---          1 when that record's claimer holds KEYS[3]}; now in Unix ms.
+--          whether KEYS[3] is held: 2 by that record's claimer, 1 by someone else, 0 by no
+--          one}; now in Unix ms.
 --          {-1, what} when KEYS[1] or KEYS[2] holds what leash does not write there
 --          (see job_refusal): nothing is changed then.
 -- Touches only KEYS, which share the job's hash slot.
