@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -278,4 +279,53 @@ type JobState struct {
 	Runs []RunRecord
 	// Now is the store's clock when it answered.
 	Now time.Time
+}
+
+// CheckClaim returns an error saying what is wrong with a claim that no
+// store may grant (an attempt below 1, a negative tolerance, a keep beyond
+// MaxKeepRuns, a record's error text longer than MaxRunError), or nil. A
+// JobStore calls it before any round trip and wraps its error with
+// leash.ErrInvalidArgument.
+func CheckClaim(c TickClaim) error {
+	switch {
+	case c.Attempt < 1:
+		return fmt.Errorf("job %q: attempt %d: attempts count from 1", c.Job, c.Attempt)
+	case c.Tolerance < 0:
+		return fmt.Errorf("job %q: negative tolerance %v", c.Job, c.Tolerance)
+	case c.Keep < 0 || c.Keep > MaxKeepRuns:
+		return fmt.Errorf("job %q: keep %d: want 0 (the default) to %d", c.Job, c.Keep, MaxKeepRuns)
+	case len(c.Run.Error) > MaxRunError:
+		return fmt.Errorf("job %q: error text of %d bytes, more than MaxRunError (%d)", c.Job, len(c.Run.Error), MaxRunError)
+	}
+	return nil
+}
+
+// CheckEnd returns an error saying what is wrong with a run's end that no
+// store may record (an outcome that is not an end, an attempt below 1, an
+// error text longer than MaxRunError), or nil; see [CheckClaim].
+func CheckEnd(e RunEnd) error {
+	switch {
+	case e.Outcome == OutcomeRunning || e.Outcome < OutcomeRunning || e.Outcome > OutcomeLost:
+		return fmt.Errorf("job %q: %v is not how a run ends", e.Job, e.Outcome)
+	case e.Attempt < 1:
+		return fmt.Errorf("job %q: attempt %d: attempts count from 1", e.Job, e.Attempt)
+	case len(e.Error) > MaxRunError:
+		return fmt.Errorf("job %q: error text of %d bytes, more than MaxRunError (%d)", e.Job, len(e.Error), MaxRunError)
+	}
+	return nil
+}
+
+// CheckRuns returns an error saying what is wrong with records AddRuns may
+// not add (an outcome that is not an end, an error text longer than
+// MaxRunError, a keep beyond MaxKeepRuns), or nil; see [CheckClaim].
+func CheckRuns(job string, runs []RunRecord, keep int) error {
+	if keep < 0 || keep > MaxKeepRuns {
+		return fmt.Errorf("job %q: keep %d: want 0 (the default) to %d", job, keep, MaxKeepRuns)
+	}
+	for _, r := range runs {
+		if err := CheckEnd(RunEnd{Job: job, Attempt: max(r.Attempt, 1), Outcome: r.Outcome, Error: r.Error}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -18,6 +20,10 @@ type job struct {
 	outcome driver.Outcome // of the latest claim's run, as EndRun told it
 	runs    []driver.RunRecord
 }
+
+// invalid wraps a driver check's error for a caller to match
+// leash.ErrInvalidArgument.
+func invalid(err error) error { return fmt.Errorf("%w: memstore: %w", leash.ErrInvalidArgument, err) }
 
 // ms keeps a time to the millisecond, the precision every store keeps.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
@@ -46,6 +52,9 @@ func (j *job) find(tick time.Time, attempt int) int {
 
 // ClaimTick implements [driver.JobStore].
 func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	if err := driver.CheckClaim(c); err != nil {
+		return driver.TickResult{}, invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return driver.TickResult{}, err
 	}
@@ -89,6 +98,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 
 // EndRun implements [driver.JobStore].
 func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
+	if err := driver.CheckEnd(e); err != nil {
+		return invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -113,6 +125,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 
 // AddRuns implements [driver.JobStore].
 func (s *Store) AddRuns(ctx context.Context, name string, runs []driver.RunRecord, n int) error {
+	if err := driver.CheckRuns(name, runs, n); err != nil {
+		return invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

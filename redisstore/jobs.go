@@ -139,6 +139,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if err := s.checkJob(c.Job); err != nil {
 		return driver.TickResult{}, err
 	}
+	if err := driver.CheckClaim(c); err != nil {
+		return driver.TickResult{}, fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
+	}
 	rec, err := json.Marshal(toJSON(c.Run))
 	if err != nil {
 		return driver.TickResult{}, err
@@ -223,6 +226,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	if err := s.checkJob(e.Job); err != nil {
 		return err
 	}
+	if err := driver.CheckEnd(e); err != nil {
+		return fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
+	}
 	v, err := endRunScript.Run(ctx, s.rdb, s.jobKeys(e.Job)[:2], e.Tick.UnixMilli(), e.Attempt, e.Client,
 		e.Outcome.String(), strconv.FormatInt(e.Fence, 10), e.Error).Result()
 	if err != nil {
@@ -238,6 +244,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord, keep int) error {
 	if err := s.checkJob(job); err != nil {
 		return err
+	}
+	if err := driver.CheckRuns(job, runs, keep); err != nil {
+		return fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
 	}
 	if len(runs) == 0 {
 		return nil

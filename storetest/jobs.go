@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ var jobTests = []test{
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
 	{name: "jobs are listed by pattern", fn: testJobsList},
+	{name: "bad claims, ends and records are refused", fn: testJobBadInput},
 }
 
 // jobs is s as a JobStore.
@@ -340,5 +342,38 @@ func testJobsList(t *testing.T, s driver.Store, n *namer) {
 	}
 	if _, err := jobs(s).History(ctx(t), n.name(), 0); errors.Is(err, driver.ErrNotALock) {
 		t.Errorf("History of a name with no job = %v, want a zero state", err)
+	}
+}
+
+func testJobBadInput(t *testing.T, s driver.Store, n *namer) {
+	job, a := n.name(), clientOf(n)
+	tick := tickAt(-time.Second)
+	for what, c := range map[string]driver.TickClaim{
+		"attempt 0":          {Job: job, Tick: tick},
+		"negative tolerance": {Job: job, Tick: tick, Attempt: 1, Tolerance: -time.Second},
+		"keep too many":      {Job: job, Tick: tick, Attempt: 1, Keep: driver.MaxKeepRuns + 1},
+		"error too long":     {Job: job, Tick: tick, Attempt: 1, Run: driver.RunRecord{Error: strings.Repeat("x", driver.MaxRunError+1)}},
+	} {
+		if _, err := jobs(s).ClaimTick(ctx(t), c); err == nil {
+			t.Errorf("ClaimTick with %s: no error", what)
+		}
+	}
+	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "after the refused ones")
+	for what, e := range map[string]driver.RunEnd{
+		"outcome running": {Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeRunning},
+		"no outcome":      {Job: job, Tick: tick, Attempt: 1, Client: a},
+		"attempt 0":       {Job: job, Tick: tick, Client: a, Outcome: driver.OutcomeOK},
+		"error too long":  {Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeFailed, Error: strings.Repeat("x", driver.MaxRunError+1)},
+	} {
+		if err := jobs(s).EndRun(ctx(t), e); err == nil {
+			t.Errorf("EndRun with %s: no error", what)
+		}
+	}
+	if err := jobs(s).AddRuns(ctx(t), job, []driver.RunRecord{{Tick: tick}}, 0); err == nil {
+		t.Errorf("AddRuns of a record without an outcome: no error")
+	}
+	st := mustHistory(t, s, job, 0)
+	if len(st.Runs) != 1 || st.Runs[0].Outcome == driver.OutcomeFailed || !st.Runs[0].Ended.IsZero() {
+		t.Errorf("History after refused calls = %+v, want the one claim, still running", st.Runs)
 	}
 }
