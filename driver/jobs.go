@@ -95,6 +95,8 @@ const (
 	// MaxRunError is the longest RunRecord.Error kept, in bytes; callers
 	// truncate longer texts before they reach the store.
 	MaxRunError = 1024
+	// MaxSpecLen is the longest TickClaim.Spec, in bytes.
+	MaxSpecLen = 256
 )
 
 // TickClaim is one claim of a job's tick; see [JobStore.ClaimTick].
@@ -119,6 +121,10 @@ type TickClaim struct {
 	// Keep is how many records of the job to keep, at most MaxKeepRuns;
 	// zero means DefaultKeepRuns.
 	Keep int
+	// Spec is the job's schedule as text, kept with the claim for operators
+	// (a CLI computes the next tick from it); empty leaves the kept one. At
+	// most MaxSpecLen bytes.
+	Spec string
 }
 
 // ClaimStatus is the verdict on a [TickClaim].
@@ -275,6 +281,8 @@ type JobState struct {
 	// Tick and Attempt are the job's latest claim; zero when none.
 	Tick    time.Time
 	Attempt int
+	// Spec is the schedule the latest claim that gave one said the job has.
+	Spec string
 	// Runs are the job's last records, newest first.
 	Runs []RunRecord
 	// Now is the store's clock when it answered.
@@ -296,6 +304,8 @@ func CheckClaim(c TickClaim) error {
 		return fmt.Errorf("job %q: keep %d: want 0 (the default) to %d", c.Job, c.Keep, MaxKeepRuns)
 	case len(c.Run.Error) > MaxRunError:
 		return fmt.Errorf("job %q: error text of %d bytes, more than MaxRunError (%d)", c.Job, len(c.Run.Error), MaxRunError)
+	case len(c.Spec) > MaxSpecLen:
+		return fmt.Errorf("job %q: spec of %d bytes, more than MaxSpecLen (%d)", c.Job, len(c.Spec), MaxSpecLen)
 	}
 	return nil
 }

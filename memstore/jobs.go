@@ -18,6 +18,7 @@ type job struct {
 	tick    time.Time
 	attempt int
 	outcome driver.Outcome // of the latest claim's run, as EndRun told it
+	spec    string
 	runs    []driver.RunRecord
 }
 
@@ -91,6 +92,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	rec := c.Run
 	rec.Job, rec.Tick, rec.Attempt, rec.Started, rec.Ended, rec.Outcome = c.Job, tick, c.Attempt, res.Now, time.Time{}, driver.OutcomeRunning
 	j.tick, j.attempt, j.outcome = tick, c.Attempt, driver.OutcomeRunning
+	if c.Spec != "" {
+		j.spec = c.Spec
+	}
 	j.push(rec, keep(c.Keep))
 	s.jobs[c.Job] = j
 	return res, nil
@@ -183,7 +187,7 @@ func (s *Store) History(ctx context.Context, name string, n int) (driver.JobStat
 	if j == nil {
 		return st, nil
 	}
-	st.Tick, st.Attempt = j.tick, j.attempt
+	st.Tick, st.Attempt, st.Spec = j.tick, j.attempt, j.spec
 	runs := j.runs
 	if n > 0 && n < len(runs) {
 		runs = runs[:n]

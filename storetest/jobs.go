@@ -82,7 +82,9 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	job, a, b := n.name(), clientOf(n), clientOf(n)
 	tick := tickAt(-time.Second)
 	before := time.Now()
-	r := wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "of a job's first tick")
+	first := claimOf(job, tick, a)
+	first.Spec = "CRON_TZ=Europe/Berlin 0 30 2 * * *"
+	r := wantClaim(t, s, first, driver.ClaimGranted, "of a job's first tick")
 	if !r.Prev.IsZero() {
 		t.Errorf("first claim: Prev = %v, want zero", r.Prev)
 	}
@@ -95,8 +97,8 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	}
 	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimTaken, "of the same tick by its claimer again")
 	st := mustHistory(t, s, job, 0)
-	if !st.Tick.Equal(tick) || st.Attempt != 1 || len(st.Runs) != 1 {
-		t.Fatalf("History = tick %v attempt %d, %d runs; want %v, 1, 1 run", st.Tick, st.Attempt, len(st.Runs), tick)
+	if !st.Tick.Equal(tick) || st.Attempt != 1 || len(st.Runs) != 1 || st.Spec != first.Spec {
+		t.Fatalf("History = tick %v attempt %d spec %q, %d runs; want %v, 1, %q, 1 run", st.Tick, st.Attempt, st.Spec, len(st.Runs), tick, first.Spec)
 	}
 	got := st.Runs[0]
 	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a {
@@ -109,6 +111,9 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	r = wantClaim(t, s, claimOf(job, next, b), driver.ClaimGranted, "of the next tick")
 	if !r.Prev.Equal(tick) {
 		t.Errorf("next tick: Prev = %v, want %v", r.Prev, tick)
+	}
+	if st := mustHistory(t, s, job, 0); st.Spec != first.Spec {
+		t.Errorf("spec after a claim without one = %q, want the kept %q", st.Spec, first.Spec)
 	}
 }
 

@@ -6,13 +6,14 @@
 -- Returns  {latest tick or 0, its attempt or 0, now (Unix ms), {records (JSON)}, {for each
 --          record still running: 1 when its claimer holds KEYS[3], or it is the latest claim
 --          and anyone holds KEYS[3] (the run may wait for it); 0 otherwise}}; {-1, what} when
---          KEYS[1] or KEYS[2] holds what leash does not write there.
+--          KEYS[1] or KEYS[2] holds what leash does not write there; last, the job's spec
+--          ('' if none).
 -- Touches only KEYS, which share the job's hash slot.
 local refused = job_refusal(KEYS[1], KEYS[2])
 if refused then
     return refused
 end
-local st = redis.call('hmget', KEYS[1], 'tick', 'attempt')
+local st = redis.call('hmget', KEYS[1], 'tick', 'attempt', 'spec')
 local lt, la = tonumber(st[1]), tonumber(st[2])
 local recs = redis.call('lrange', KEYS[2], 0, tonumber(ARGV[1]) - 1)
 local held = {}
@@ -26,4 +27,4 @@ for i, s in ipairs(recs) do
         end
     end
 end
-return {lt or 0, la or 0, now_ms(), recs, held}
+return {lt or 0, la or 0, now_ms(), recs, held, st[3] or ''}
