@@ -273,7 +273,7 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	end.Fence = hold.Fence()
 	rctx, cancel := context.WithCancelCause(hold.Context())
 	stop := context.AfterFunc(s.hard, func() { cancel(context.Cause(s.hard)) })
-	ferr := call(rctx, j.fn, Run{Job: j.name, Tick: tick, Attempt: attempt, Fence: end.Fence, hold: hold})
+	ferr := call(&runContext{rctx, hold}, j.fn, Run{Job: j.name, Tick: tick, Attempt: attempt, Fence: end.Fence, hold: hold})
 	stop()
 	cause := context.Cause(rctx)
 	cancel(nil)
@@ -296,6 +296,20 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 		end.Error = truncate(end.Error + ": " + ferr.Error())
 	}
 	return end.Outcome
+}
+
+// A runContext is a run's context: cancelled with the hold's, and on
+// shutdown. Its Err looks at the hold's validity first, as the hold's own
+// context does, so that a run that wakes from a pause past its lease learns
+// of the loss on its first look, before the Client's watchdog has run.
+type runContext struct {
+	context.Context
+	hold *leash.Hold
+}
+
+func (c *runContext) Err() error {
+	_ = c.hold.Err() // declares the hold lost, cancelling c, if its validity passed
+	return c.Context.Err()
 }
 
 // lockRun takes j's run lock by its overlap policy; wait is how long
