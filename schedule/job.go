@@ -244,30 +244,25 @@ func (s *Scheduler) reportMissed(ctx context.Context, j *job, prev, tick time.Ti
 }
 
 // runOnce runs a granted attempt: it takes the run lock by the overlap
-// policy, calls the job's function, releases the lock and records the end.
+// policy, calls the job's function, records the end and releases the lock.
 // window is when the tick's window ends, storeNow the store's clock at the
 // claim.
 func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt int, window, storeNow time.Time) driver.Outcome {
 	end := driver.RunEnd{Job: j.name, Tick: tick, Attempt: attempt, Client: s.base.Client}
-	defer func() { s.record(ctx, j, end) }()
 	hold, err := s.lockRun(ctx, j, window.Sub(storeNow))
-	var na *leash.NotAcquiredError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		end.Outcome, end.Error = driver.OutcomeCancelled, "the scheduler shut down before the run started"
-		if hold != nil {
-			_ = hold.Unlock(ctx)
+	if err != nil {
+		var na *leash.NotAcquiredError
+		switch {
+		case ctx.Err() != nil:
+			end.Outcome, end.Error = driver.OutcomeCancelled, "the scheduler shut down, or the job was removed, before the run started"
+		case errors.As(err, &na) && na.Err == nil:
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run still holds the job's lock"
+		case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run held the job's lock until the next tick"
+		default:
+			end.Outcome, end.Error = driver.OutcomeFailed, truncate("taking the job's lock: "+err.Error())
 		}
-		return end.Outcome
-	case errors.As(err, &na) && na.Err == nil:
-		end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run still holds the job's lock"
-		return end.Outcome
-	case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
-		end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run held the job's lock until the next tick"
-		return end.Outcome
-	default:
-		end.Outcome, end.Error = driver.OutcomeFailed, truncate("taking the job's lock: "+err.Error())
+		s.record(ctx, j, end)
 		return end.Outcome
 	}
 	end.Fence = hold.Fence()
@@ -277,14 +272,12 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	stop()
 	cause := context.Cause(rctx)
 	cancel(nil)
-	uerr := hold.Unlock(context.WithoutCancel(ctx))
 	var lost *leash.LostError
 	switch {
 	case errors.As(hold.Err(), &lost) && lost.Reason == leash.ReasonMaxHold:
 		end.Outcome, end.Error = driver.OutcomeCancelled, fmt.Sprintf("MaxRun (%v) passed", j.opts.MaxRun)
-	case errors.As(hold.Err(), &lost), errors.As(uerr, &lost):
+	case errors.As(hold.Err(), &lost):
 		end.Outcome, end.Error = driver.OutcomeLost, lost.Error()
-		s.log.Error("job run lost its lock", slog.String("job", j.name), slog.Time("tick", tick), slog.Any("error", lost))
 	case errors.Is(cause, ErrShutdown):
 		end.Outcome, end.Error = driver.OutcomeCancelled, ErrShutdown.Error()
 	case ferr != nil:
@@ -294,6 +287,19 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	}
 	if ferr != nil && end.Outcome != driver.OutcomeFailed {
 		end.Error = truncate(end.Error + ": " + ferr.Error())
+	}
+	// The end is recorded before the lock is released: a reader never sees
+	// a run that ended well, lock free and end not yet told, as lost.
+	s.record(ctx, j, end)
+	if err := hold.Unlock(context.WithoutCancel(ctx)); errors.As(err, &lost) && end.Outcome != driver.OutcomeLost &&
+		end.Outcome != driver.OutcomeCancelled {
+		// The store had lost the lock before the run ended (freed by
+		// force, say) and the Client had not noticed yet.
+		end.Outcome, end.Error = driver.OutcomeLost, truncate(lost.Error())
+		s.record(ctx, j, end)
+	}
+	if end.Outcome == driver.OutcomeLost {
+		s.log.Error("job run lost its lock", slog.String("job", j.name), slog.Time("tick", tick), slog.String("error", end.Error))
 	}
 	return end.Outcome
 }

@@ -93,7 +93,7 @@ func TestNewAndAddRejectBadInput(t *testing.T) {
 // TestOverlapSkip: while a run holds the job's lock, the ticks that come
 // are claimed and recorded skipped, and the function is not called again.
 func TestOverlapSkip(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	if err := in.Add(job, "@every 100ms", log.fn("a", func(ctx context.Context, _ schedule.Run) error {
@@ -122,7 +122,7 @@ func TestOverlapSkip(t *testing.T) {
 // waits for the lock and runs after it, within its window; one whose wait
 // outlasts its window is recorded skipped.
 func TestOverlapQueue(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	var calls atomic.Int32
 	release := make(chan struct{})
@@ -154,7 +154,7 @@ func TestOverlapQueue(t *testing.T) {
 // TestOverlapQueuePastWindowSkips: a queued tick whose wait reaches the next
 // tick gives up and is recorded skipped.
 func TestOverlapQueuePastWindowSkips(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -181,7 +181,7 @@ func TestOverlapQueuePastWindowSkips(t *testing.T) {
 // TestOverlapLimit: with a limit of 2, two runs run at once, and a third
 // tick is skipped.
 func TestOverlapLimit(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	var running, most atomic.Int32
@@ -216,7 +216,7 @@ func TestMisfire(t *testing.T) {
 		runs    bool
 	}{{"run latest", schedule.MisfireRunLatest, true}, {"skip", schedule.MisfireSkip, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			store := memstore.New()
 			hourly := schedule.Every(time.Hour)
 			latest := hourly.Prev(time.Now())
@@ -275,7 +275,7 @@ func TestRetries(t *testing.T) {
 		{"no retries", 0, 5, []driver.Outcome{driver.OutcomeFailed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			in := newInstance(t, memstore.New(), nil, nil)
 			var first atomic.Int64 // the first tick run: the test looks at that one
 			if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
@@ -314,7 +314,7 @@ func TestRetries(t *testing.T) {
 // TestRetryNotPastWindow: a retry whose delay reaches the next tick is not
 // claimed: the tick's window is over.
 func TestRetryNotPastWindow(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 300ms", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 		return errors.New("always")
@@ -336,7 +336,7 @@ func TestRetryNotPastWindow(t *testing.T) {
 // its context keeps running, but its lock stops being renewed, and another
 // instance runs a later tick once the lease is over.
 func TestMaxRun(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	store := memstore.New()
 	copts := &leash.Options{Lease: 300 * time.Millisecond}
 	opts := &schedule.JobOptions{MaxRun: 200 * time.Millisecond}
@@ -374,7 +374,7 @@ func TestMaxRun(t *testing.T) {
 // TestMaxRunRecordsCancelled: a run that honours its context ends when
 // MaxRun passes and is recorded cancelled, saying why.
 func TestMaxRunRecordsCancelled(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 1s", func(ctx context.Context, run schedule.Run) error {
 		<-ctx.Done()
@@ -397,7 +397,7 @@ func TestMaxRunRecordsCancelled(t *testing.T) {
 // than Liveness has its context cancelled (ReasonStalled) and is recorded
 // lost; one that touches runs to its end.
 func TestLivenessCatchesHungRun(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 		if run.Tick.Unix()%2 == 0 {
@@ -441,7 +441,7 @@ func TestShutdown(t *testing.T) {
 		want  driver.Outcome
 	}{{"grace lets the run finish", 0, driver.OutcomeOK}, {"no grace cancels the run", schedule.NoGrace, driver.OutcomeCancelled}} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			store := memstore.New()
 			in := newInstance(t, store, nil, &schedule.Options{Grace: tc.grace})
 			started := make(chan struct{}, 1)
@@ -481,7 +481,7 @@ func TestShutdown(t *testing.T) {
 // TestAddRemoveWhileRunning: a job added to a running scheduler runs; one
 // removed runs no more.
 func TestAddRemoveWhileRunning(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	sentinel := newRunLog()
 	if err := in.Add(job+"/sentinel", "@every 50ms", sentinel.fn("sentinel", nil), nil); err != nil {

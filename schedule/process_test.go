@@ -172,7 +172,7 @@ func TestKilledMidRunNextTickRunsElsewhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	job := "test/" + t.Name()
+	job := jobName(t)
 	child, first := startChild(t, job)
 	in, log := survivor(t, job)
 	child.Kill()
@@ -201,7 +201,7 @@ func TestPausedPastLeaseIsCancelledAndFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	job := "test/" + t.Name()
+	job := jobName(t)
 	child, first := startChild(t, job)
 	if err := child.Pause(); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestSkewedProcessesKilledAndPaused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and runs for seconds")
 	}
-	job := "test/" + t.Name()
+	job := jobName(t)
 	srv := shared.Redis(t)
 	lines := make(chan string, 1000)
 	var children []*testkit.Child
@@ -293,7 +293,7 @@ func TestSkewedProcessesKilledAndPaused(t *testing.T) {
 	killed, line := await("run ")
 	killedRun := parseRun(t, line)
 	children[killed].Kill()
-	_, line = await("run ", killed)
+	await("run ", killed) // a run elsewhere since the kill
 	paused, line := await("run ", killed)
 	pausedRun := parseRun(t, line)
 	if err := children[paused].Pause(); err != nil {
