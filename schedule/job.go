@@ -175,12 +175,14 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 	c := driver.TickClaim{Job: j.name, Tick: tick, Attempt: attempt, Tolerance: s.opts.Tolerance, Until: until,
 		Run: s.base, Keep: s.opts.Keep, Spec: j.spec}
 	backoff := 50 * time.Millisecond
+	unknown := false // a claim was sent whose outcome is unknown
 	for ctx.Err() == nil {
 		rctx, cancel := s.bounded(ctx)
 		res, err := s.store.ClaimTick(rctx, c)
 		cancel()
 		switch {
 		case err != nil:
+			unknown = true
 			if errors.Is(err, driver.ErrNotALock) {
 				s.log.Error("job not claimed: its name holds other data", slog.String("job", j.name), slog.Any("error", err))
 				return res, false
@@ -203,6 +205,13 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 			}
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
+			return res, true
+		case unknown && res.Status == driver.ClaimTaken && res.Last.Client == s.base.Client &&
+			res.Last.Tick.Equal(tick) && res.Last.Attempt == attempt:
+			// The claim whose answer was lost was granted: the tick is
+			// ours. (Prev is unknown: missed ticks before it go unreported.)
+			s.log.Debug("job tick claimed by an earlier attempt", slog.String("job", j.name), slog.Time("tick", tick))
+			res.Status, res.Prev = driver.ClaimGranted, time.Time{}
 			return res, true
 		default:
 			s.log.Debug("job tick not claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt),

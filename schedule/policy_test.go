@@ -509,3 +509,42 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 		t.Errorf("second Run = %v, want ErrRunning", err)
 	}
 }
+
+// lossyStore is a store whose first tick claim is granted but answered
+// with an error, as when a connection drops after the server ran the
+// script: the outcome is unknown to the claimer.
+type lossyStore struct {
+	*memstore.Store
+	lost atomic.Bool
+}
+
+func (s *lossyStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	r, err := s.Store.ClaimTick(ctx, c)
+	if err == nil && r.Status == driver.ClaimGranted && s.lost.CompareAndSwap(false, true) {
+		return driver.TickResult{}, errors.New("connection reset after the claim was sent")
+	}
+	return r, err
+}
+
+// TestClaimWithUnknownOutcomeIsRun: a claim whose answer was lost is sent
+// again, and the instance that finds its own claim of the tick there runs
+// it, rather than leaving a claimed tick unrun.
+func TestClaimWithUnknownOutcomeIsRun(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &lossyStore{Store: memstore.New()}
+	in := newInstance(t, store, nil, nil)
+	if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	if !store.lost.Load() {
+		t.Fatal("no claim's answer was lost")
+	}
+	recs := history(t, in, job)
+	first := recs[len(recs)-1]
+	if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
+		t.Errorf("first claim (answer lost) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
+	}
+}
