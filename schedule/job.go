@@ -341,13 +341,22 @@ func (s *Scheduler) lockRun(ctx context.Context, j *job, wait time.Duration) (*l
 	return s.c.Mutex(j.name, j.lock).TryLock(ctx)
 }
 
-// record tells the store how a run ended.
+// record tells the store how a run ended, trying again (EndRun sets the
+// same fields each time) until Options.Timeout has passed: a run whose end
+// is not recorded reads lost once its lock is free.
 func (s *Scheduler) record(ctx context.Context, j *job, end driver.RunEnd) {
 	rctx, cancel := s.bounded(ctx)
 	defer cancel()
-	if err := s.store.EndRun(rctx, end); err != nil {
-		s.log.Warn("job run's end not recorded", slog.String("job", j.name), slog.Time("tick", end.Tick),
-			slog.String("outcome", end.Outcome.String()), slog.Any("error", err))
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := s.store.EndRun(rctx, end)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, leash.ErrInvalidArgument) || errors.Is(err, driver.ErrNotALock) || !sleep(rctx, backoff) {
+			s.log.Warn("job run's end not recorded", slog.String("job", j.name), slog.Time("tick", end.Tick),
+				slog.String("outcome", end.Outcome.String()), slog.Any("error", err))
+			return
+		}
 	}
 }
 
