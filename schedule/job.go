@@ -264,6 +264,8 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 		switch {
 		case ctx.Err() != nil:
 			end.Outcome, end.Error = driver.OutcomeCancelled, "the scheduler shut down, or the job was removed, before the run started"
+		case errors.As(err, &na) && na.Grace:
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the store restarted and grants no lock in its restart grace"
 		case errors.As(err, &na) && na.Err == nil:
 			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run still holds the job's lock"
 		case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
