@@ -278,7 +278,7 @@ func TestRetries(t *testing.T) {
 			job, log := jobName(t), newRunLog()
 			in := newInstance(t, memstore.New(), nil, nil)
 			var first atomic.Int64 // the first tick run: the test looks at that one
-			if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+			if err := in.Add(job, "@every 2s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 				first.CompareAndSwap(0, run.Tick.UnixMilli())
 				if run.Attempt <= tc.failFirst {
 					return fmt.Errorf("attempt %d failed", run.Attempt)
@@ -338,8 +338,8 @@ func TestRetryNotPastWindow(t *testing.T) {
 func TestMaxRun(t *testing.T) {
 	job := jobName(t)
 	store := memstore.New()
-	copts := &leash.Options{Lease: 300 * time.Millisecond}
-	opts := &schedule.JobOptions{MaxRun: 200 * time.Millisecond}
+	copts := &leash.Options{Lease: time.Second}
+	opts := &schedule.JobOptions{MaxRun: 300 * time.Millisecond}
 	hung, log := newRunLog(), newRunLog()
 	release := make(chan struct{})
 	defer close(release)
@@ -409,7 +409,7 @@ func TestLivenessCatchesHungRun(t *testing.T) {
 		}
 		<-ctx.Done() // hung: never touches
 		return ctx.Err()
-	}), &schedule.JobOptions{Liveness: 150 * time.Millisecond}); err != nil {
+	}), &schedule.JobOptions{Liveness: 500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	in.run(t)
