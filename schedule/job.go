@@ -183,8 +183,9 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		switch {
 		case err != nil:
 			unknown = true
-			if errors.Is(err, driver.ErrNotALock) {
-				s.log.Error("job not claimed: its name holds other data", slog.String("job", j.name), slog.Any("error", err))
+			if errors.Is(err, driver.ErrNotALock) || errors.Is(err, leash.ErrInvalidArgument) {
+				// A definite refusal: asking again changes nothing.
+				s.log.Error("job not claimed", slog.String("job", j.name), slog.Any("error", err))
 				return res, false
 			}
 			if !until.IsZero() && s.now().After(until) {
