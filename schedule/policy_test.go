@@ -548,3 +548,39 @@ func TestClaimWithUnknownOutcomeIsRun(t *testing.T) {
 		t.Errorf("first claim (answer lost) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
 	}
 }
+
+// TestUserDataAtTheJobsName: a job whose name holds an application's data
+// (a string where its run lock would be) is claimed, its run refused before
+// the function is called, and recorded failed saying what is there; the
+// data is left as it was.
+func TestUserDataAtTheJobsName(t *testing.T) {
+	job := jobName(t)
+	store := redisStore(t)
+	rdb := store.Redis()
+	ctx := context.Background()
+	if err := rdb.Set(ctx, job, "the application's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), job) })
+	in := newInstance(t, store, nil, nil)
+	called := atomic.Bool{}
+	if err := in.Add(job, "@every 100ms", func(context.Context, schedule.Run) error { called.Store(true); return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	recs := awaitHistory(t, in, job, 30*time.Second, "a failed run", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeFailed) > 0
+	})
+	in.stop(t)
+	if called.Load() {
+		t.Error("the job's function ran without its lock")
+	}
+	for _, r := range recs {
+		if r.Outcome == driver.OutcomeFailed && !strings.Contains(r.Error, "not a lock") {
+			t.Errorf("failed record says %q, want what the name holds", r.Error)
+		}
+	}
+	if v, err := rdb.Get(ctx, job).Result(); err != nil || v != "the application's" {
+		t.Errorf("the application's key = %q, %v; want it unchanged", v, err)
+	}
+}
