@@ -154,22 +154,14 @@ func (c *cronSchedule) Prev(t time.Time) time.Time {
 }
 
 // repeated reports whether the wall time of t occurred earlier too: t is
-// in the second pass of a fall-back change (clocks set back 30 minutes, an
-// hour or two, the changes zones have made).
+// in the second pass of a fall-back change, that is within d of the start
+// of its zone period, where the offset before it was d greater.
 func repeated(t time.Time) bool {
-	for _, back := range [...]time.Duration{30 * time.Minute, time.Hour, 2 * time.Hour} {
-		if sameWall(t.Add(-back), t) {
-			return true
-		}
+	start, _ := t.ZoneBounds()
+	if start.IsZero() {
+		return false
 	}
-	return false
-}
-
-// sameWall reports whether a and b (in the same location) show the same
-// wall time.
-func sameWall(a, b time.Time) bool {
-	ay, am, ad := a.Date()
-	by, bm, bd := b.Date()
-	return ay == by && am == bm && ad == bd && a.Hour() == b.Hour() && a.Minute() == b.Minute() && a.Second() == b.Second() &&
-		a.Nanosecond() == b.Nanosecond()
+	_, now := t.Zone()
+	_, before := start.Add(-time.Nanosecond).Zone()
+	return before > now && t.Sub(start) < time.Duration(before-now)*time.Second
 }

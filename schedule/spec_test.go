@@ -119,6 +119,19 @@ func TestDaylightSavingRule(t *testing.T) {
 	if got, want := s.Next(inRepeat), utc(2026, 10, 26, 1, 30); !got.Equal(want) {
 		t.Errorf("Next(02:10 CET, in the repeated hour) = %v, want %v", got.UTC(), want)
 	}
+	// A zone whose clocks go back half an hour (Lord Howe Island, 5 April
+	// 2026, 02:00 → 01:30): 01:45 runs once, at its first occurrence.
+	s, err = schedule.Parse("CRON_TZ=Australia/Lord_Howe 0 45 1 * * *", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := s.Next(utc(2026, 4, 4, 12, 0)) // 23:00 on the 4th, local
+	if want := utc(2026, 4, 4, 14, 45); !tick.Equal(want) {
+		t.Errorf("Lord Howe 01:45 on 5 April = %v, want %v (its first occurrence, +11)", tick.UTC(), want)
+	}
+	if next, want := s.Next(tick), utc(2026, 4, 5, 15, 15); !next.Equal(want) {
+		t.Errorf("Lord Howe 01:45 after 5 April = %v, want %v (6 April, +1030): the repeat is not a tick", next.UTC(), want)
+	}
 	// A half-hourly cron job pauses for the repeated hour; @every does not.
 	half, _ := schedule.Parse("CRON_TZ=Europe/Berlin 0 */30 * * * *", nil)
 	var got []time.Time
