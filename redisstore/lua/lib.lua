@@ -441,14 +441,14 @@ local function job_refusal(state, runs)
 end
 
 -- job_record returns the index (from 0, newest first) and the decoded record of the run of
--- tick and attempt in a job's runs list, or nil: it decodes from the newest, where the
--- run looked for almost always is.
+-- tick and attempt in a job's runs list, or nil. It reads from the newest, one record at a
+-- time, since the run looked for almost always is the newest or next to it.
 local function job_record(runs, tick, attempt)
-    local all = redis.call('lrange', runs, 0, -1)
-    for i, s in ipairs(all) do
-        local ok, rec = pcall(cjson.decode, s)
+    local n = redis.call('llen', runs)
+    for i = 0, n - 1 do
+        local ok, rec = pcall(cjson.decode, redis.call('lindex', runs, i))
         if ok and type(rec) == 'table' and rec.tick == tick and rec.attempt == attempt then
-            return i - 1, rec
+            return i, rec
         end
     end
     return nil
