@@ -14,8 +14,7 @@ import (
 )
 
 // A job is one added job: its schedule, function and resolved options.
-// Set by Add and never changed, but for stop, which the Scheduler's mutex
-// guards.
+// Set by Add and never changed, but for ctx and stop, set when it starts.
 type job struct {
 	name  string
 	spec  string // as the store keeps it (specText)
@@ -24,7 +23,10 @@ type job struct {
 	opts  JobOptions
 	lock  *leash.LockOptions
 
-	stop context.CancelFunc // ends the loop; nil before it starts
+	// ctx is the job's life under Run, ended by Remove (stop) or Run's
+	// end; nil before the job starts. The Scheduler's mutex guards both.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 func (s *Scheduler) newJob(name, spec string, fn Func, opts *JobOptions) (*job, error) {
@@ -95,39 +97,6 @@ var canceled = func() context.Context {
 	cancel()
 	return ctx
 }()
-
-// loop fires j's ticks, each in a goroutine of its own, until ctx ends.
-func (s *Scheduler) loop(ctx context.Context, j *job) {
-	now := s.now()
-	tick := j.sched.Next(now)
-	if j.opts.Misfire == MisfireRunLatest {
-		if latest := j.sched.Prev(now); !latest.IsZero() {
-			s.fire(ctx, j, latest, true)
-		}
-	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for !tick.IsZero() {
-		timer.Reset(tick.Sub(s.now()))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		now := s.now()
-		if now.Before(tick) {
-			continue // the clock was set back: wait again
-		}
-		// After a pause (a stopped process, a suspended machine) only the
-		// latest tick due is tried; the ones before it are reported
-		// missed by whoever claims a later tick, if no one claimed them.
-		for n := j.sched.Next(tick); !n.IsZero() && !n.After(now); n = j.sched.Next(n) {
-			tick = n
-		}
-		s.fire(ctx, j, tick, false)
-		tick = j.sched.Next(tick)
-	}
-}
 
 // fire starts the claim and run of tick in a goroutine of its own.
 func (s *Scheduler) fire(ctx context.Context, j *job, tick time.Time, catchUp bool) {

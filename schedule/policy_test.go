@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -582,5 +583,27 @@ func TestUserDataAtTheJobsName(t *testing.T) {
 	}
 	if v, err := rdb.Get(ctx, job).Result(); err != nil || v != "the application's" {
 		t.Errorf("the application's key = %q, %v; want it unchanged", v, err)
+	}
+}
+
+// TestManyJobsCostNoGoroutines: jobs waiting for their next tick cost no
+// goroutine each: the Scheduler's dispatcher is one timer for all of them.
+func TestManyJobsCostNoGoroutines(t *testing.T) {
+	in := newInstance(t, memstore.New(), nil, nil)
+	nop := func(context.Context, schedule.Run) error { return nil }
+	for i := range 10000 {
+		if err := in.Add(fmt.Sprintf("job/%d", i), "@every 1h", nop, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := runtime.NumGoroutine()
+	in.run(t)
+	sentinel := newRunLog()
+	if err := in.Add("sentinel", "@every 50ms", sentinel.fn("sentinel", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	sentinel.await(t, 30*time.Second, "2 sentinel runs", func(r []ran) bool { return len(r) >= 2 })
+	if n := runtime.NumGoroutine(); n > before+20 {
+		t.Errorf("%d goroutines with 10,000 jobs waiting, %d before Run: want a handful more, not one per job", n, before)
 	}
 }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -207,7 +208,9 @@ type Scheduler struct {
 	jobs map[string]*job
 	run  context.Context // Run's ctx while it runs; nil before
 	done bool            // Run returned
-	wg   sync.WaitGroup  // job loops and their runs
+	due  dueHeap         // each started job's next tick (dispatch.go)
+	wake chan struct{}   // tells the dispatcher the earliest tick may have changed
+	wg   sync.WaitGroup  // the dispatcher and the ticks it fired
 }
 
 // New returns a Scheduler on c's store, which must keep job records (a
@@ -259,7 +262,7 @@ func New(c *leash.Client, opts *Options) (*Scheduler, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	host, _ := os.Hostname()
-	s := &Scheduler{c: c, store: js, opts: o, log: log, jobs: map[string]*job{},
+	s := &Scheduler{c: c, store: js, opts: o, log: log, jobs: map[string]*job{}, wake: make(chan struct{}, 1),
 		base: driver.RunRecord{Host: host, PID: os.Getpid(), Client: c.ID()}}
 	s.hard, s.hardStop = context.WithCancelCause(context.Background())
 	return s, nil
@@ -367,6 +370,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for _, j := range s.jobs {
 		s.startLocked(j)
 	}
+	s.wg.Add(1)
+	// Owned by Run: the dispatcher, until ctx ends; Run waits for it (s.wg).
+	go func() {
+		defer s.wg.Done()
+		s.dispatch(ctx)
+	}()
 	s.mu.Unlock()
 
 	<-ctx.Done()
@@ -396,17 +405,21 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// startLocked starts j's loop under Run's ctx. The caller holds s.mu.
+// startLocked starts j under Run's ctx: its latest tick fired now if its
+// misfire policy says so, its next tick queued for the dispatcher. The
+// caller holds s.mu.
 func (s *Scheduler) startLocked(j *job) {
-	ctx, stop := context.WithCancel(s.run)
-	j.stop = stop
-	s.wg.Add(1)
-	// Owned by the Scheduler: the job's loop, until Run's ctx ends or
-	// Remove stops it; Run waits for it (s.wg).
-	go func() {
-		defer s.wg.Done()
-		s.loop(ctx, j)
-	}()
+	j.ctx, j.stop = context.WithCancel(s.run)
+	now := s.now()
+	if j.opts.Misfire == MisfireRunLatest {
+		if latest := j.sched.Prev(now); !latest.IsZero() {
+			s.fire(j.ctx, j, latest, true)
+		}
+	}
+	if next := j.sched.Next(now); !next.IsZero() {
+		heap.Push(&s.due, dueTick{next, j})
+		s.poke()
+	}
 }
 
 // now is the instance's clock.
