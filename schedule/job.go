@@ -123,7 +123,17 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 	for attempt := 1; ; attempt++ {
 		res, ok := s.claim(ctx, j, tick, attempt, until)
 		if !ok {
-			return
+			// An attempt of this tick that failed elsewhere, with retries
+			// left: this instance claims the next attempt too, so that the
+			// retry does not hang on the one instance that failed. The
+			// store grants it to one of them.
+			last := res.Last
+			if res.Status != driver.ClaimTaken || !last.Tick.Equal(tick) || !last.Outcome.Retryable() ||
+				last.Attempt < attempt || last.Attempt > j.opts.Retries || !sleep(ctx, j.opts.RetryDelay) {
+				return
+			}
+			attempt, until = last.Attempt, window
+			continue
 		}
 		if attempt == 1 && !res.Prev.IsZero() {
 			s.reportMissed(ctx, j, res.Prev, tick)

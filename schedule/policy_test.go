@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -605,5 +606,40 @@ func TestManyJobsCostNoGoroutines(t *testing.T) {
 	sentinel.await(t, 30*time.Second, "2 sentinel runs", func(r []ran) bool { return len(r) >= 2 })
 	if n := runtime.NumGoroutine(); n > before+20 {
 		t.Errorf("%d goroutines with 10,000 jobs waiting, %d before Run: want a handful more, not one per job", n, before)
+	}
+}
+
+// TestRetryOnAnotherInstance: an instance that finds a failed attempt of
+// the tick it claims (its clock runs behind) claims the retry itself, so
+// the retry is run even when the instance that failed gives up (here it has
+// no retries of its own).
+func TestRetryOnAnotherInstance(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := memstore.New()
+	a := newInstance(t, store, nil, nil)
+	if err := a.Add(job, "@every 1s", log.fn("a", func(context.Context, schedule.Run) error {
+		return errors.New("a fails")
+	}), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := newInstance(t, store, nil, &schedule.Options{Now: offset(-300 * time.Millisecond)})
+	if err := b.Add(job, "@every 1s", log.fn("b", nil), &schedule.JobOptions{Retries: 1, RetryDelay: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	a.run(t)
+	b.run(t)
+	runs := log.await(t, 30*time.Second, "a retry on b", func(r []ran) bool {
+		return slices.ContainsFunc(r, func(x ran) bool { return x.who == "b" && x.run.Attempt == 2 })
+	})
+	a.stop(t)
+	b.stop(t)
+	for _, r := range runs {
+		if r.who == "b" && r.run.Attempt == 2 {
+			rec := recordOf(t, history(t, a, job), r.run.Tick)
+			if rec.Outcome != driver.OutcomeFailed {
+				t.Errorf("attempt 1 of tick %v = %+v, want a's failure", r.run.Tick, rec)
+			}
+			break
+		}
 	}
 }

@@ -143,8 +143,10 @@ type JobOptions struct {
 	Lateness time.Duration
 	// Retries is how many more attempts a failed (or cancelled) run gets
 	// while its tick's window lasts (until the next tick, by the store's
-	// clock). The instance whose attempt failed claims the next one, as it
-	// claims any tick, so a retry never runs twice. Default 0.
+	// clock). The instance whose attempt failed claims the next one after
+	// RetryDelay, and so does any instance that finds the failed attempt
+	// when it claims the tick (one whose clock runs behind); the store
+	// grants each attempt once. Default 0.
 	Retries int
 	// RetryDelay is the pause before each retry. Default DefaultRetryDelay
 	// (1s).
