@@ -100,6 +100,12 @@ func isNilPointer(v any) bool {
 // records in the store.
 func (c *Client) ID() string { return c.id }
 
+// Store returns the store the Client was made with. Recipes built on the
+// core use it to reach a capability the Client does not wrap (package
+// schedule reaches a [driver.JobStore] so); locks taken on it directly
+// bypass the Client's watchdog and bookkeeping.
+func (c *Client) Store() driver.Store { return c.store }
+
 // debugOn reports whether the logger takes debug records. The hot paths ask
 // before building their attributes, which would otherwise be allocated for
 // nothing on every Lock and Unlock.

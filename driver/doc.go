@@ -42,6 +42,9 @@
 //     one keep-alive (an etcd lease, a ZooKeeper session); the core then
 //     renews the session, not each lock.
 //   - [ClientRecorder]: records of who holds what, for operators.
+//   - [JobStore]: scheduled jobs (package schedule): a claim of each tick
+//     of a job, granted once and judged by the server's clock, and the last
+//     runs of each job, kept beside its run lock.
 //   - [NameChecker] (stricter names) and [Validator] (a construction error).
 //
 // A lock kind the store lacks fails before any round trip, with an error

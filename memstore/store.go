@@ -34,6 +34,7 @@ type Store struct {
 	names    map[string]*name
 	watchers map[watchKey][]*watch
 	clients  map[string]client // holder records: client id -> record
+	jobs     map[string]*job   // scheduled jobs' claims and records (jobs.go)
 	// sessions is nil in a Store from New, which renews each lock in
 	// Renew; in one from NewSessions, it is every client's session, which
 	// KeepAlive renews, and Renew only checks (see session.go).
@@ -81,7 +82,7 @@ type watch struct{ wake func(driver.Wake) }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch), clients: make(map[string]client)}
+	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch), clients: make(map[string]client), jobs: make(map[string]*job)}
 }
 
 var (

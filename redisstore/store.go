@@ -549,12 +549,15 @@ const (
 	semSizePrefix    = "leash_semaphore_size"
 	semChanPrefix    = "leash_semaphore__channel"
 	clientPrefix     = "leash_client" // not a companion: a Client's holder record
+	// jobPrefix and jobRunsPrefix (jobs.go) name a scheduled job's state
+	// and runs, kept beside its run lock.
 )
 
 // companionPrefixes lists every companion prefix, and the holder records'
 // for CheckName.
 var companionPrefixes = [...]string{tokenPrefix, channelPrefix, latchPrefix, fairQueuePrefix, fairPlacesPrefix,
-	fairChanPrefix, readersPrefix, writersPrefix, rwChanPrefix, semSizePrefix, semChanPrefix, clientPrefix}
+	fairChanPrefix, readersPrefix, writersPrefix, rwChanPrefix, semSizePrefix, semChanPrefix, clientPrefix,
+	jobPrefix, jobRunsPrefix}
 
 // The keys and channels of one name. Every one shares the name's hash slot.
 func tokenKey(name string) string      { return prefixName(tokenPrefix, name) }

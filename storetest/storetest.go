@@ -20,6 +20,8 @@
 //     data-safety rules the suite can check through them.
 //   - records: holder records ([driver.ClientRecorder]).
 //   - session: session renewal ([driver.SessionStore]).
+//   - jobs: scheduled jobs' tick claims and run records ([driver.JobStore]),
+//     judged by the store's clock.
 //
 // Run runs the required section and every section whose capability the
 // store has, and logs each section it leaves out and the capability the
@@ -108,6 +110,7 @@ var (
 	capAdmin    = capability{"administration (driver.Admin)", implements[driver.Admin]}
 	capRecords  = capability{"holder records (driver.ClientRecorder)", implements[driver.ClientRecorder]}
 	capSessions = capability{"session renewal (driver.SessionStore)", implements[driver.SessionStore]}
+	capJobs     = capability{"scheduled jobs' claims and records (driver.JobStore)", implements[driver.JobStore]}
 	// capExtends is the renewal of the required core: Renew extends each
 	// lock. A SessionStore's Renew only checks; its keep-alive extends.
 	capExtends = capability{"renewal that extends each lock (it is a driver.SessionStore, whose keep-alive does)",
@@ -152,6 +155,7 @@ var sections = []section{
 	{"admin", []capability{capAdmin}, adminTests},
 	{"records", []capability{capRecords}, recordTests},
 	{"session", []capability{capSessions}, sessionTests},
+	{"jobs", []capability{capJobs}, jobTests},
 }
 
 // Run runs the conformance suite against the stores newStore returns: the

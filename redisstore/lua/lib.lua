@@ -417,3 +417,65 @@ local function fresh_grant(lock, tokenkey, marker, grace_us, owner, lease)
     end
     return take(lock, owner, lease, token)
 end
+
+-- job_refusal returns {-1, what} when a job's state key (a hash with the field "job") or its
+-- runs key (a list of JSON records, judged by its newest) holds anything else, so that a
+-- job's script touches none of its keys then; nil when each is absent or leash's.
+local function job_refusal(state, runs)
+    local typ = redis.call('type', state).ok
+    if typ ~= 'none' and (typ ~= 'hash' or redis.call('hexists', state, 'job') == 0) then
+        return {-1, 'a ' .. typ .. ' that is not a job\'s state, at ' .. state}
+    end
+    typ = redis.call('type', runs).ok
+    if typ == 'none' then
+        return nil
+    end
+    if typ == 'list' then
+        local ok, rec = pcall(cjson.decode, redis.call('lindex', runs, 0))
+        if ok and type(rec) == 'table' and type(rec.tick) == 'number' then
+            return nil
+        end
+        return {-1, 'a list that is not a job\'s runs, at ' .. runs}
+    end
+    return {-1, 'a ' .. typ .. ' that is not a job\'s runs, at ' .. runs}
+end
+
+-- job_record returns the index (from 0, newest first) and the decoded record of the run of
+-- tick and attempt in a job's runs list, or nil. It reads from the newest, one record at a
+-- time, since the run looked for almost always is the newest or next to it.
+local function job_record(runs, tick, attempt)
+    local n = redis.call('llen', runs)
+    for i = 0, n - 1 do
+        local ok, rec = pcall(cjson.decode, redis.call('lindex', runs, i))
+        if ok and type(rec) == 'table' and rec.tick == tick and rec.attempt == attempt then
+            return i, rec
+        end
+    end
+    return nil
+end
+
+-- job_holds returns 2 when the client id holds the lock (a field "<client>:<n>…" of a lock
+-- hash) or a permit (a member of a semaphore zset) named lock, 1 when someone else does, 0
+-- when no one does. Read-only, and of at most 1024 owners: a larger hash or zset is not a
+-- job's lock (an application's data, which it only looks at the size of).
+local function job_holds(lock, client)
+    local typ = redis.call('type', lock).ok
+    local owners
+    if typ == 'hash' and redis.call('hlen', lock) <= 1024 then
+        owners = redis.call('hkeys', lock)
+    elseif typ == 'zset' and redis.call('zcard', lock) <= 1024 then
+        owners = redis.call('zrange', lock, 0, -1)
+    else
+        return 0
+    end
+    local p = client .. ':'
+    for _, o in ipairs(owners) do
+        if string.sub(o, 1, #p) == p then
+            return 2
+        end
+    end
+    if #owners > 0 then
+        return 1
+    end
+    return 0
+end
