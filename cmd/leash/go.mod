@@ -8,6 +8,7 @@ require (
 	github.com/leash-go/leash/mysqlstore v0.1.0
 	github.com/leash-go/leash/pgstore v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
+	github.com/leash-go/leash/schedule v0.1.0
 	github.com/leash-go/leash/zkstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.5.35
