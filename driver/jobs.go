@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -73,11 +74,14 @@ type JobStore interface {
 	Jobs(ctx context.Context, pattern string) ([]string, error)
 
 	// History returns job's latest claim and its last n records, newest
-	// first (n <= 0: every record kept). A record still OutcomeRunning
-	// whose claimer (its Client) holds no lock on the job's name is
-	// reported as OutcomeLost: the claimer stopped without saying how the
-	// run ended (killed, cut off past its lease). A job with no claim and
-	// no record returns a zero JobState with the job's name, and no error.
+	// first (n <= 0: every record kept). A record still OutcomeRunning is
+	// reported as OutcomeLost unless its claimer (its Client) holds a lock
+	// or permit on the job's name, or it is the job's latest claim and
+	// someone holds one (the run may be waiting for it): the claimer
+	// stopped without saying how the run ended (killed, cut off past its
+	// lease). A run read in the round trip between its claim and its lock
+	// reads lost too. A job with no claim and no record returns a zero
+	// JobState with the job's name, and no error.
 	History(ctx context.Context, job string, n int) (JobState, error)
 }
 
@@ -91,6 +95,8 @@ const (
 	// MaxRunError is the longest RunRecord.Error kept, in bytes; callers
 	// truncate longer texts before they reach the store.
 	MaxRunError = 1024
+	// MaxSpecLen is the longest TickClaim.Spec, in bytes.
+	MaxSpecLen = 256
 )
 
 // TickClaim is one claim of a job's tick; see [JobStore.ClaimTick].
@@ -115,6 +121,10 @@ type TickClaim struct {
 	// Keep is how many records of the job to keep, at most MaxKeepRuns;
 	// zero means DefaultKeepRuns.
 	Keep int
+	// Spec is the job's schedule as text, kept with the claim for operators
+	// (a CLI computes the next tick from it); empty leaves the kept one. At
+	// most MaxSpecLen bytes.
+	Spec string
 }
 
 // ClaimStatus is the verdict on a [TickClaim].
@@ -271,8 +281,61 @@ type JobState struct {
 	// Tick and Attempt are the job's latest claim; zero when none.
 	Tick    time.Time
 	Attempt int
+	// Spec is the schedule the latest claim that gave one said the job has.
+	Spec string
 	// Runs are the job's last records, newest first.
 	Runs []RunRecord
 	// Now is the store's clock when it answered.
 	Now time.Time
+}
+
+// CheckClaim returns an error saying what is wrong with a claim that no
+// store may grant (an attempt below 1, a negative tolerance, a keep beyond
+// MaxKeepRuns, a record's error text longer than MaxRunError), or nil. A
+// JobStore calls it before any round trip and wraps its error with
+// leash.ErrInvalidArgument.
+func CheckClaim(c TickClaim) error {
+	switch {
+	case c.Attempt < 1:
+		return fmt.Errorf("job %q: attempt %d: attempts count from 1", c.Job, c.Attempt)
+	case c.Tolerance < 0:
+		return fmt.Errorf("job %q: negative tolerance %v", c.Job, c.Tolerance)
+	case c.Keep < 0 || c.Keep > MaxKeepRuns:
+		return fmt.Errorf("job %q: keep %d: want 0 (the default) to %d", c.Job, c.Keep, MaxKeepRuns)
+	case len(c.Run.Error) > MaxRunError:
+		return fmt.Errorf("job %q: error text of %d bytes, more than MaxRunError (%d)", c.Job, len(c.Run.Error), MaxRunError)
+	case len(c.Spec) > MaxSpecLen:
+		return fmt.Errorf("job %q: spec of %d bytes, more than MaxSpecLen (%d)", c.Job, len(c.Spec), MaxSpecLen)
+	}
+	return nil
+}
+
+// CheckEnd returns an error saying what is wrong with a run's end that no
+// store may record (an outcome that is not an end, an attempt below 1, an
+// error text longer than MaxRunError), or nil; see [CheckClaim].
+func CheckEnd(e RunEnd) error {
+	switch {
+	case e.Outcome == OutcomeRunning || e.Outcome < OutcomeRunning || e.Outcome > OutcomeLost:
+		return fmt.Errorf("job %q: %v is not how a run ends", e.Job, e.Outcome)
+	case e.Attempt < 1:
+		return fmt.Errorf("job %q: attempt %d: attempts count from 1", e.Job, e.Attempt)
+	case len(e.Error) > MaxRunError:
+		return fmt.Errorf("job %q: error text of %d bytes, more than MaxRunError (%d)", e.Job, len(e.Error), MaxRunError)
+	}
+	return nil
+}
+
+// CheckRuns returns an error saying what is wrong with records AddRuns may
+// not add (an outcome that is not an end, an error text longer than
+// MaxRunError, a keep beyond MaxKeepRuns), or nil; see [CheckClaim].
+func CheckRuns(job string, runs []RunRecord, keep int) error {
+	if keep < 0 || keep > MaxKeepRuns {
+		return fmt.Errorf("job %q: keep %d: want 0 (the default) to %d", job, keep, MaxKeepRuns)
+	}
+	for _, r := range runs {
+		if err := CheckEnd(RunEnd{Job: job, Attempt: max(r.Attempt, 1), Outcome: r.Outcome, Error: r.Error}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -16,8 +18,13 @@ type job struct {
 	tick    time.Time
 	attempt int
 	outcome driver.Outcome // of the latest claim's run, as EndRun told it
+	spec    string
 	runs    []driver.RunRecord
 }
+
+// invalid wraps a driver check's error for a caller to match
+// leash.ErrInvalidArgument.
+func invalid(err error) error { return fmt.Errorf("%w: memstore: %w", leash.ErrInvalidArgument, err) }
 
 // ms keeps a time to the millisecond, the precision every store keeps.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
@@ -46,6 +53,9 @@ func (j *job) find(tick time.Time, attempt int) int {
 
 // ClaimTick implements [driver.JobStore].
 func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	if err := driver.CheckClaim(c); err != nil {
+		return driver.TickResult{}, invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return driver.TickResult{}, err
 	}
@@ -65,7 +75,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		res.Status = driver.ClaimTaken
 		res.Last = driver.RunRecord{Job: c.Job, Tick: j.tick, Attempt: j.attempt, Outcome: j.outcome}
 		if i := j.find(j.tick, j.attempt); i >= 0 {
-			res.Last = s.reported(c.Job, j.runs[i], now)
+			res.Last = s.reported(c.Job, j, j.runs[i], now)
 		}
 		return res, nil
 	case j.attempt == 0 && c.Attempt != 1:
@@ -82,6 +92,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	rec := c.Run
 	rec.Job, rec.Tick, rec.Attempt, rec.Started, rec.Ended, rec.Outcome = c.Job, tick, c.Attempt, res.Now, time.Time{}, driver.OutcomeRunning
 	j.tick, j.attempt, j.outcome = tick, c.Attempt, driver.OutcomeRunning
+	if c.Spec != "" {
+		j.spec = c.Spec
+	}
 	j.push(rec, keep(c.Keep))
 	s.jobs[c.Job] = j
 	return res, nil
@@ -89,6 +102,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 
 // EndRun implements [driver.JobStore].
 func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
+	if err := driver.CheckEnd(e); err != nil {
+		return invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -113,6 +129,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 
 // AddRuns implements [driver.JobStore].
 func (s *Store) AddRuns(ctx context.Context, name string, runs []driver.RunRecord, n int) error {
+	if err := driver.CheckRuns(name, runs, n); err != nil {
+		return invalid(err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -168,44 +187,52 @@ func (s *Store) History(ctx context.Context, name string, n int) (driver.JobStat
 	if j == nil {
 		return st, nil
 	}
-	st.Tick, st.Attempt = j.tick, j.attempt
+	st.Tick, st.Attempt, st.Spec = j.tick, j.attempt, j.spec
 	runs := j.runs
 	if n > 0 && n < len(runs) {
 		runs = runs[:n]
 	}
 	for _, r := range runs {
-		st.Runs = append(st.Runs, s.reported(name, r, now))
+		st.Runs = append(st.Runs, s.reported(name, j, r, now))
 	}
 	return st, nil
 }
 
 // reported is rec as History reports it: a run still recorded as running
-// whose claimer holds no lock on the job's name is lost. The caller holds
-// s.mu.
-func (s *Store) reported(name string, rec driver.RunRecord, now time.Time) driver.RunRecord {
-	if rec.Outcome == driver.OutcomeRunning && !s.holdsLocked(name, rec.Client, now) {
+// is lost unless its claimer holds a lock on the job's name, or it is the
+// job's latest claim and someone holds it (the run may be waiting for the
+// lock). The caller holds s.mu.
+func (s *Store) reported(name string, j *job, rec driver.RunRecord, now time.Time) driver.RunRecord {
+	if rec.Outcome != driver.OutcomeRunning {
+		return rec
+	}
+	latest := rec.Tick.Equal(j.tick) && rec.Attempt == j.attempt
+	if mine, any := s.holdersLocked(name, rec.Client, now); !mine && !(latest && any) {
 		rec.Outcome = driver.OutcomeLost
 	}
 	return rec
 }
 
-// holdsLocked reports whether the client with id holds a lock or a permit
-// on name. The caller holds s.mu.
-func (s *Store) holdsLocked(name, id string, now time.Time) bool {
+// holdersLocked reports whether the client with id holds a lock or a permit
+// on name, and whether anyone does. The caller holds s.mu.
+func (s *Store) holdersLocked(name, id string, now time.Time) (mine, any bool) {
 	if s.names[name] == nil {
-		return false
+		return false, false
 	}
 	st := s.get(name, now)
-	mine := func(owner string) bool { return driver.OwnerClient(owner) == id }
-	if st.excl != nil && mine(st.excl.owner) {
-		return true
+	var owners []string
+	if st.excl != nil {
+		owners = append(owners, st.excl.owner)
 	}
 	if st.sem != nil {
 		for o := range st.sem.permits {
-			if mine(o) {
-				return true
-			}
+			owners = append(owners, o)
 		}
 	}
-	return false
+	for _, o := range owners {
+		if driver.OwnerClient(o) == id {
+			return true, true
+		}
+	}
+	return false, len(owners) > 0
 }

@@ -3,10 +3,12 @@ package redisstore_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -165,5 +167,34 @@ func TestClusterMultiLockAcrossNodes(t *testing.T) {
 			continue
 		}
 		_ = g.Unlock(bg(t))
+	}
+}
+
+// TestClusterJobs claims a tick of jobs on each of three nodes, with one
+// script each (its keys in the job lock's slot), and lists them all with
+// Jobs, which walks every master.
+func TestClusterJobs(t *testing.T) {
+	_, cc, _ := newCluster(t, 3, 5*time.Second)
+	s := redisstore.New(cc, nil)
+	t.Cleanup(func() { s.Close() })
+	names := namesPerNode(t, cc, 3)
+	tick := time.UnixMilli(time.Now().UnixMilli()).Add(-time.Second)
+	for _, job := range names {
+		res, err := s.ClaimTick(bg(t), driver.TickClaim{Job: job, Tick: tick, Attempt: 1, Run: driver.RunRecord{Client: "c"}})
+		if err != nil || res.Status != driver.ClaimGranted {
+			t.Fatalf("ClaimTick(%q) = %v, %v; want granted", job, res.Status, err)
+		}
+		if err := s.EndRun(bg(t), driver.RunEnd{Job: job, Tick: tick, Attempt: 1, Client: "c", Outcome: driver.OutcomeOK}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.History(bg(t), job, 0)
+		if err != nil || len(st.Runs) != 1 || st.Runs[0].Outcome != driver.OutcomeOK {
+			t.Fatalf("History(%q) = %+v, %v; want one ok run", job, st, err)
+		}
+	}
+	got, err := s.Jobs(bg(t), lockName(t)+"/*")
+	slices.Sort(names)
+	if err != nil || !slices.Equal(got, names) {
+		t.Errorf("Jobs = %q, %v; want %q", got, err, names)
 	}
 }

@@ -21,8 +21,8 @@ import (
 // is the key K = Options.KeyPrefix+N, keeps beside it, in K's hash slot:
 //
 //   - leash_job:{K}, a hash: job (N), tick (its latest claim, Unix ms),
-//     attempt, outcome (of that claim's run: running, ok, failed, …) and
-//     client (the claimer's Client id);
+//     attempt, outcome (of that claim's run: running, ok, failed, …),
+//     client (the claimer's Client id) and spec (the job's schedule);
 //   - leash_job_runs:{K}, a list of the job's last runs, newest first, each a
 //     JSON object: tick, attempt, host, pid, client, started and ended (Unix
 //     ms by the server's clock, ended 0 while running), outcome, fence (a
@@ -139,6 +139,9 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if err := s.checkJob(c.Job); err != nil {
 		return driver.TickResult{}, err
 	}
+	if err := driver.CheckClaim(c); err != nil {
+		return driver.TickResult{}, fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
+	}
 	rec, err := json.Marshal(toJSON(c.Run))
 	if err != nil {
 		return driver.TickResult{}, err
@@ -148,7 +151,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		until = max(c.Until.UnixMilli(), 1)
 	}
 	v, err := claimTickScript.Run(ctx, s.rdb, s.jobKeys(c.Job), c.Tick.UnixMilli(), c.Attempt, c.Tolerance.Milliseconds(),
-		until, rec, keepRuns(c.Keep), c.Job).Result()
+		until, rec, keepRuns(c.Keep), c.Job, c.Spec).Result()
 	if err != nil {
 		return driver.TickResult{}, fmt.Errorf("redisstore: claim tick of job %q: %w", c.Job, err)
 	}
@@ -201,7 +204,7 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 			if err != nil {
 				return driver.TickResult{}, err
 			}
-			res.Last = reported(rec, ints(5) == 1)
+			res.Last = reported(rec, ints(5) > 0) // the latest claim: waiting, if not holding
 		}
 	default:
 		return driver.TickResult{}, fmt.Errorf("unexpected claim reply %#v", v)
@@ -223,6 +226,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	if err := s.checkJob(e.Job); err != nil {
 		return err
 	}
+	if err := driver.CheckEnd(e); err != nil {
+		return fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
+	}
 	v, err := endRunScript.Run(ctx, s.rdb, s.jobKeys(e.Job)[:2], e.Tick.UnixMilli(), e.Attempt, e.Client,
 		e.Outcome.String(), strconv.FormatInt(e.Fence, 10), e.Error).Result()
 	if err != nil {
@@ -238,6 +244,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord, keep int) error {
 	if err := s.checkJob(job); err != nil {
 		return err
+	}
+	if err := driver.CheckRuns(job, runs, keep); err != nil {
+		return fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
 	}
 	if len(runs) == 0 {
 		return nil
@@ -283,7 +292,7 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 // parseHistory decodes job_history.lua's reply.
 func parseHistory(job string, v any) (driver.JobState, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 5 {
+	if !ok || len(a) != 6 {
 		return driver.JobState{}, fmt.Errorf("unexpected history reply %#v", v)
 	}
 	tick, _ := a[0].(int64)
@@ -294,7 +303,8 @@ func parseHistory(job string, v any) (driver.JobState, error) {
 	if len(recs) != len(held) {
 		return driver.JobState{}, fmt.Errorf("unexpected history reply %#v", v)
 	}
-	st := driver.JobState{Job: job, Attempt: int(attempt), Now: time.UnixMilli(now)}
+	spec, _ := a[5].(string)
+	st := driver.JobState{Job: job, Attempt: int(attempt), Now: time.UnixMilli(now), Spec: spec}
 	if tick > 0 {
 		st.Tick = time.UnixMilli(tick)
 	}

@@ -31,7 +31,7 @@ func TestCompanionKeysShareSlot(t *testing.T) {
 		if err := s.CheckName(name); err != nil {
 			t.Fatalf("CheckName(%q) = %v", name, err)
 		}
-		for _, k := range []string{tokenKey(name), channelName(name), latchKey(name, "id")} {
+		for _, k := range []string{tokenKey(name), channelName(name), latchKey(name, "id"), jobKey(name), jobRunsKey(name)} {
 			if slot(k) != slot(name) {
 				t.Errorf("name %q: companion %q in slot %d, lock in %d", name, k, slot(k), slot(name))
 			}
@@ -47,7 +47,7 @@ func FuzzCompanionKeysShareSlot(f *testing.F) {
 		if leash.ValidateName(name) != nil || (&Store{}).CheckName(name) != nil {
 			return // the core rejects it before any key is built
 		}
-		for _, k := range []string{tokenKey(name), channelName(name), latchKey(name, "id")} {
+		for _, k := range []string{tokenKey(name), channelName(name), latchKey(name, "id"), jobKey(name), jobRunsKey(name)} {
 			if slot(k) != slot(name) {
 				t.Errorf("name %q accepted, but companion %q is in slot %d, lock in %d", name, k, slot(k), slot(name))
 			}

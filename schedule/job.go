@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -17,7 +18,7 @@ import (
 // guards.
 type job struct {
 	name  string
-	spec  string
+	spec  string // as the store keeps it (specText)
 	sched Schedule
 	fn    Func
 	opts  JobOptions
@@ -70,7 +71,21 @@ func (s *Scheduler) newJob(name, spec string, fn Func, opts *JobOptions) (*job, 
 	if errors.Is(err, leash.ErrInvalidArgument) {
 		return nil, fmt.Errorf("schedule: job %q: %w", name, err)
 	}
-	return &job{name: name, spec: spec, sched: sched, fn: fn, opts: o, lock: lock}, nil
+	return &job{name: name, spec: specText(spec, loc), sched: sched, fn: fn, opts: o, lock: lock}, nil
+}
+
+// specText is spec as the store keeps it for operators: with its zone when
+// it is a cron expression read in loc, so that Parse(text, nil) gives the
+// same ticks; empty when too long to keep.
+func specText(spec string, loc *time.Location) string {
+	spec = strings.TrimSpace(spec)
+	if !strings.HasPrefix(spec, "@every") && !strings.HasPrefix(spec, "CRON_TZ=") && loc != time.UTC && loc != time.Local {
+		spec = "CRON_TZ=" + loc.String() + " " + spec
+	}
+	if len(spec) > driver.MaxSpecLen {
+		return ""
+	}
+	return spec
 }
 
 // canceled is a context that has ended: a lock taken with it checks its
@@ -158,7 +173,7 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 // by the instance's clock.
 func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt int, until time.Time) (driver.TickResult, bool) {
 	c := driver.TickClaim{Job: j.name, Tick: tick, Attempt: attempt, Tolerance: s.opts.Tolerance, Until: until,
-		Run: s.base, Keep: s.opts.Keep}
+		Run: s.base, Keep: s.opts.Keep, Spec: j.spec}
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		rctx, cancel := s.bounded(ctx)

@@ -12,7 +12,6 @@ import (
 	"github.com/leash-go/leash/internal/leakcheck"
 	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
-	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/schedule"
 	"github.com/redis/go-redis/v9"
@@ -174,6 +173,3 @@ func history(t *testing.T, in *instance, job string) []driver.RunRecord {
 	}
 	return st.Runs
 }
-
-// memInstances returns n schedulers on one memstore.
-func memStore() driver.Store { return memstore.New() }

@@ -140,9 +140,10 @@ type JobOptions struct {
 	// behind the store's by more than Lateness cannot claim a tick (others
 	// can).
 	Lateness time.Duration
-	// Retries is how many more attempts a failed (or cancelled) run gets,
-	// on any instance, while its tick's window lasts (until the next tick,
-	// by the store's clock). Default 0.
+	// Retries is how many more attempts a failed (or cancelled) run gets
+	// while its tick's window lasts (until the next tick, by the store's
+	// clock). The instance whose attempt failed claims the next one, as it
+	// claims any tick, so a retry never runs twice. Default 0.
 	Retries int
 	// RetryDelay is the pause before each retry. Default DefaultRetryDelay
 	// (1s).

@@ -1,10 +1,12 @@
 package schedule_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/schedule"
 )
 
@@ -129,6 +131,40 @@ func TestDaylightSavingRule(t *testing.T) {
 		if !got[i].Equal(want[i]) {
 			t.Errorf("half-hourly ticks across the fall back = %v, want %v", got, want)
 			break
+		}
+	}
+}
+
+// TestHistoryKeepsTheSpec: the store keeps each job's schedule with its
+// claims, with the zone it is read in, so that an operator's tool computes
+// the same next tick with Parse(spec, nil).
+func TestHistoryKeepsTheSpec(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no tz database:", err)
+	}
+	in := newInstance(t, memstore.New(), nil, nil)
+	log := newRunLog()
+	specs := map[string]string{"every": "@every 50ms", "zoned": "* * * * * *"}
+	want := map[string]string{"every": "@every 50ms", "zoned": "CRON_TZ=Asia/Tokyo * * * * * *"}
+	for name, spec := range specs {
+		if err := in.Add(name, spec, log.fn(name, nil), &schedule.JobOptions{Location: tokyo}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in.run(t)
+	log.await(t, 30*time.Second, "a run of each job", func(r []ran) bool {
+		seen := map[string]bool{}
+		for _, x := range r {
+			seen[x.who] = true
+		}
+		return len(seen) == 2
+	})
+	in.stop(t)
+	for name := range specs {
+		st, err := in.History(context.Background(), name, 1)
+		if err != nil || st.Spec != want[name] {
+			t.Errorf("History(%q).Spec = %q, %v; want %q", name, st.Spec, err, want[name])
 		}
 	}
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,9 +21,11 @@ var jobTests = []test{
 	{name: "a run that ended well is not retried", fn: testClaimNoRetryAfterOK},
 	{name: "only the claimer ends its run", fn: testEndRunOtherClient},
 	{name: "a running record whose claimer holds no lock reads as lost", fn: testHistoryLost},
+	{name: "the latest claim waiting for another's lock reads as running", fn: testHistoryWaiting},
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
 	{name: "jobs are listed by pattern", fn: testJobsList},
+	{name: "bad claims, ends and records are refused", fn: testJobBadInput},
 }
 
 // jobs is s as a JobStore.
@@ -79,7 +82,9 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	job, a, b := n.name(), clientOf(n), clientOf(n)
 	tick := tickAt(-time.Second)
 	before := time.Now()
-	r := wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "of a job's first tick")
+	first := claimOf(job, tick, a)
+	first.Spec = "CRON_TZ=Europe/Berlin 0 30 2 * * *"
+	r := wantClaim(t, s, first, driver.ClaimGranted, "of a job's first tick")
 	if !r.Prev.IsZero() {
 		t.Errorf("first claim: Prev = %v, want zero", r.Prev)
 	}
@@ -92,8 +97,8 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	}
 	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimTaken, "of the same tick by its claimer again")
 	st := mustHistory(t, s, job, 0)
-	if !st.Tick.Equal(tick) || st.Attempt != 1 || len(st.Runs) != 1 {
-		t.Fatalf("History = tick %v attempt %d, %d runs; want %v, 1, 1 run", st.Tick, st.Attempt, len(st.Runs), tick)
+	if !st.Tick.Equal(tick) || st.Attempt != 1 || len(st.Runs) != 1 || st.Spec != first.Spec {
+		t.Fatalf("History = tick %v attempt %d spec %q, %d runs; want %v, 1, %q, 1 run", st.Tick, st.Attempt, st.Spec, len(st.Runs), tick, first.Spec)
 	}
 	got := st.Runs[0]
 	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a {
@@ -106,6 +111,9 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	r = wantClaim(t, s, claimOf(job, next, b), driver.ClaimGranted, "of the next tick")
 	if !r.Prev.Equal(tick) {
 		t.Errorf("next tick: Prev = %v, want %v", r.Prev, tick)
+	}
+	if st := mustHistory(t, s, job, 0); st.Spec != first.Spec {
+		t.Errorf("spec after a claim without one = %q, want the kept %q", st.Spec, first.Spec)
 	}
 }
 
@@ -259,6 +267,22 @@ func testHistoryLost(t *testing.T, s driver.Store, n *namer) {
 	}
 }
 
+func testHistoryWaiting(t *testing.T, s driver.Store, n *namer) {
+	job, other, a := n.name(), n.owner(), clientOf(n)
+	lock := req(job, other, long)
+	mustAcquire(t, s, lock)
+	tick := tickAt(-2 * time.Second)
+	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "of a tick")
+	if got := mustHistory(t, s, job, 1).Runs[0].Outcome; got != driver.OutcomeRunning {
+		t.Errorf("latest claim, another client holds the job's lock: outcome %v, want running (it may wait for it)", got)
+	}
+	wantClaim(t, s, claimOf(job, tick.Add(time.Second), clientOf(n)), driver.ClaimGranted, "of the next tick")
+	if got := mustHistory(t, s, job, 0).Runs[1].Outcome; got != driver.OutcomeLost {
+		t.Errorf("an earlier claim whose claimer holds nothing: outcome %v, want lost", got)
+	}
+	mustRelease(t, s, lock)
+}
+
 func testHistoryKeep(t *testing.T, s driver.Store, n *namer) {
 	job, a := n.name(), clientOf(n)
 	base := tickAt(-time.Minute)
@@ -323,5 +347,38 @@ func testJobsList(t *testing.T, s driver.Store, n *namer) {
 	}
 	if _, err := jobs(s).History(ctx(t), n.name(), 0); errors.Is(err, driver.ErrNotALock) {
 		t.Errorf("History of a name with no job = %v, want a zero state", err)
+	}
+}
+
+func testJobBadInput(t *testing.T, s driver.Store, n *namer) {
+	job, a := n.name(), clientOf(n)
+	tick := tickAt(-time.Second)
+	for what, c := range map[string]driver.TickClaim{
+		"attempt 0":          {Job: job, Tick: tick},
+		"negative tolerance": {Job: job, Tick: tick, Attempt: 1, Tolerance: -time.Second},
+		"keep too many":      {Job: job, Tick: tick, Attempt: 1, Keep: driver.MaxKeepRuns + 1},
+		"error too long":     {Job: job, Tick: tick, Attempt: 1, Run: driver.RunRecord{Error: strings.Repeat("x", driver.MaxRunError+1)}},
+	} {
+		if _, err := jobs(s).ClaimTick(ctx(t), c); err == nil {
+			t.Errorf("ClaimTick with %s: no error", what)
+		}
+	}
+	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimGranted, "after the refused ones")
+	for what, e := range map[string]driver.RunEnd{
+		"outcome running": {Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeRunning},
+		"no outcome":      {Job: job, Tick: tick, Attempt: 1, Client: a},
+		"attempt 0":       {Job: job, Tick: tick, Client: a, Outcome: driver.OutcomeOK},
+		"error too long":  {Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeFailed, Error: strings.Repeat("x", driver.MaxRunError+1)},
+	} {
+		if err := jobs(s).EndRun(ctx(t), e); err == nil {
+			t.Errorf("EndRun with %s: no error", what)
+		}
+	}
+	if err := jobs(s).AddRuns(ctx(t), job, []driver.RunRecord{{Tick: tick}}, 0); err == nil {
+		t.Errorf("AddRuns of a record without an outcome: no error")
+	}
+	st := mustHistory(t, s, job, 0)
+	if len(st.Runs) != 1 || st.Runs[0].Outcome == driver.OutcomeFailed || !st.Runs[0].Ended.IsZero() {
+		t.Errorf("History after refused calls = %+v, want the one claim, still running", st.Runs)
 	}
 }

@@ -4,21 +4,27 @@
 -- KEYS[3]  the job's run lock, named as the job (whether each running record's claimer holds it)
 -- ARGV[1]  how many records, newest first (0: all)
 -- Returns  {latest tick or 0, its attempt or 0, now (Unix ms), {records (JSON)}, {for each
---          record: 1 when its claimer holds KEYS[3]}}; {-1, what} when KEYS[1] or KEYS[2]
---          holds what leash does not write there.
+--          record still running: 1 when its claimer holds KEYS[3], or it is the latest claim
+--          and anyone holds KEYS[3] (the run may wait for it); 0 otherwise}}; {-1, what} when
+--          KEYS[1] or KEYS[2] holds what leash does not write there; last, the job's spec
+--          ('' if none).
 -- Touches only KEYS, which share the job's hash slot.
 local refused = job_refusal(KEYS[1], KEYS[2])
 if refused then
     return refused
 end
-local st = redis.call('hmget', KEYS[1], 'tick', 'attempt')
+local st = redis.call('hmget', KEYS[1], 'tick', 'attempt', 'spec')
+local lt, la = tonumber(st[1]), tonumber(st[2])
 local recs = redis.call('lrange', KEYS[2], 0, tonumber(ARGV[1]) - 1)
 local held = {}
 for i, s in ipairs(recs) do
     held[i] = 0
     local ok, rec = pcall(cjson.decode, s)
     if ok and type(rec) == 'table' and rec.outcome == 'running' then
-        held[i] = job_holds(KEYS[3], rec.client or '')
+        local h = job_holds(KEYS[3], rec.client or '')
+        if h == 2 or (h == 1 and rec.tick == lt and rec.attempt == la) then
+            held[i] = 1
+        end
     end
 end
-return {tonumber(st[1]) or 0, tonumber(st[2]) or 0, now_ms(), recs, held}
+return {lt or 0, la or 0, now_ms(), recs, held, st[3] or ''}

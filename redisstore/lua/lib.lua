@@ -454,8 +454,9 @@ local function job_record(runs, tick, attempt)
     return nil
 end
 
--- job_holds returns 1 when the client id holds the lock (a field "<client>:<n>…" of a
--- lock hash) or a permit (a member of a semaphore zset) named lock, 0 otherwise. Read-only.
+-- job_holds returns 2 when the client id holds the lock (a field "<client>:<n>…" of a lock
+-- hash) or a permit (a member of a semaphore zset) named lock, 1 when someone else does, 0
+-- when no one does. Read-only.
 local function job_holds(lock, client)
     local typ = redis.call('type', lock).ok
     local owners
@@ -469,8 +470,11 @@ local function job_holds(lock, client)
     local p = client .. ':'
     for _, o in ipairs(owners) do
         if string.sub(o, 1, #p) == p then
-            return 1
+            return 2
         end
+    end
+    if #owners > 0 then
+        return 1
     end
     return 0
 end

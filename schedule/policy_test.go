@@ -1,0 +1,511 @@
+package schedule_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/memstore"
+	"github.com/leash-go/leash/schedule"
+)
+
+// awaitHistory polls job's history until cond holds, for at most within
+// counted from the call, and returns it.
+func awaitHistory(t *testing.T, in *instance, job string, within time.Duration, what string, cond func([]driver.RunRecord) bool) []driver.RunRecord {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		recs := history(t, in, job)
+		if cond(recs) {
+			return recs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s did not happen; history: %+v", within, what, recs)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the store for the condition
+	}
+}
+
+func count(recs []driver.RunRecord, o driver.Outcome) int {
+	n := 0
+	for _, r := range recs {
+		if r.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+func TestNewAndAddRejectBadInput(t *testing.T) {
+	if _, err := schedule.New(nil, nil); !errors.Is(err, leash.ErrInvalidArgument) {
+		t.Errorf("New(nil) = %v, want ErrInvalidArgument", err)
+	}
+	bare := newClient(t, struct{ driver.Store }{memstore.New()}, nil)
+	if _, err := schedule.New(bare, nil); !errors.Is(err, leash.ErrUnsupported) {
+		t.Errorf("New on a store without JobStore = %v, want ErrUnsupported", err)
+	}
+	c := newClient(t, memstore.New(), nil)
+	for _, o := range []schedule.Options{{Tolerance: -1}, {Grace: -2}, {Keep: -1}, {Keep: driver.MaxKeepRuns + 1}, {Timeout: -1}} {
+		if _, err := schedule.New(c, &o); !errors.Is(err, leash.ErrInvalidArgument) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidArgument", o, err)
+		}
+	}
+	s, err := schedule.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nop := func(context.Context, schedule.Run) error { return nil }
+	if err := s.Add("job", "@every 1s", nop, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, spec string
+		fn         schedule.Func
+		opts       *schedule.JobOptions
+		want       error
+	}{
+		{"job", "@every 1s", nop, nil, schedule.ErrJobExists},
+		{"other", "every second", nop, nil, schedule.ErrBadSpec},
+		{"other", "@every 1s", nil, nil, leash.ErrInvalidArgument},
+		{"", "@every 1s", nop, nil, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{Overlap: schedule.OverlapLimit}, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{Limit: 2}, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{Retries: -1}, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{MaxRun: -time.Second}, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{Lease: time.Nanosecond}, leash.ErrInvalidArgument},
+		{"other", "@every 1s", nop, &schedule.JobOptions{Misfire: 7}, leash.ErrInvalidArgument},
+	} {
+		if err := s.Add(tc.name, tc.spec, tc.fn, tc.opts); !errors.Is(err, tc.want) {
+			t.Errorf("Add(%q, %q, fn nil %v, %+v) = %v, want %v", tc.name, tc.spec, tc.fn == nil, tc.opts, err, tc.want)
+		}
+	}
+	if got := s.Jobs(); len(got) != 1 || got[0] != "job" {
+		t.Errorf("Jobs() = %q after failed Adds, want [job]", got)
+	}
+}
+
+// TestOverlapSkip: while a run holds the job's lock, the ticks that come
+// are claimed and recorded skipped, and the function is not called again.
+func TestOverlapSkip(t *testing.T) {
+	job, log := "test/"+t.Name(), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	release := make(chan struct{})
+	if err := in.Add(job, "@every 100ms", log.fn("a", func(ctx context.Context, _ schedule.Run) error {
+		<-release
+		return nil
+	}), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	recs := awaitHistory(t, in, job, 30*time.Second, "2 skipped ticks", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeSkipped) >= 2
+	})
+	if n := len(log.all()); n != 0 {
+		t.Errorf("%d runs ended while the first still ran", n)
+	}
+	for _, r := range recs {
+		if r.Outcome == driver.OutcomeSkipped && !strings.Contains(r.Error, "still holds the job's lock") {
+			t.Errorf("skipped record says %q, want why", r.Error)
+		}
+	}
+	close(release)
+	log.await(t, 30*time.Second, "the next run after the release", func(r []ran) bool { return len(r) >= 2 })
+}
+
+// TestOverlapQueue: a tick that comes while the previous run still runs
+// waits for the lock and runs after it, within its window; one whose wait
+// outlasts its window is recorded skipped.
+func TestOverlapQueue(t *testing.T) {
+	job, log := "test/"+t.Name(), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	var calls atomic.Int32
+	release := make(chan struct{})
+	if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, _ schedule.Run) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}), &schedule.JobOptions{Overlap: schedule.OverlapQueue}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	// The first run holds until a second tick has been claimed and waits.
+	recs := awaitHistory(t, in, job, 30*time.Second, "a second tick claimed", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeRunning) >= 2
+	})
+	queued := recs[0].Tick
+	close(release)
+	runs := log.await(t, 30*time.Second, "the queued tick's run", func(r []ran) bool { return len(r) >= 2 })
+	if !runs[1].run.Tick.Equal(queued) || !runs[1].at.After(runs[0].at) {
+		t.Errorf("second run = tick %v at %v; want the queued tick %v, after the first run ended (%v)",
+			runs[1].run.Tick, runs[1].at, queued, runs[0].at)
+	}
+	if runs[1].run.Fence <= runs[0].run.Fence {
+		t.Errorf("queued run's fence %d, want above the first's %d", runs[1].run.Fence, runs[0].run.Fence)
+	}
+}
+
+// TestOverlapQueuePastWindowSkips: a queued tick whose wait reaches the next
+// tick gives up and is recorded skipped.
+func TestOverlapQueuePastWindowSkips(t *testing.T) {
+	job := "test/" + t.Name()
+	in := newInstance(t, memstore.New(), nil, nil)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	if err := in.Add(job, "@every 200ms", func(ctx context.Context, _ schedule.Run) error {
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}, &schedule.JobOptions{Overlap: schedule.OverlapQueue}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	recs := awaitHistory(t, in, job, 30*time.Second, "a queued tick skipped", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeSkipped) >= 1
+	})
+	close(release)
+	for _, r := range recs {
+		if r.Outcome == driver.OutcomeSkipped && !strings.Contains(r.Error, "until the next tick") {
+			t.Errorf("skipped record says %q, want that the wait reached the next tick", r.Error)
+		}
+	}
+}
+
+// TestOverlapLimit: with a limit of 2, two runs run at once, and a third
+// tick is skipped.
+func TestOverlapLimit(t *testing.T) {
+	job := "test/" + t.Name()
+	in := newInstance(t, memstore.New(), nil, nil)
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	if err := in.Add(job, "@every 100ms", func(ctx context.Context, _ schedule.Run) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		return nil
+	}, &schedule.JobOptions{Overlap: schedule.OverlapLimit, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	awaitHistory(t, in, job, 30*time.Second, "two running and one skipped", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeRunning) == 2 && count(r, driver.OutcomeSkipped) >= 1
+	})
+	close(release)
+	in.stop(t)
+	if m := most.Load(); m != 2 {
+		t.Errorf("at most %d runs at once, want 2", m)
+	}
+}
+
+// TestMisfire: ticks no instance claimed while none ran are recorded
+// missed; with MisfireRunLatest the latest is run once when the job starts,
+// with MisfireSkip it is not.
+func TestMisfire(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		misfire schedule.Misfire
+		runs    bool
+	}{{"run latest", schedule.MisfireRunLatest, true}, {"skip", schedule.MisfireSkip, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, log := "test/"+t.Name(), newRunLog()
+			store := memstore.New()
+			hourly := schedule.Every(time.Hour)
+			latest := hourly.Prev(time.Now())
+			// The last run anyone claimed was three hours before the latest tick.
+			_, err := store.ClaimTick(context.Background(), driver.TickClaim{Job: job, Tick: latest.Add(-3 * time.Hour), Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := newInstance(t, store, nil, nil)
+			if err := in.Add(job, "@every 1h", log.fn(job, nil), &schedule.JobOptions{Misfire: tc.misfire}); err != nil {
+				t.Fatal(err)
+			}
+			sentinel := newRunLog()
+			if err := in.Add(job+"/sentinel", "@every 50ms", sentinel.fn("sentinel", nil), nil); err != nil {
+				t.Fatal(err)
+			}
+			in.run(t)
+			sentinel.await(t, 30*time.Second, "3 runs of another job", func(r []ran) bool { return len(r) >= 3 })
+			if !tc.runs {
+				if runs := log.all(); len(runs) != 0 {
+					t.Errorf("MisfireSkip ran the missed tick %v", runs[0].run.Tick)
+				}
+				return
+			}
+			runs := log.await(t, 30*time.Second, "the latest tick's run", func(r []ran) bool { return len(r) >= 1 })
+			if len(runs) != 1 || !runs[0].run.Tick.Equal(latest) {
+				t.Fatalf("runs = %+v, want one, of the latest tick %v", runs, latest)
+			}
+			recs := awaitHistory(t, in, job, 30*time.Second, "the run recorded", func(r []driver.RunRecord) bool {
+				return count(r, driver.OutcomeOK) == 1
+			})
+			var missed []time.Time
+			for _, r := range recs {
+				if r.Outcome == driver.OutcomeMissed {
+					missed = append(missed, r.Tick)
+				}
+			}
+			if len(missed) != 2 || !missed[0].Equal(latest.Add(-time.Hour)) || !missed[1].Equal(latest.Add(-2*time.Hour)) {
+				t.Errorf("missed ticks recorded %v, want the two between the last claim and the latest tick", missed)
+			}
+		})
+	}
+}
+
+// TestRetries: a failed run is attempted again within its tick's window,
+// up to Retries more times; each attempt is recorded.
+func TestRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retries   int
+		failFirst int
+		want      []driver.Outcome // by attempt
+	}{
+		{"succeeds on the third attempt", 2, 2, []driver.Outcome{driver.OutcomeFailed, driver.OutcomeFailed, driver.OutcomeOK}},
+		{"gives up after its retries", 1, 5, []driver.Outcome{driver.OutcomeFailed, driver.OutcomeFailed}},
+		{"no retries", 0, 5, []driver.Outcome{driver.OutcomeFailed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, log := "test/"+t.Name(), newRunLog()
+			in := newInstance(t, memstore.New(), nil, nil)
+			var first atomic.Int64 // the first tick run: the test looks at that one
+			if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+				first.CompareAndSwap(0, run.Tick.UnixMilli())
+				if run.Attempt <= tc.failFirst {
+					return fmt.Errorf("attempt %d failed", run.Attempt)
+				}
+				return nil
+			}), &schedule.JobOptions{Retries: tc.retries, RetryDelay: 20 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			in.run(t)
+			// The tick after the first one ran proves the first tick's
+			// attempts are over.
+			log.await(t, 30*time.Second, "a later tick", func(r []ran) bool {
+				return len(r) > 0 && r[len(r)-1].run.Tick.UnixMilli() != first.Load()
+			})
+			in.stop(t)
+			var got []driver.Outcome
+			recs := history(t, in, job)
+			for i := len(recs) - 1; i >= 0; i-- {
+				if r := recs[i]; r.Tick.UnixMilli() == first.Load() {
+					if r.Attempt != len(got)+1 {
+						t.Errorf("record %+v out of order", r)
+					}
+					got = append(got, r.Outcome)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("attempts of the first tick: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRetryNotPastWindow: a retry whose delay reaches the next tick is not
+// claimed: the tick's window is over.
+func TestRetryNotPastWindow(t *testing.T) {
+	job, log := "test/"+t.Name(), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	if err := in.Add(job, "@every 300ms", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+		return errors.New("always")
+	}), &schedule.JobOptions{Retries: 3, RetryDelay: 400 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	log.await(t, 30*time.Second, "4 runs", func(r []ran) bool { return len(r) >= 4 })
+	in.stop(t)
+	for _, r := range log.all() {
+		if r.run.Attempt != 1 {
+			t.Errorf("tick %v ran attempt %d, after its window", r.run.Tick, r.run.Attempt)
+		}
+	}
+}
+
+// TestMaxRun: a run past MaxRun has its context cancelled (the hold lost
+// with ReasonMaxHold) and is recorded cancelled; a function that ignores
+// its context keeps running, but its lock stops being renewed, and another
+// instance runs a later tick once the lease is over.
+func TestMaxRun(t *testing.T) {
+	job := "test/" + t.Name()
+	store := memstore.New()
+	copts := &leash.Options{Lease: 300 * time.Millisecond}
+	opts := &schedule.JobOptions{MaxRun: 200 * time.Millisecond}
+	hung, log := newRunLog(), newRunLog()
+	release := make(chan struct{})
+	defer close(release)
+	a := newInstance(t, store, copts, nil)
+	if err := a.Add(job, "@every 100ms", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+		<-ctx.Done()
+		hung.add(ran{who: "a", run: run, canceled: context.Cause(ctx)})
+		<-release // hangs past its cancellation
+		return ctx.Err()
+	}), opts); err != nil {
+		t.Fatal(err)
+	}
+	a.run(t)
+	first := hung.await(t, 30*time.Second, "a run cancelled", func(r []ran) bool { return len(r) > 0 })[0]
+	var lost *leash.LostError
+	if !errors.As(first.canceled, &lost) || lost.Reason != leash.ReasonMaxHold {
+		t.Errorf("cancelled run's cause = %v, want a LostError with ReasonMaxHold", first.canceled)
+	}
+	b := newInstance(t, store, copts, nil)
+	other := newRunLog()
+	if err := b.Add(job, "@every 100ms", other.fn("b", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t)
+	runs := other.await(t, 30*time.Second, "a run on the other instance while the first hangs", func(r []ran) bool { return len(r) > 0 })
+	if runs[0].run.Fence <= first.run.Fence {
+		t.Errorf("other instance's fence %d, want above the hung run's %d", runs[0].run.Fence, first.run.Fence)
+	}
+	b.stop(t)
+}
+
+// TestMaxRunRecordsCancelled: a run that honours its context ends when
+// MaxRun passes and is recorded cancelled, saying why.
+func TestMaxRunRecordsCancelled(t *testing.T) {
+	job := "test/" + t.Name()
+	in := newInstance(t, memstore.New(), nil, nil)
+	if err := in.Add(job, "@every 1s", func(ctx context.Context, run schedule.Run) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, &schedule.JobOptions{MaxRun: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	recs := awaitHistory(t, in, job, 30*time.Second, "a run cancelled", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeCancelled) > 0
+	})
+	for _, r := range recs {
+		if r.Outcome == driver.OutcomeCancelled && !strings.Contains(r.Error, "MaxRun (100ms) passed") {
+			t.Errorf("cancelled record says %q, want MaxRun", r.Error)
+		}
+	}
+}
+
+// TestLivenessCatchesHungRun: a run that stops touching its Run for longer
+// than Liveness has its context cancelled (ReasonStalled) and is recorded
+// lost; one that touches runs to its end.
+func TestLivenessCatchesHungRun(t *testing.T) {
+	job, log := "test/"+t.Name(), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+		if run.Tick.Unix()%2 == 0 {
+			for range 6 { // alive: touches every 50ms for 300ms
+				run.Touch()
+				time.Sleep(50 * time.Millisecond) // the job's work
+			}
+			return nil
+		}
+		<-ctx.Done() // hung: never touches
+		return ctx.Err()
+	}), &schedule.JobOptions{Liveness: 150 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "a touching and a hung run", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	recs := history(t, in, job)
+	for _, r := range runs[:2] {
+		var want driver.Outcome = driver.OutcomeOK
+		var lost *leash.LostError
+		if r.run.Tick.Unix()%2 != 0 {
+			want = driver.OutcomeLost
+			if !errors.As(r.canceled, &lost) || lost.Reason != leash.ReasonStalled {
+				t.Errorf("hung run's cause = %v, want ReasonStalled", r.canceled)
+			}
+		}
+		if rec := recordOf(t, recs, r.run.Tick); rec.Outcome != want {
+			t.Errorf("record of tick %v = %v (%s), want %v", r.run.Tick, rec.Outcome, rec.Error, want)
+		}
+	}
+}
+
+// TestShutdown: Run's ctx ending lets a running job finish within the
+// grace; with NoGrace the job's context is cancelled (ErrShutdown), its end
+// recorded cancelled, and its lock handed back at once.
+func TestShutdown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grace time.Duration
+		want  driver.Outcome
+	}{{"grace lets the run finish", 0, driver.OutcomeOK}, {"no grace cancels the run", schedule.NoGrace, driver.OutcomeCancelled}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, log := "test/"+t.Name(), newRunLog()
+			store := memstore.New()
+			in := newInstance(t, store, nil, &schedule.Options{Grace: tc.grace})
+			started := make(chan struct{}, 1)
+			if err := in.Add(job, "@every 5s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+				started <- struct{}{}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(200 * time.Millisecond): // the job's work
+					return nil
+				}
+			}), &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}); err != nil {
+				t.Fatal(err)
+			}
+			in.run(t)
+			<-started
+			in.stop(t)
+			runs := log.all()
+			if len(runs) != 1 {
+				t.Fatalf("%d runs ended by the time Run returned, want 1", len(runs))
+			}
+			if tc.want == driver.OutcomeCancelled && !errors.Is(runs[0].canceled, schedule.ErrShutdown) {
+				t.Errorf("cancelled run's cause = %v, want ErrShutdown", runs[0].canceled)
+			}
+			if rec := recordOf(t, history(t, in, job), runs[0].run.Tick); rec.Outcome != tc.want {
+				t.Errorf("record = %v (%s), want %v", rec.Outcome, rec.Error, tc.want)
+			}
+			h, err := newClient(t, store, nil).Mutex(job).TryLock(context.Background())
+			if err != nil {
+				t.Fatalf("the job's lock after Run returned: %v, want it free", err)
+			}
+			h.Unlock(context.Background())
+		})
+	}
+}
+
+// TestAddRemoveWhileRunning: a job added to a running scheduler runs; one
+// removed runs no more.
+func TestAddRemoveWhileRunning(t *testing.T) {
+	job, log := "test/"+t.Name(), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	sentinel := newRunLog()
+	if err := in.Add(job+"/sentinel", "@every 50ms", sentinel.fn("sentinel", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	if err := in.Add(job, "@every 50ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	log.await(t, 30*time.Second, "2 runs of the added job", func(r []ran) bool { return len(r) >= 2 })
+	if !in.Remove(job) || in.Remove(job) {
+		t.Fatal("Remove: want true, then false")
+	}
+	n := len(log.all())
+	s := len(sentinel.all())
+	sentinel.await(t, 30*time.Second, "4 more sentinel runs", func(r []ran) bool { return len(r) >= s+4 })
+	if got := len(log.all()); got > n+1 { // one tick may have been in flight
+		t.Errorf("removed job ran %d more times", got-n)
+	}
+	if err := in.Add(job, "@every 50ms", log.fn("a", nil), nil); err != nil {
+		t.Errorf("Add after Remove: %v", err)
+	}
+	in.stop(t)
+	if err := in.Run(context.Background()); !errors.Is(err, schedule.ErrRunning) {
+		t.Errorf("second Run = %v, want ErrRunning", err)
+	}
+}
