@@ -93,6 +93,7 @@ type Locker struct {
 	c      *leash.Client
 	opts   Options
 	scheds map[string]schedule.Schedule
+	specs  map[string]string // the schedules as the store keeps them
 	jobs   driver.JobStore // nil when no job is named in Schedules
 	base   driver.RunRecord
 
@@ -124,7 +125,7 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 		o.Now = time.Now
 	}
 	host, _ := os.Hostname()
-	l := &Locker{c: c, opts: o, scheds: map[string]schedule.Schedule{}, runs: map[string]*lock{},
+	l := &Locker{c: c, opts: o, scheds: map[string]schedule.Schedule{}, specs: map[string]string{}, runs: map[string]*lock{},
 		base: driver.RunRecord{Host: host, PID: os.Getpid(), Client: c.ID()}}
 	for name, spec := range o.Schedules {
 		if err := leash.ValidateName(o.Prefix + name); err != nil {
@@ -135,6 +136,9 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 			return nil, fmt.Errorf("%w: gocronleash: job %q: %w", leash.ErrInvalidArgument, name, err)
 		}
 		l.scheds[name] = s
+		if len(spec) <= driver.MaxSpecLen {
+			l.specs[name] = spec
+		}
 	}
 	if len(l.scheds) > 0 {
 		js, ok := c.Store().(driver.JobStore)
@@ -183,7 +187,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	lk := &lock{l: l, run: Run{Name: name}}
 	if s := l.scheds[key]; s != nil {
 		tick := s.Prev(l.opts.Now())
-		if err := l.claim(ctx, name, tick, s.Next(tick)); err != nil {
+		if err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick)); err != nil {
 			return nil, err
 		}
 		lk.run.Tick, lk.claimed = tick, true
@@ -208,8 +212,9 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 }
 
 // claim claims tick of the job name until the store grants it.
-func (l *Locker) claim(ctx context.Context, name string, tick, until time.Time) error {
-	c := driver.TickClaim{Job: name, Tick: tick, Attempt: 1, Tolerance: l.opts.Tolerance, Until: until, Run: l.base, Keep: l.opts.Keep}
+func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) error {
+	c := driver.TickClaim{Job: name, Tick: tick, Attempt: 1, Tolerance: l.opts.Tolerance, Until: until, Run: l.base, Keep: l.opts.Keep,
+		Spec: spec}
 	for {
 		res, err := l.jobs.ClaimTick(ctx, c)
 		if err != nil {

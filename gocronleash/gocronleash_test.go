@@ -155,6 +155,9 @@ func TestLockerClaimsTicksUnderSkew(t *testing.T) {
 			}
 		}
 	}
+	if st.Spec != "* * * * * *" {
+		t.Errorf("the store keeps the schedule %q", st.Spec)
+	}
 	if ok < n {
 		t.Errorf("the history has %d ok runs, the job ran %d ticks", ok, n)
 	}

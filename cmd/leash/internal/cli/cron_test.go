@@ -189,8 +189,8 @@ func TestCronReloadAndShutdown(t *testing.T) {
 	for _, j := range jobs {
 		got[strings.TrimPrefix(j.Job, prefix)] = j
 	}
-	if len(got) != 3 || got["a"].Next != "" || got["b"].Next == "" || got["fail"].Next == "" {
-		t.Fatalf("leash jobs: want a (not in the file: no next tick), b and fail with next ticks; got %s", stdout)
+	if len(got) != 3 || got["a"].Schedule != "@every 1s" || got["a"].Next == "" || got["b"].Next == "" || got["fail"].Next == "" {
+		t.Fatalf("leash jobs: want a (not in the file: its schedule from the store), b and fail, each with a next tick; got %s", stdout)
 	}
 	outcome := func(name string) map[string]int {
 		n := map[string]int{}
@@ -220,7 +220,7 @@ func TestCronReloadAndShutdown(t *testing.T) {
 
 	// The table, for a person.
 	code, stdout, _ = run(t, "jobs", "--store", store, "-n", "2", "--file", tab, prefix+"fail")
-	if code != exitOK || !strings.Contains(stdout, prefix+"fail  next ") || !strings.Contains(stdout, "exit status 3") {
+	if code != exitOK || !strings.Contains(stdout, prefix+"fail  (@every 1s)  next ") || !strings.Contains(stdout, "exit status 3") {
 		t.Errorf("leash jobs: %d\n%s", code, stdout)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/schedule"
 )
 
 func cmdJobs() *command {
@@ -39,13 +41,14 @@ tick, and its last N runs, newest first, with
   ERROR     the run's error: for leash cron, "exit status N" or why the
             command was stopped
 
-The store knows what ran, not the schedules: with --file FILE (a crontab of
-'leash cron'), jobs shows each job's next tick after the store's now as
-well, and lists the file's jobs that have no record yet. Jobs needs a store
+Each job's schedule, as its latest claim gave it to the store, and its next
+tick after the store's now head its runs. With --file FILE (a crontab of
+'leash cron'), the schedules come from the file instead, and the file's jobs
+that have no record yet are listed too. Jobs needs a store
 that keeps job records (redis://, mem://); on one without, it exits 64
 before any round trip.
 
-  --json       print a JSON array of jobs: {"job", "next" (with --file),
+  --json       print a JSON array of jobs: {"job", "schedule", "next",
                "latest_tick", "latest_attempt", "runs": [{"tick",
                "attempt", "outcome", "host", "pid", "client", "started",
                "ended", "duration_ms", "fence", "error"}]}; times are RFC
@@ -61,7 +64,7 @@ reached; 77 when it refuses the credentials.
 Example:
 
   $ leash jobs --file /etc/leash.cron 'billing/*'
-  billing/nightly  next 2026-11-25T01:30:00Z
+  billing/nightly  (CRON_TZ=Europe/Berlin 0 30 2 * * *)  next 2026-11-25T01:30:00Z
     TICK                  ATTEMPT  OUTCOME  WHERE        STARTED                   TOOK    FENCE  ERROR
     2026-11-24T01:30:00Z  2        ok       cron-2:5120  2026-11-24T01:30:03.012Z  41.2s   88
     2026-11-24T01:30:00Z  1        failed   cron-1:4411  2026-11-24T01:30:00.004Z  1.9s    87     exit status 3`,
@@ -72,6 +75,7 @@ Example:
 // jobJSON is one job as leash jobs --json prints it.
 type jobJSON struct {
 	Job           string    `json:"job"`
+	Schedule      string    `json:"schedule,omitempty"`
 	Next          string    `json:"next,omitempty"`
 	LatestTick    string    `json:"latest_tick,omitempty"`
 	LatestAttempt int       `json:"latest_attempt,omitempty"`
@@ -172,12 +176,21 @@ func runJobs(e *env, argv []string) int {
 			return e.fail("jobs", conn.fail(err))
 		}
 		j := jobJSON{Job: name, LatestTick: stamp(st.Tick), LatestAttempt: st.Attempt, Runs: []runJSON{}}
+		now := st.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
 		if cj := tab[name]; cj != nil {
-			now := st.Now
-			if now.IsZero() {
-				now = time.Now()
+			j.Schedule = cj.spec
+			if cj.loc != time.UTC && !strings.HasPrefix(cj.spec, "@every") && !strings.HasPrefix(cj.spec, "CRON_TZ=") {
+				j.Schedule = "CRON_TZ=" + cj.loc.String() + " " + cj.spec
 			}
 			j.Next = stamp(cj.sched.Next(now))
+		} else if st.Spec != "" {
+			j.Schedule = st.Spec
+			if sched, err := schedule.Parse(st.Spec, nil); err == nil {
+				j.Next = stamp(sched.Next(now))
+			}
 		}
 		for _, r := range st.Runs {
 			j.Runs = append(j.Runs, runJSON{Tick: stamp(r.Tick), Attempt: r.Attempt, Outcome: r.Outcome.String(), Host: r.Host,
@@ -207,6 +220,9 @@ func printJobs(w io.Writer, jobs []jobJSON) {
 			fmt.Fprintln(w)
 		}
 		head := j.Job
+		if j.Schedule != "" {
+			head += "  (" + j.Schedule + ")"
+		}
 		if j.Next != "" {
 			head += "  next " + j.Next
 		}
