@@ -94,7 +94,7 @@ type Locker struct {
 	opts   Options
 	scheds map[string]schedule.Schedule
 	specs  map[string]string // the schedules as the store keeps them
-	jobs   driver.JobStore // nil when no job is named in Schedules
+	jobs   driver.JobStore   // nil when no job is named in Schedules
 	base   driver.RunRecord
 
 	mu   sync.Mutex
