@@ -267,18 +267,15 @@ func setJobOption(o *schedule.JobOptions, key, value string) error {
 	}
 	switch key {
 	case "overlap":
-		switch value {
-		case "skip":
-			o.Overlap = schedule.OverlapSkip
-		case "queue":
-			o.Overlap = schedule.OverlapQueue
-		default:
-			n, err := strconv.Atoi(value)
-			if err != nil || n < 1 {
-				return fmt.Errorf("want skip, queue or a number of runs at least 1")
-			}
-			o.Overlap, o.Limit = schedule.OverlapLimit, n
+		if p, ok := map[string]schedule.Overlap{"skip": schedule.OverlapSkip, "queue": schedule.OverlapQueue}[value]; ok {
+			o.Overlap = p
+			return nil
 		}
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want skip, queue or a number of runs at least 1")
+		}
+		o.Overlap, o.Limit = schedule.OverlapLimit, n
 	case "max-run":
 		return dur(&o.MaxRun)
 	case "retry-delay":
@@ -299,14 +296,11 @@ func setJobOption(o *schedule.JobOptions, key, value string) error {
 		}
 		o.Retries = n
 	case "misfire":
-		switch value {
-		case "skip":
-			o.Misfire = schedule.MisfireSkip
-		case "latest":
-			o.Misfire = schedule.MisfireRunLatest
-		default:
+		p, ok := map[string]schedule.Misfire{"skip": schedule.MisfireSkip, "latest": schedule.MisfireRunLatest}[value]
+		if !ok {
 			return fmt.Errorf("want skip or latest")
 		}
+		o.Misfire = p
 	}
 	return nil
 }
