@@ -206,6 +206,11 @@ func runCron(e *env, argv []string) int {
 		return e.fail("cron", withStatus(exitUsage, err))
 	}
 	d.log.Info("leash cron started", slog.String("file", r.file), slog.Int("jobs", len(jobs)), slog.String("store", conn.desc))
+	if _, note := conn.graceNote(ctx, ""); note != "" {
+		// Runs find their locks refused until it ends, and are recorded
+		// skipped: say why, once.
+		d.log.Warn(note)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	// Owner: runCron. Stops when runCtx ends and every run has ended.
