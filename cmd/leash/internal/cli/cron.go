@@ -206,6 +206,9 @@ func runCron(e *env, argv []string) int {
 		return e.fail("cron", withStatus(exitUsage, err))
 	}
 	d.log.Info("leash cron started", slog.String("file", r.file), slog.Int("jobs", len(jobs)), slog.String("store", conn.desc))
+	if r.offset != 0 {
+		d.log.Warn("test-only clock offset in effect", slog.String("env", clockOffsetEnv), slog.Duration("offset", r.offset))
+	}
 	if _, note := conn.graceNote(ctx, ""); note != "" {
 		// Runs find their locks refused until it ends, and are recorded
 		// skipped: say why, once.

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/schedule"
 )
 
@@ -89,10 +91,22 @@ func TestCronUsage(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("@every 1s job\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	good := filepath.Join(dir, "good")
+	if err := os.WriteFile(good, []byte("@every 1s job true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No server listens there: refused before any round trip.
+	noJobs := "postgres://u@127.0.0.1:" + strconv.Itoa(port) + "/db"
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"cron", "--store", noJobs, good}, "has no job records (driver.JobStore); leash cron needs it"},
+		{[]string{"jobs", "--store", noJobs}, "has no job records (driver.JobStore); leash jobs needs it"},
 		{[]string{"cron", "--store", "mem://"}, "one crontab FILE"},
 		{[]string{"cron", "--store", "mem://", bad}, bad + ":1: want SCHEDULE NAME COMMAND"},
 		{[]string{"cron", "--store", "mem://", filepath.Join(dir, "none")}, "no such file"},
