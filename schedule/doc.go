@@ -69,6 +69,12 @@
 // extra round trip per tick. The lease bounds how long a dead instance's run
 // keeps the next ticks from running; Tolerance is how early a run may start.
 // The store's clock must not step back (Redis TIME, the database's now()).
+// A claim is as durable as the store's memory of it: a Redis that loses
+// acknowledged writes (a restart without appendfsync always, a failover to
+// a lagging replica) may forget a claim and grant its tick again within the
+// tick's window. redisstore's restart grace (no lock granted for a lease
+// after a restart) makes such a tick's run lock refused, and the tick is
+// recorded skipped, for ticks in that first lease.
 //
 // # History
 //

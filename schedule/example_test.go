@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	_ "time/tzdata" // the examples and tests name zones on machines without a zone database too
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/memstore"
@@ -92,4 +93,26 @@ func ExampleScheduler_History() {
 	last := st.Runs[len(st.Runs)-1] // the oldest: the first run, ended
 	fmt.Println(last.Outcome, last.Error, last.Attempt)
 	// Output: failed disk full 1
+}
+
+// A job at 02:30 every night in Berlin, across the spring-forward change:
+// 02:30 does not exist on 29 March 2026, and the job runs at 03:30 summer
+// time that night.
+func ExampleParse() {
+	s, err := schedule.Parse("CRON_TZ=Europe/Berlin 0 30 2 * * *", nil)
+	if err != nil {
+		panic(err)
+	}
+	tick := time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC)
+	for range 3 {
+		tick = s.Next(tick)
+		fmt.Println(tick.Format("Mon 2 Jan 15:04 MST"))
+	}
+	every, _ := schedule.Parse("@every 15m", nil)
+	fmt.Println(every.Next(time.Date(2026, 3, 27, 12, 7, 0, 0, time.UTC)).Format("15:04"))
+	// Output:
+	// Sat 28 Mar 02:30 CET
+	// Sun 29 Mar 03:30 CEST
+	// Mon 30 Mar 02:30 CEST
+	// 12:15
 }

@@ -175,14 +175,17 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 	c := driver.TickClaim{Job: j.name, Tick: tick, Attempt: attempt, Tolerance: s.opts.Tolerance, Until: until,
 		Run: s.base, Keep: s.opts.Keep, Spec: j.spec}
 	backoff := 50 * time.Millisecond
+	unknown := false // a claim was sent whose outcome is unknown
 	for ctx.Err() == nil {
 		rctx, cancel := s.bounded(ctx)
 		res, err := s.store.ClaimTick(rctx, c)
 		cancel()
 		switch {
 		case err != nil:
-			if errors.Is(err, driver.ErrNotALock) {
-				s.log.Error("job not claimed: its name holds other data", slog.String("job", j.name), slog.Any("error", err))
+			unknown = true
+			if errors.Is(err, driver.ErrNotALock) || errors.Is(err, leash.ErrInvalidArgument) {
+				// A definite refusal: asking again changes nothing.
+				s.log.Error("job not claimed", slog.String("job", j.name), slog.Any("error", err))
 				return res, false
 			}
 			if !until.IsZero() && s.now().After(until) {
@@ -203,6 +206,13 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 			}
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
+			return res, true
+		case unknown && res.Status == driver.ClaimTaken && res.Last.Client == s.base.Client &&
+			res.Last.Tick.Equal(tick) && res.Last.Attempt == attempt:
+			// The claim whose answer was lost was granted: the tick is
+			// ours. (Prev is unknown: missed ticks before it go unreported.)
+			s.log.Debug("job tick claimed by an earlier attempt", slog.String("job", j.name), slog.Time("tick", tick))
+			res.Status, res.Prev = driver.ClaimGranted, time.Time{}
 			return res, true
 		default:
 			s.log.Debug("job tick not claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt),
@@ -244,47 +254,42 @@ func (s *Scheduler) reportMissed(ctx context.Context, j *job, prev, tick time.Ti
 }
 
 // runOnce runs a granted attempt: it takes the run lock by the overlap
-// policy, calls the job's function, releases the lock and records the end.
+// policy, calls the job's function, records the end and releases the lock.
 // window is when the tick's window ends, storeNow the store's clock at the
 // claim.
 func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt int, window, storeNow time.Time) driver.Outcome {
 	end := driver.RunEnd{Job: j.name, Tick: tick, Attempt: attempt, Client: s.base.Client}
-	defer func() { s.record(ctx, j, end) }()
 	hold, err := s.lockRun(ctx, j, window.Sub(storeNow))
-	var na *leash.NotAcquiredError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		end.Outcome, end.Error = driver.OutcomeCancelled, "the scheduler shut down before the run started"
-		if hold != nil {
-			_ = hold.Unlock(ctx)
+	if err != nil {
+		var na *leash.NotAcquiredError
+		switch {
+		case ctx.Err() != nil:
+			end.Outcome, end.Error = driver.OutcomeCancelled, "the scheduler shut down, or the job was removed, before the run started"
+		case errors.As(err, &na) && na.Grace:
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the store restarted and grants no lock in its restart grace"
+		case errors.As(err, &na) && na.Err == nil:
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run still holds the job's lock"
+		case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
+			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run held the job's lock until the next tick"
+		default:
+			end.Outcome, end.Error = driver.OutcomeFailed, truncate("taking the job's lock: "+err.Error())
 		}
-		return end.Outcome
-	case errors.As(err, &na) && na.Err == nil:
-		end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run still holds the job's lock"
-		return end.Outcome
-	case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
-		end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run held the job's lock until the next tick"
-		return end.Outcome
-	default:
-		end.Outcome, end.Error = driver.OutcomeFailed, truncate("taking the job's lock: "+err.Error())
+		s.record(ctx, j, end)
 		return end.Outcome
 	}
 	end.Fence = hold.Fence()
 	rctx, cancel := context.WithCancelCause(hold.Context())
 	stop := context.AfterFunc(s.hard, func() { cancel(context.Cause(s.hard)) })
-	ferr := call(rctx, j.fn, Run{Job: j.name, Tick: tick, Attempt: attempt, Fence: end.Fence, hold: hold})
+	ferr := call(&runContext{rctx, hold}, j.fn, Run{Job: j.name, Tick: tick, Attempt: attempt, Fence: end.Fence, hold: hold})
 	stop()
 	cause := context.Cause(rctx)
 	cancel(nil)
-	uerr := hold.Unlock(context.WithoutCancel(ctx))
 	var lost *leash.LostError
 	switch {
 	case errors.As(hold.Err(), &lost) && lost.Reason == leash.ReasonMaxHold:
 		end.Outcome, end.Error = driver.OutcomeCancelled, fmt.Sprintf("MaxRun (%v) passed", j.opts.MaxRun)
-	case errors.As(hold.Err(), &lost), errors.As(uerr, &lost):
+	case errors.As(hold.Err(), &lost):
 		end.Outcome, end.Error = driver.OutcomeLost, lost.Error()
-		s.log.Error("job run lost its lock", slog.String("job", j.name), slog.Time("tick", tick), slog.Any("error", lost))
 	case errors.Is(cause, ErrShutdown):
 		end.Outcome, end.Error = driver.OutcomeCancelled, ErrShutdown.Error()
 	case ferr != nil:
@@ -295,7 +300,34 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	if ferr != nil && end.Outcome != driver.OutcomeFailed {
 		end.Error = truncate(end.Error + ": " + ferr.Error())
 	}
+	// The end is recorded before the lock is released: a reader never sees
+	// a run that ended well, lock free and end not yet told, as lost.
+	s.record(ctx, j, end)
+	if err := hold.Unlock(context.WithoutCancel(ctx)); errors.As(err, &lost) && end.Outcome != driver.OutcomeLost &&
+		end.Outcome != driver.OutcomeCancelled {
+		// The store had lost the lock before the run ended (freed by
+		// force, say) and the Client had not noticed yet.
+		end.Outcome, end.Error = driver.OutcomeLost, truncate(lost.Error())
+		s.record(ctx, j, end)
+	}
+	if end.Outcome == driver.OutcomeLost {
+		s.log.Error("job run lost its lock", slog.String("job", j.name), slog.Time("tick", tick), slog.String("error", end.Error))
+	}
 	return end.Outcome
+}
+
+// A runContext is a run's context: cancelled with the hold's, and on
+// shutdown. Its Err looks at the hold's validity first, as the hold's own
+// context does, so that a run that wakes from a pause past its lease learns
+// of the loss on its first look, before the Client's watchdog has run.
+type runContext struct {
+	context.Context
+	hold *leash.Hold
+}
+
+func (c *runContext) Err() error {
+	_ = c.hold.Err() // declares the hold lost, cancelling c, if its validity passed
+	return c.Context.Err()
 }
 
 // lockRun takes j's run lock by its overlap policy; wait is how long
@@ -312,13 +344,22 @@ func (s *Scheduler) lockRun(ctx context.Context, j *job, wait time.Duration) (*l
 	return s.c.Mutex(j.name, j.lock).TryLock(ctx)
 }
 
-// record tells the store how a run ended.
+// record tells the store how a run ended, trying again (EndRun sets the
+// same fields each time) until Options.Timeout has passed: a run whose end
+// is not recorded reads lost once its lock is free.
 func (s *Scheduler) record(ctx context.Context, j *job, end driver.RunEnd) {
 	rctx, cancel := s.bounded(ctx)
 	defer cancel()
-	if err := s.store.EndRun(rctx, end); err != nil {
-		s.log.Warn("job run's end not recorded", slog.String("job", j.name), slog.Time("tick", end.Tick),
-			slog.String("outcome", end.Outcome.String()), slog.Any("error", err))
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := s.store.EndRun(rctx, end)
+		if err == nil {
+			return
+		}
+		if errors.Is(err, leash.ErrInvalidArgument) || errors.Is(err, driver.ErrNotALock) || !sleep(rctx, backoff) {
+			s.log.Warn("job run's end not recorded", slog.String("job", j.name), slog.Time("tick", end.Tick),
+				slog.String("outcome", end.Outcome.String()), slog.Any("error", err))
+			return
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -173,3 +174,7 @@ func history(t *testing.T, in *instance, job string) []driver.RunRecord {
 	}
 	return st.Runs
 }
+
+// jobName is a job name unique to this run of the test, so that a test run
+// again (-count) on the shared server finds no history of its own.
+func jobName(t *testing.T) string { return fmt.Sprintf("test/%s/%d", t.Name(), time.Now().UnixNano()) }

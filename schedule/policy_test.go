@@ -93,7 +93,7 @@ func TestNewAndAddRejectBadInput(t *testing.T) {
 // TestOverlapSkip: while a run holds the job's lock, the ticks that come
 // are claimed and recorded skipped, and the function is not called again.
 func TestOverlapSkip(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	if err := in.Add(job, "@every 100ms", log.fn("a", func(ctx context.Context, _ schedule.Run) error {
@@ -122,7 +122,7 @@ func TestOverlapSkip(t *testing.T) {
 // waits for the lock and runs after it, within its window; one whose wait
 // outlasts its window is recorded skipped.
 func TestOverlapQueue(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	var calls atomic.Int32
 	release := make(chan struct{})
@@ -154,7 +154,7 @@ func TestOverlapQueue(t *testing.T) {
 // TestOverlapQueuePastWindowSkips: a queued tick whose wait reaches the next
 // tick gives up and is recorded skipped.
 func TestOverlapQueuePastWindowSkips(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -181,7 +181,7 @@ func TestOverlapQueuePastWindowSkips(t *testing.T) {
 // TestOverlapLimit: with a limit of 2, two runs run at once, and a third
 // tick is skipped.
 func TestOverlapLimit(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	release := make(chan struct{})
 	var running, most atomic.Int32
@@ -216,7 +216,7 @@ func TestMisfire(t *testing.T) {
 		runs    bool
 	}{{"run latest", schedule.MisfireRunLatest, true}, {"skip", schedule.MisfireSkip, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			store := memstore.New()
 			hourly := schedule.Every(time.Hour)
 			latest := hourly.Prev(time.Now())
@@ -275,10 +275,10 @@ func TestRetries(t *testing.T) {
 		{"no retries", 0, 5, []driver.Outcome{driver.OutcomeFailed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			in := newInstance(t, memstore.New(), nil, nil)
 			var first atomic.Int64 // the first tick run: the test looks at that one
-			if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+			if err := in.Add(job, "@every 2s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 				first.CompareAndSwap(0, run.Tick.UnixMilli())
 				if run.Attempt <= tc.failFirst {
 					return fmt.Errorf("attempt %d failed", run.Attempt)
@@ -314,7 +314,7 @@ func TestRetries(t *testing.T) {
 // TestRetryNotPastWindow: a retry whose delay reaches the next tick is not
 // claimed: the tick's window is over.
 func TestRetryNotPastWindow(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 300ms", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 		return errors.New("always")
@@ -336,10 +336,10 @@ func TestRetryNotPastWindow(t *testing.T) {
 // its context keeps running, but its lock stops being renewed, and another
 // instance runs a later tick once the lease is over.
 func TestMaxRun(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	store := memstore.New()
-	copts := &leash.Options{Lease: 300 * time.Millisecond}
-	opts := &schedule.JobOptions{MaxRun: 200 * time.Millisecond}
+	copts := &leash.Options{Lease: time.Second}
+	opts := &schedule.JobOptions{MaxRun: 300 * time.Millisecond}
 	hung, log := newRunLog(), newRunLog()
 	release := make(chan struct{})
 	defer close(release)
@@ -374,7 +374,7 @@ func TestMaxRun(t *testing.T) {
 // TestMaxRunRecordsCancelled: a run that honours its context ends when
 // MaxRun passes and is recorded cancelled, saying why.
 func TestMaxRunRecordsCancelled(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 1s", func(ctx context.Context, run schedule.Run) error {
 		<-ctx.Done()
@@ -397,7 +397,7 @@ func TestMaxRunRecordsCancelled(t *testing.T) {
 // than Liveness has its context cancelled (ReasonStalled) and is recorded
 // lost; one that touches runs to its end.
 func TestLivenessCatchesHungRun(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	if err := in.Add(job, "@every 1s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
 		if run.Tick.Unix()%2 == 0 {
@@ -409,7 +409,7 @@ func TestLivenessCatchesHungRun(t *testing.T) {
 		}
 		<-ctx.Done() // hung: never touches
 		return ctx.Err()
-	}), &schedule.JobOptions{Liveness: 150 * time.Millisecond}); err != nil {
+	}), &schedule.JobOptions{Liveness: 500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	in.run(t)
@@ -441,7 +441,7 @@ func TestShutdown(t *testing.T) {
 		want  driver.Outcome
 	}{{"grace lets the run finish", 0, driver.OutcomeOK}, {"no grace cancels the run", schedule.NoGrace, driver.OutcomeCancelled}} {
 		t.Run(tc.name, func(t *testing.T) {
-			job, log := "test/"+t.Name(), newRunLog()
+			job, log := jobName(t), newRunLog()
 			store := memstore.New()
 			in := newInstance(t, store, nil, &schedule.Options{Grace: tc.grace})
 			started := make(chan struct{}, 1)
@@ -481,7 +481,7 @@ func TestShutdown(t *testing.T) {
 // TestAddRemoveWhileRunning: a job added to a running scheduler runs; one
 // removed runs no more.
 func TestAddRemoveWhileRunning(t *testing.T) {
-	job, log := "test/"+t.Name(), newRunLog()
+	job, log := jobName(t), newRunLog()
 	in := newInstance(t, memstore.New(), nil, nil)
 	sentinel := newRunLog()
 	if err := in.Add(job+"/sentinel", "@every 50ms", sentinel.fn("sentinel", nil), nil); err != nil {
@@ -507,5 +507,80 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 	in.stop(t)
 	if err := in.Run(context.Background()); !errors.Is(err, schedule.ErrRunning) {
 		t.Errorf("second Run = %v, want ErrRunning", err)
+	}
+}
+
+// lossyStore is a store whose first tick claim is granted but answered
+// with an error, as when a connection drops after the server ran the
+// script: the outcome is unknown to the claimer.
+type lossyStore struct {
+	*memstore.Store
+	lost atomic.Bool
+}
+
+func (s *lossyStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	r, err := s.Store.ClaimTick(ctx, c)
+	if err == nil && r.Status == driver.ClaimGranted && s.lost.CompareAndSwap(false, true) {
+		return driver.TickResult{}, errors.New("connection reset after the claim was sent")
+	}
+	return r, err
+}
+
+// TestClaimWithUnknownOutcomeIsRun: a claim whose answer was lost is sent
+// again, and the instance that finds its own claim of the tick there runs
+// it, rather than leaving a claimed tick unrun.
+func TestClaimWithUnknownOutcomeIsRun(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &lossyStore{Store: memstore.New()}
+	in := newInstance(t, store, nil, nil)
+	if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	if !store.lost.Load() {
+		t.Fatal("no claim's answer was lost")
+	}
+	recs := history(t, in, job)
+	first := recs[len(recs)-1]
+	if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
+		t.Errorf("first claim (answer lost) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
+	}
+}
+
+// TestUserDataAtTheJobsName: a job whose name holds an application's data
+// (a string where its run lock would be) is claimed, its run refused before
+// the function is called, and recorded failed saying what is there; the
+// data is left as it was.
+func TestUserDataAtTheJobsName(t *testing.T) {
+	job := jobName(t)
+	store := redisStore(t)
+	rdb := store.Redis()
+	ctx := context.Background()
+	if err := rdb.Set(ctx, job, "the application's", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), job) })
+	in := newInstance(t, store, nil, nil)
+	called := atomic.Bool{}
+	if err := in.Add(job, "@every 100ms", func(context.Context, schedule.Run) error { called.Store(true); return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	recs := awaitHistory(t, in, job, 30*time.Second, "a failed run", func(r []driver.RunRecord) bool {
+		return count(r, driver.OutcomeFailed) > 0
+	})
+	in.stop(t)
+	if called.Load() {
+		t.Error("the job's function ran without its lock")
+	}
+	for _, r := range recs {
+		if r.Outcome == driver.OutcomeFailed && !strings.Contains(r.Error, "not a lock") {
+			t.Errorf("failed record says %q, want what the name holds", r.Error)
+		}
+	}
+	if v, err := rdb.Get(ctx, job).Result(); err != nil || v != "the application's" {
+		t.Errorf("the application's key = %q, %v; want it unchanged", v, err)
 	}
 }

@@ -156,7 +156,10 @@ type JobOptions struct {
 // (its lease ran out, its store could not be reached, it stalled past
 // Liveness), when MaxRun passes, and when the scheduler shuts down and its
 // grace passed; context.Cause says which (a *leash.LostError, or
-// ErrShutdown). An error (or a panic) records the run failed, and a retry
+// ErrShutdown). ctx.Err looks at the lock's validity itself, as
+// leash.Hold.Err does: a function that wakes from a pause past its lease
+// sees the loss on its first look, so it should check ctx.Err before it
+// commits its work (and pass Run.Fence to what it writes). An error (or a panic) records the run failed, and a retry
 // follows if the job has retries left.
 type Func func(ctx context.Context, run Run) error
 

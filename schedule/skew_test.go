@@ -69,7 +69,7 @@ func TestSkewedClocksRunEachTickOnce(t *testing.T) {
 		t.Skip("runs for a minute")
 	}
 	const ticks = 61
-	job := "test/" + t.Name()
+	job := jobName(t)
 	log := newRunLog()
 	var ins []*instance
 	for i, skew := range skews {
@@ -124,7 +124,7 @@ func TestSkewCheckerCatchesShedLockStyleDuplicates(t *testing.T) {
 		t.Skip("runs for seconds")
 	}
 	const atLeast = 500 * time.Millisecond // a usual choice: a bit under the interval
-	job := "test/" + t.Name()
+	job := jobName(t)
 	store := redisStore(t)
 	every := schedule.Every(time.Second)
 	log := newRunLog()
@@ -167,7 +167,7 @@ func TestSkewCheckerCatchesShedLockStyleDuplicates(t *testing.T) {
 // tick when its own clock says so, before the store's clock reaches it, and
 // the checker sees it.
 func TestSkewCheckerCatchesEarlyClaims(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	log := newRunLog()
 	in := newInstance(t, redisStore(t), nil, &schedule.Options{Now: offset(skewX), Tolerance: time.Hour})
 	if err := in.Add(job, "@every 1s", log.fn("ahead", nil), nil); err != nil {
@@ -186,7 +186,7 @@ func TestSkewCheckerCatchesEarlyClaims(t *testing.T) {
 // claimed by the instance on time), and the instance on time runs every
 // tick.
 func TestLateInstanceRunsNothing(t *testing.T) {
-	job := "test/" + t.Name()
+	job := jobName(t)
 	store := redisStore(t)
 	log := newRunLog()
 	opts := &schedule.JobOptions{Lateness: 200 * time.Millisecond}

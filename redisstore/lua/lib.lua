@@ -456,13 +456,14 @@ end
 
 -- job_holds returns 2 when the client id holds the lock (a field "<client>:<n>…" of a lock
 -- hash) or a permit (a member of a semaphore zset) named lock, 1 when someone else does, 0
--- when no one does. Read-only.
+-- when no one does. Read-only, and of at most 1024 owners: a larger hash or zset is not a
+-- job's lock (an application's data, which it only looks at the size of).
 local function job_holds(lock, client)
     local typ = redis.call('type', lock).ok
     local owners
-    if typ == 'hash' then
+    if typ == 'hash' and redis.call('hlen', lock) <= 1024 then
         owners = redis.call('hkeys', lock)
-    elseif typ == 'zset' then
+    elseif typ == 'zset' and redis.call('zcard', lock) <= 1024 then
         owners = redis.call('zrange', lock, 0, -1)
     else
         return 0
