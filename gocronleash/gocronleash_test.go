@@ -3,6 +3,7 @@ package gocronleash_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -50,6 +51,10 @@ func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c offsetClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
 const skew = 400 * time.Millisecond
+
+// jobName is a job name of the test's own, new on every run (-count), so
+// that no tick of it was claimed before.
+func jobName(t *testing.T) string { return fmt.Sprintf("test/%s/%d", t.Name(), time.Now().UnixNano()) }
 
 // runs records which instance ran which tick.
 type runs struct {
@@ -128,7 +133,7 @@ func skewedSchedulers(t *testing.T, name string, locker func(c *leash.Client, no
 // each tick ran once, and the store's history has each as one ok run.
 func TestLockerClaimsTicksUnderSkew(t *testing.T) {
 	t.Parallel()
-	name := "test/" + t.Name()
+	name := jobName(t)
 	var js driver.JobStore
 	r := skewedSchedulers(t, name, func(c *leash.Client, now func() time.Time) *gocronleash.Locker {
 		js = c.Store().(driver.JobStore)
@@ -168,7 +173,7 @@ func TestLockerClaimsTicksUnderSkew(t *testing.T) {
 // which is all gocron's Locker interface carries) run ticks more than once.
 func TestLockerWithoutTicksRunsTwiceUnderSkew(t *testing.T) {
 	t.Parallel()
-	name := "test/" + t.Name()
+	name := jobName(t)
 	r := skewedSchedulers(t, name, func(c *leash.Client, now func() time.Time) *gocronleash.Locker {
 		l, err := gocronleash.NewLocker(c, nil)
 		if err != nil {
@@ -186,7 +191,7 @@ func TestLockerWithoutTicksRunsTwiceUnderSkew(t *testing.T) {
 func TestLateHostSkipsTick(t *testing.T) {
 	addr := shared.Redis(t).Addr
 	ctx := context.Background()
-	name := "test/" + t.Name()
+	name := jobName(t)
 	tick := time.Now().Truncate(time.Hour)
 	at := func(d time.Duration) func() time.Time { return func() time.Time { return tick.Add(d) } }
 	opts := func(now func() time.Time) *gocronleash.Options {
@@ -232,7 +237,7 @@ func TestLateHostSkipsTick(t *testing.T) {
 func TestTaskSeesTheLostLock(t *testing.T) {
 	addr := shared.Redis(t).Addr
 	ctx := context.Background()
-	name := "test/" + t.Name()
+	name := jobName(t)
 	c := newClient(t, addr)
 	l, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{name: "@every 1h"},
 		Lock: &leash.LockOptions{Lease: 300 * time.Millisecond}})
@@ -279,7 +284,7 @@ func TestTaskSeesTheLostLock(t *testing.T) {
 func TestElector(t *testing.T) {
 	addr := shared.Redis(t).Addr
 	ctx := context.Background()
-	name := "test/" + t.Name()
+	name := jobName(t)
 	e1, err := gocronleash.NewElector(newClient(t, addr), name, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -138,7 +139,7 @@ func TestCronReloadAndShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	prefix := "test/" + t.Name() + "/"
+	prefix := fmt.Sprintf("test/%s/%d/", t.Name(), time.Now().UnixNano()) // new jobs on every run (-count)
 	write(`@every 1s ` + prefix + `a  echo "a $LEASH_NAME $LEASH_TICK $LEASH_FENCE $LEASH_ATTEMPT" >> OUT
 @every 1s ` + prefix + `fail  exit 3
 `)
@@ -251,4 +252,40 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCronMaxRunKillsAStubbornCommand: a run past its max-run gets SIGTERM;
+// a command that ignores it gets SIGKILL after --kill-after; the run is
+// recorded cancelled and its lock freed.
+func TestCronMaxRunKillsAStubbornCommand(t *testing.T) {
+	r := sharedRedis(t)
+	store := "redis://" + r.Addr
+	dir := t.TempDir()
+	tab, out := filepath.Join(dir, "crontab"), filepath.Join(dir, "out")
+	name := fmt.Sprintf("test/%s/%d", t.Name(), time.Now().UnixNano()) // a tick never claimed (-count)
+	line := `@every 1h ` + name + ` misfire=latest max-run=500ms  echo "pid $$" >> ` + out +
+		`; trap 'echo "got SIGTERM" >> ` + out + `' TERM; while :; do sleep 0.05; done` + "\n"
+	if err := os.WriteFile(tab, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startLeash(t, store, "cron", "--kill-after", "500ms", tab)
+	eventually(t, time.Minute, "the command stopped", func() bool {
+		code, stdout, _ := run(t, "jobs", "--store", store, "--json", name)
+		return code == exitOK && strings.Contains(stdout, `"outcome": "cancelled"`)
+	})
+	lines := readLog(out)
+	if len(lines) < 2 || lines[1] != "got SIGTERM" {
+		t.Fatalf("the command's output: %q, want its pid and then got SIGTERM", lines)
+	}
+	pid, _ := strconv.Atoi(strings.TrimPrefix(lines[0], "pid "))
+	eventually(t, time.Minute, "the command killed", func() bool { return processGone(pid) })
+	code, stdout, _ := run(t, "jobs", "--store", store, "--json", name)
+	if code != exitOK || !strings.Contains(stdout, "MaxRun (500ms) passed") {
+		t.Errorf("leash jobs: %d\n%s", code, stdout)
+	}
+	assertFree(t, newRDB(t, r.Addr), name)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, time.Minute); code != exitOK {
+		t.Errorf("leash cron exited %d after SIGTERM", code)
+	}
 }
