@@ -93,6 +93,17 @@ func startCron(t *testing.T, bin, store, tab, out, id string, offset time.Durati
 	return d
 }
 
+// gone reports whether process pid has exited (or is a zombie).
+func gone(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -168,7 +179,11 @@ func TestCronSkew(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	tab := filepath.Join(dir, "crontab")
 	const job = "skew"
-	line := `@every 1s  skew  lease=2s  echo "start $LEASH_TICK $LEASH_FENCE $HOST_ID $$" >> "$OUT"; sleep 0.3; echo "end $LEASH_TICK $LEASH_FENCE $HOST_ID" >> "$OUT"` + "\n"
+	// A run takes 300ms, or as long as the file $OUT.<host> says: the test
+	// makes a host's runs long before it kills or pauses that host mid-run,
+	// so that the fault never comes after the run ended, however slowly
+	// the test sees it start.
+	line := `@every 1s  skew  lease=2s  echo "start $LEASH_TICK $LEASH_FENCE $HOST_ID $$" >> "$OUT"; sleep $(cat "$OUT.$HOST_ID" 2>/dev/null || echo 0.3); echo "end $LEASH_TICK $LEASH_FENCE $HOST_ID" >> "$OUT"` + "\n"
 	if err := os.WriteFile(tab, []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -208,22 +223,41 @@ func TestCronSkew(t *testing.T) {
 
 	// The daemon ahead wins every claim (it is early, and waits for the
 	// store's clock); SIGKILL it while its command runs.
+	long := func(host string, on bool) {
+		t.Helper()
+		if !on {
+			if err := os.Remove(out + "." + host); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := os.WriteFile(out+"."+host, []byte("60\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long("ahead", true)
 	killed := startOf("ahead", len(readOut(out)))
 	if err := ahead.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-ahead.done
-	until(t, time.Minute, "the killed daemon's command gone", func() bool { return syscall.Kill(-killed.pgid, 0) != nil })
+	// The daemon's child, the shell running the command line, dies with
+	// it (a parent-death signal); what the shell started (its sleep) is
+	// not the daemon's child and lives on, as under leash run.
+	until(t, time.Minute, "the killed daemon's shell gone", func() bool { return gone(killed.pgid) })
+	_ = syscall.Kill(-killed.pgid, syscall.SIGKILL)
 	until(t, 2*time.Minute, "40 runs", func() bool { return ticks() >= 40 })
 
 	// Now the daemon on the store's clock wins: SIGSTOP it, and its
 	// command, mid-run; let a later tick run on the daemon behind once the
 	// lease has run out; then resume it.
+	long("on", true)
 	paused := startOf("on", len(readOut(out)))
 	if err := on.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	_ = syscall.Kill(-paused.pgid, syscall.SIGSTOP)
+	long("on", false)
 	after := startOf("behind", len(readOut(out)))
 	if after.fence <= paused.fence {
 		t.Errorf("the run after the paused one has fence %d, not above the paused run's %d", after.fence, paused.fence)

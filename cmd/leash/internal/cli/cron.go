@@ -56,9 +56,11 @@ run lock is lost while the command runs (its lease ran out because this
 host paused or lost the store), or its max-run passes, the command's process
 group gets SIGTERM, then SIGKILL after --kill-after, and the run is recorded
 lost (or cancelled); the next tick runs wherever it is claimed. If the
-daemon itself is killed, its commands get SIGKILL at once (on Linux and
-FreeBSD; see 'leash help run'), and the run reads lost once its lease ran
-out.
+daemon itself is killed, the shell of each running command gets SIGKILL at
+once (on Linux and FreeBSD; see 'leash help run'), but processes the shell
+started live on: a parent-death signal reaches only the daemon's own
+children, so start the last program of a command line with exec where that
+matters. The run reads lost once its lease ran out.
 
 Signals. SIGHUP reloads FILE: new jobs start with their next tick, removed
 ones claim no more ticks, and changed ones (schedule, options or command)
