@@ -27,7 +27,8 @@
 // refused ([ErrTickTaken]) and gocron skips the run; an instance whose
 // clock runs ahead waits in Lock until the store's clock reaches the tick.
 // Each claim is recorded, with the run's outcome, in the history 'leash
-// jobs' shows.
+// jobs' shows, and so are the ticks between two claims that no instance
+// claimed (missed).
 //
 // Two gaps remain, both gocron's: its job function is not given the lock's
 // context (cancelled when the lock is lost: the lease ran out while the
@@ -121,6 +122,9 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 	if o.Tolerance == 0 {
 		o.Tolerance = schedule.DefaultTolerance
 	}
+	if o.Keep == 0 {
+		o.Keep = driver.DefaultKeepRuns
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -187,9 +191,11 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	lk := &lock{l: l, run: Run{Name: name}}
 	if s := l.scheds[key]; s != nil {
 		tick := s.Prev(l.opts.Now())
-		if err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick)); err != nil {
+		prev, err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick))
+		if err != nil {
 			return nil, err
 		}
+		l.missed(ctx, name, s, prev, tick)
 		lk.run.Tick, lk.claimed = tick, true
 	}
 	hold, err := l.c.Mutex(name, l.opts.Lock).TryLock(ctx)
@@ -212,30 +218,54 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 }
 
 // claim claims tick of the job name until the store grants it.
-func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) error {
+func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) (prev time.Time, err error) {
 	c := driver.TickClaim{Job: name, Tick: tick, Attempt: 1, Tolerance: l.opts.Tolerance, Until: until, Run: l.base, Keep: l.opts.Keep,
 		Spec: spec}
 	for {
 		res, err := l.jobs.ClaimTick(ctx, c)
 		if err != nil {
-			return fmt.Errorf("gocronleash: claiming tick %s of %q: %w", tick.UTC().Format(time.RFC3339Nano), name, err)
+			return prev, fmt.Errorf("gocronleash: claiming tick %s of %q: %w", tick.UTC().Format(time.RFC3339Nano), name, err)
 		}
 		switch res.Status {
 		case driver.ClaimGranted:
-			return nil
+			return res.Prev, nil
 		case driver.ClaimEarly:
 			t := time.NewTimer(max(res.Wait, time.Millisecond))
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return ctx.Err()
+				return prev, ctx.Err()
 			case <-t.C:
 			}
 		default:
-			return fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, tick.UTC().Format(time.RFC3339Nano),
+			return prev, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, tick.UTC().Format(time.RFC3339Nano),
 				res.Status, res.Last.Tick.UTC().Format(time.RFC3339Nano))
 		}
 	}
+}
+
+// maxMissed bounds how many missed ticks one claim records.
+const maxMissed = 1000
+
+// missed records the ticks of s strictly between prev (the claim before)
+// and tick, which no instance claimed: the newest maxMissed of them.
+func (l *Locker) missed(ctx context.Context, name string, s schedule.Schedule, prev, tick time.Time) {
+	if prev.IsZero() {
+		return
+	}
+	var runs []driver.RunRecord
+	for t, n := s.Next(prev), 0; !t.IsZero() && t.Before(tick) && n < 100*maxMissed; t, n = s.Next(t), n+1 {
+		runs = append(runs, driver.RunRecord{Tick: t, Outcome: driver.OutcomeMissed, Error: "no instance claimed the tick in time"})
+		if len(runs) > maxMissed {
+			runs = runs[1:]
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = l.jobs.AddRuns(rctx, name, runs, l.opts.Keep)
 }
 
 // end records how a claimed run ended.

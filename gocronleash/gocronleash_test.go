@@ -361,3 +361,60 @@ func TestElector(t *testing.T) {
 		t.Errorf("both schedulers ran the job: %v", ran)
 	}
 }
+
+// TestMissedTicksRecorded: the ticks between two claims that no instance
+// claimed are recorded missed.
+func TestMissedTicksRecorded(t *testing.T) {
+	addr := shared.Redis(t).Addr
+	ctx := context.Background()
+	name := jobName(t)
+	c := newClient(t, addr)
+	l, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{name: "@every 100ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	js := c.Store().(driver.JobStore)
+	st, err := js.History(ctx, name, 1)
+	if err != nil || len(st.Runs) != 1 {
+		t.Fatalf("history after the first run: %+v, %v", st, err)
+	}
+	t1 := st.Runs[0].Tick
+	for time.Now().Before(t1.Add(350 * time.Millisecond)) { // three ticks pass unclaimed
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lk, err = l.Lock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	_ = lk.Unlock(ctx)
+	st, err = js.History(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		missed []time.Time
+		last   time.Time // the second claim's tick
+	)
+	for _, r := range st.Runs {
+		if r.Outcome == driver.OutcomeMissed {
+			missed = append(missed, r.Tick)
+		} else if r.Tick.After(last) {
+			last = r.Tick
+		}
+	}
+	want := int(last.Sub(t1)/(100*time.Millisecond)) - 1
+	if want < 2 || len(missed) != want {
+		t.Fatalf("ticks %v and %v claimed, %d missed recorded (%v), want %d", t1, last, len(missed), missed, want)
+	}
+	for _, m := range missed {
+		if !m.After(t1) || !m.Before(last) {
+			t.Errorf("missed tick %v not between the claims %v and %v", m, t1, last)
+		}
+	}
+}
