@@ -79,7 +79,7 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 # The CLI builds for the Unix systems people run it on, the library for
 # those and Windows; vet type-checks each target's tests too, so that no
 # Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./etcdstore/... ./zkstore/... ./prom/... ./schedule/...)
+library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./etcdstore/... ./zkstore/... ./prom/... ./schedule/... ./gocronleash/...)
 for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
 	say "build and vet for $target"
 	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"

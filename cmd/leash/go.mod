@@ -8,6 +8,7 @@ require (
 	github.com/leash-go/leash/mysqlstore v0.1.0
 	github.com/leash-go/leash/pgstore v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
+	github.com/leash-go/leash/schedule v0.1.0
 	github.com/leash-go/leash/zkstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.5.35
@@ -27,6 +28,7 @@ require (
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/netresearch/go-cron v0.9.1 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.35 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.5.35 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

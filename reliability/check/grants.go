@@ -1,5 +1,5 @@
 // Package check decides whether a recorded history (package history) is
-// safe. It has three checkers and one metric:
+// safe. It has four checkers and one metric:
 //
 //   - Grants: grant safety. A linearizability check (porcupine) of the
 //     store-level history against a fenced-lease model: a fresh grant is
@@ -15,6 +15,9 @@
 //   - Overlap: how long two holders of one lock believed they held it at
 //     once. Zero without process pauses; with them it is reported, because
 //     no lease lock can prevent it (only fencing makes it harmless).
+//   - Ticks: scheduled jobs. No tick of a job ran more than once, none
+//     expected (a tick that came while an instance was up) went unclaimed,
+//     and none started earlier than a tolerance before its instant.
 package check
 
 import (

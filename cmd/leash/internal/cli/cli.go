@@ -40,7 +40,7 @@ func (e *env) fail(cmd string, err error) int {
 }
 
 func commands() []*command {
-	return []*command{cmdRun(), cmdLs(), cmdShow(), cmdUnlock(), cmdMarkFresh(), cmdDemo(), cmdVersion(), cmdDemoHolder()}
+	return []*command{cmdRun(), cmdCron(), cmdJobs(), cmdLs(), cmdShow(), cmdUnlock(), cmdMarkFresh(), cmdDemo(), cmdVersion(), cmdDemoHolder()}
 }
 
 // silenceRedis keeps go-redis's own log lines (one per failed dial) off

@@ -21,7 +21,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"A fencing token is a number that grows", "Scene 1", "woken", "Scene 2", "4s into the work: still held",
 		"Scene 3", "after the crash", "Scene 4", "LOST (expired)", "REJECTED by the ledger",
-		"All four scenes behaved",
+		"Scene 5", "already claimed, skipped", "each run once", "All five scenes behaved",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

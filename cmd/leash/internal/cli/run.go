@@ -399,19 +399,14 @@ func (rn *runner) run() int {
 		"LEASH_NAME="+r.name,
 		"LEASH_FENCE="+strconv.FormatInt(hold.Fence(), 10),
 		"LEASH_OWNER="+hold.Owner())
-	// Its own process group, so that a lost lock stops all of it; SIGKILL
-	// if leash dies, since then nobody renews the lock (where the system
-	// can: see deathsig.go).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(cmd.SysProcAttr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	tty := foregroundTTY()
 	if tty >= 0 {
 		// At a terminal, the command's group gets it (see terminal.go).
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 		defer reclaimTTY(tty)
 	}
-	cmd.WaitDelay = time.Second
-	if err := cmd.Start(); err != nil {
+	if err := startGroup(cmd); err != nil {
 		_ = hold.Unlock(context.Background())
 		status := exitCannotRun
 		if errors.Is(err, fs.ErrNotExist) {
@@ -460,40 +455,34 @@ func (rn *runner) notAcquired(err error) int {
 // is lost, and releases the lock when it ends.
 func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time) int {
 	e, r := rn.e, rn.r
-	pgid := cmd.Process.Pid
+	g := &groupStop{pgid: cmd.Process.Pid, killAfter: r.killAfter.d, say: func(format string, a ...any) {
+		e.errorf("run: "+format, a...)
+	}}
 	exited := make(chan error, 1)
 	// Owner: supervise. Stops when the command exits.
 	go func() { exited <- cmd.Wait() }()
 
 	var (
-		lost      = hold.Context().Done()
-		lostErr   *leash.LostError
-		killTimer <-chan time.Time
-		killed    bool
+		lost    = hold.Context().Done()
+		lostErr *leash.LostError
 	)
-	kill := func() {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		killed, killTimer = true, nil
-	}
 loop:
 	for {
 		select {
 		case sig := <-rn.sigs:
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			_ = syscall.Kill(-g.pgid, sig.(syscall.Signal))
 		case <-lost:
 			lost = nil
 			lostErr = asLost(context.Cause(hold.Context()), r.name, hold.Fence())
 			if r.killAfter.d == 0 {
 				e.errorf("run: %s; sending SIGKILL to the command", describeLoss(lostErr))
-				kill()
-				continue
+			} else {
+				e.errorf("run: %s; sending SIGTERM to the command, SIGKILL in %v if it is still running", describeLoss(lostErr), r.killAfter.d)
 			}
-			e.errorf("run: %s; sending SIGTERM to the command, SIGKILL in %v if it is still running", describeLoss(lostErr), r.killAfter.d)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			killTimer = time.After(r.killAfter.d)
-		case <-killTimer:
+			g.term()
+		case <-g.timer:
 			e.errorf("run: the command outlived --kill-after %v; sending SIGKILL", r.killAfter.d)
-			kill()
+			g.kill()
 		case <-exited:
 			break loop
 		}
@@ -506,30 +495,14 @@ loop:
 		}
 	}
 	if lostErr != nil {
-		// Nothing of the command may outlive the lock: processes it left in
-		// its group get SIGTERM and the rest of the grace period, then SIGKILL.
-		if !killed && groupAlive(pgid) {
-			if killTimer == nil {
-				_ = syscall.Kill(-pgid, syscall.SIGTERM)
-				killTimer = time.After(r.killAfter.d)
-			}
-			for groupAlive(pgid) {
-				select {
-				case sig := <-rn.sigs:
-					_ = syscall.Kill(-pgid, sig.(syscall.Signal))
-				case <-killTimer:
-					e.errorf("run: processes of the command outlived --kill-after %v; sending SIGKILL", r.killAfter.d)
-					kill()
-				case <-time.After(50 * time.Millisecond):
-				}
-			}
-		}
+		// Nothing of the command may outlive the lock.
+		g.clear(rn.sigs)
 		_ = hold.Unlock(context.Background()) // in case the store still has it
 		e.errorf("run: the command exited with status %d, but not under the lock to the end; exiting %d", status, exitLost)
 		return exitLost
 	}
-	if groupAlive(pgid) {
-		e.errorf("run: the command left processes running in its process group %d; they run without the lock", pgid)
+	if groupAlive(g.pgid) {
+		e.errorf("run: the command left processes running in its process group %d; they run without the lock", g.pgid)
 	}
 	var err error
 	if rest := r.atLeast.d - time.Since(acquired); rest > 0 {
@@ -583,6 +556,3 @@ func exitStatus(ps *os.ProcessState) int {
 	}
 	return ps.ExitCode()
 }
-
-// groupAlive reports whether any process of the process group is left.
-func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
