@@ -33,6 +33,7 @@ type Store struct {
 //
 //   - it is a driver.Watcher exactly when inner is one, so that waiters are
 //     notified, or poll, as they would be on inner;
+//
 //   - its Kinds, Withdraw, Inspect, List and ForceRelease pass through when
 //     inner has them, and otherwise answer as a store without them would
 //     (only KindMutex; errors matching driver.ErrUnsupported).
@@ -75,7 +76,9 @@ type watching struct {
 type sessionStore struct{ *Store }
 
 // KeepAlive implements driver.SessionStore.
-func (s sessionStore) KeepAlive(ctx context.Context, client string) error { return s.keepAlive(ctx, client) }
+func (s sessionStore) KeepAlive(ctx context.Context, client string) error {
+	return s.keepAlive(ctx, client)
+}
 
 // watchingSession is a Store whose inner store is both a driver.Watcher and
 // a driver.SessionStore.
