@@ -256,10 +256,19 @@ func (e *Etcd) launch() error {
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", e.cluster, "--initial-cluster-state", "new",
 		"--initial-cluster-token", "leash-test",
-		"--logger", "zap", "--log-outputs", filepath.Join(e.Dir, "etcd.log"),
+		// The log goes to stderr, redirected to Dir/etcd.log: --log-outputs
+		// takes a comma-separated list, so it cannot name a path with a
+		// comma (a test's temporary directory has its name in it).
+		"--logger", "zap", "--log-outputs", "stderr",
 	}
 	args = append(args, e.opts.Args...)
+	logf, err := os.OpenFile(filepath.Join(e.Dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logf
 	exited, err := spawn(cmd)
 	if err != nil {
 		return fmt.Errorf("testserver: start etcd: %w", err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leash-go/leash/driver"
 )
@@ -193,12 +194,15 @@ var refused = []string{"BUSY ", "LOADING ", "NOSCRIPT ", "MASTERDOWN ", "READONL
 // refused replies), or when no connection to send it on could be made: a
 // dial that failed (refused, or timed out; the SQL stores while their
 // server restarts), or a PostgreSQL connection whose startup failed
-// (pgconn.ConnectError: "the database system is starting up").
+// (pgconn.ConnectError: "the database system is starting up"), or a
+// ZooKeeper request that go-zookeeper dropped from its queue unsent while
+// it found no server to connect to (zk.ErrNoServer; zkstore stops at the
+// first failed request, so none after it was sent either).
 func failed(o *Op, err error) {
 	o.Err = err.Error()
 	var dial *net.OpError
 	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) || errors.As(err, &dial) && dial.Op == "dial" {
+	if errors.As(err, &connect) || errors.As(err, &dial) && dial.Op == "dial" || errors.Is(err, zk.ErrNoServer) {
 		o.Status = Failed
 		return
 	}

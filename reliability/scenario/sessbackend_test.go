@@ -62,9 +62,9 @@ var etcdBackend = sessionBackendOf(backend{
 		return server{Addr: s.Addr(), ctl: wipeable{s, func() error { return wipeEtcd(s) }}}
 	},
 	open: func(cfg workerConfig, timeout time.Duration) (lockClient, error) {
-		return openURL(cfg, fmt.Sprintf("etcd://%s/?dial_timeout=%s", cfg.Addr, timeout))
+		return openURL(fmt.Sprintf("etcd://%s/?dial_timeout=%s", cfg.Addr, timeout), cfg.Lease)
 	},
-}, startEtcdCluster)
+}, startEtcdCluster, dataDeleted)
 
 // wipeEtcd kills the one-member cluster s, deletes its data and starts it
 // again empty: a new cluster whose revisions start over.
@@ -98,53 +98,32 @@ func startEtcdCluster(t *testing.T) cluster {
 }
 
 // zkBackend is ZooKeeper with zkstore, opened by URL, with a session timeout
-// equal to the lease (the shortest session the store accepts a lease on):
-// a holder that stops is waited out for one session timeout, which is its
-// lease. A client that believes a longer lease than the server keeps (the
-// Skew control) gets a session timeout of the lease the server is sent.
+// equal to the lease the server is sent (the shortest session the store
+// accepts that lease on; shorter under the Skew and FastServer controls): a
+// holder that stops is waited out for one session timeout, which is its
+// lease.
 var zkBackend = sessionBackendOf(backend{
 	name: "zk",
 	start: func(t *testing.T) server {
 		z := testserver.NewZooKeeper(t)
-		return server{Addr: z.Addr, ctl: wipeable{z, func() error { return wipeZooKeeper(z) }}}
+		return server{Addr: z.Addr, ctl: z}
 	},
 	open: func(cfg workerConfig, timeout time.Duration) (lockClient, error) {
-		return openURL(cfg, zkURL(cfg.Addr, cfg.Lease, cfg.Skew))
+		lease := serverLease(cfg)
+		return openURL(fmt.Sprintf("zk://%s/leash?session_timeout=%s", cfg.Addr, lease), lease)
 	},
-}, startZooKeeperEnsemble)
+}, startZooKeeperEnsemble, fastSession)
 
-// zkURL is the URL of the ZooKeeper servers at addr (comma-separated) for
-// a worker of lease and skew: its session timeout is the lease the server
-// is sent.
-func zkURL(addr string, lease time.Duration, skew float64) string {
-	if skew > 1 {
-		lease = time.Duration(float64(lease) / skew)
+// serverLease is the lease cfg's worker sends the server: its lease,
+// shortened by the Skew and FastServer controls.
+func serverLease(cfg workerConfig) time.Duration {
+	lease := cfg.Lease
+	for _, f := range []float64{cfg.Skew, cfg.FastServer} {
+		if f > 1 {
+			lease = time.Duration(float64(lease) / f)
+		}
 	}
-	return fmt.Sprintf("zk://%s/leash?session_timeout=%s", addr, lease)
-}
-
-// wipeZooKeeper kills the standalone server z, deletes its data (its
-// snapshots and transaction log) and starts it again empty, then creates
-// leash's root znodes as provisioning would (the stores that saw them
-// before do not create them again).
-func wipeZooKeeper(z *testserver.ZooKeeper) error {
-	if err := z.Kill(); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(filepath.Join(z.Dir, "data", "version-2")); err != nil {
-		return err
-	}
-	if err := z.Restart(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := driver.Open(ctx, zkURL(z.Addr, 10*time.Second, 1))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	return storeReady(ctx, st, time.Second)
+	return lease
 }
 
 // startZooKeeperEnsemble starts a three-server ZooKeeper ensemble.
@@ -169,45 +148,67 @@ func startZooKeeperEnsemble(t *testing.T) cluster {
 
 // sessionBackendOf gives b the session stores' sizes and restart cases:
 // half the Redis contention windows, subtests in parallel with the other
-// parallel backends', and [sessionRestarts] on b.start and cluster.
-func sessionBackendOf(b backend, cluster func(t *testing.T) cluster) backend {
+// parallel backends', and [sessionRestarts] on b.start and cluster, with
+// control, the negative control of the restart scenario (dataDeleted or
+// fastSession).
+func sessionBackendOf(b backend, cluster func(t *testing.T) cluster, control func(start func(t *testing.T) server) restartCase) backend {
 	b.windows, b.parallel = 0.5, true
-	b.restarts = sessionRestarts(b.start, cluster)
+	b.restarts = sessionRestarts(b.start, cluster, control(b.start))
 	return b
 }
 
 // sessionRestarts are the restart cases of a session store: the single
 // server and the whole three-member cluster killed (SIGKILL) and restarted
 // on their data, which keep every lock, lease or session, and revision, so
-// no double grant; and the negative control, the single server restarted
-// with its data deleted, which forgets every grant and starts its revisions
-// (the fencing tokens) over: the checker must find the double grants and
-// the tokens going back.
-func sessionRestarts(start func(t *testing.T) server, cluster func(t *testing.T) cluster) []restartCase {
+// no double grant; and control, which must show double grants.
+func sessionRestarts(start func(t *testing.T) server, cluster func(t *testing.T) cluster, control restartCase) []restartCase {
 	return []restartCase{
 		{name: "single server", start: start},
 		{name: "three-member cluster, every member", window: 20 * time.Second,
 			start: func(t *testing.T) server { return cluster(t).server }},
-		{name: "single server, data deleted (negative control)", window: 20 * time.Second,
-			start: func(t *testing.T) server {
-				s := start(t)
-				s.ctl = wiping{s.ctl.(wipeable)}
-				return s
-			},
-			want: expect{DoubleGrant: true, StaleWrite: true,
-				Note: "control: the emptied server grants locks whose leases still run, with tokens that start over"}},
+		control,
 	}
 }
 
-// openURL opens a worker's store with driver.Open(url).
-func openURL(cfg workerConfig, url string) (lockClient, error) {
+// dataDeleted is etcd's restart control: the single server restarted with
+// its data deleted, which forgets every grant and starts its revisions
+// (the fencing tokens) over. etcd starts again well within a lease, so the
+// checker must find the double grants, and the tokens going back.
+func dataDeleted(start func(t *testing.T) server) restartCase {
+	return restartCase{name: "single server, data deleted (negative control)", window: 20 * time.Second,
+		start: func(t *testing.T) server {
+			s := start(t)
+			s.ctl = wiping{s.ctl.(wipeable)}
+			return s
+		},
+		want: expect{DoubleGrant: true, StaleWrite: true,
+			Note: "control: the emptied server grants locks whose leases still run, with tokens that start over"}}
+}
+
+// fastSession is ZooKeeper's restart control, durableRestarts' for a
+// session: every lease, and the session timeout, cut to a tenth on the way
+// to the server (a server clock ten times fast that the checker does not
+// know of). ZooKeeper takes seconds to restart, longer than a lease, so a
+// restart that forgot every grant would show no grant inside a running
+// lease; sessions a tenth as long as the leases the checker knows of end
+// inside them, restart or not.
+func fastSession(start func(t *testing.T) server) restartCase {
+	return restartCase{name: "single server, leases and session timeout 10x short (negative control)", start: start, window: 5 * time.Second,
+		worker: func(cfg *workerConfig) { cfg.FastServer = 10 },
+		want: expect{DoubleGrant: true,
+			Note: "control: the server frees each lock after a tenth of the lease the checker knows of, so the checker sees grants inside running leases"}}
+}
+
+// openURL opens a worker's store with driver.Open(url); its readiness
+// probe asks for a lock of lease.
+func openURL(url string, lease time.Duration) (lockClient, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := driver.Open(ctx, url)
 	if err != nil {
 		return lockClient{}, err
 	}
-	ping := func(ctx context.Context) error { return storeReady(ctx, st, cfg.Lease) }
+	ping := func(ctx context.Context) error { return storeReady(ctx, st, lease) }
 	return lockClient{store: st, ping: ping, close: func() { _ = st.Close() }}, nil
 }
 
