@@ -117,14 +117,11 @@ func (c *EtcdCluster) Leader() *Etcd {
 
 // isLeader asks the member's /metrics whether it is the leader.
 func (e *Etcd) isLeader() bool {
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(e.Endpoint + "/metrics")
+	_, body, err := e.get("/metrics", 1<<24)
 	if err != nil {
 		return false
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if strings.TrimSpace(line) == "etcd_server_is_leader 1" {
 			return true
 		}
@@ -303,17 +300,27 @@ func (e *Etcd) waitHealthy() error {
 
 // health asks the member's /health endpoint.
 func (e *Etcd) health() error {
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(e.Endpoint + "/health")
+	resp, body, err := e.get("/health", 1<<10)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
-		return fmt.Errorf("/health answered %s %s", resp.Status, strings.TrimSpace(string(body)))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"health":"true"`) {
+		return fmt.Errorf("/health answered %s %s", resp.Status, strings.TrimSpace(body))
 	}
 	return nil
+}
+
+// get fetches path from the member's client URL, reading at most limit
+// bytes of the body.
+func (e *Etcd) get(path string, limit int64) (*http.Response, string, error) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(e.Endpoint + path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp, string(body), err
 }
 
 // Addr returns "127.0.0.1:<client port>".
