@@ -33,6 +33,24 @@ type sessionBackend struct {
 	cluster func(t *testing.T) cluster
 }
 
+// zkClientRace is why ZooKeeper's three-member scenarios do not run under
+// the race detector: go-zookeeper (v1.0.4, and its main branch) reads
+// Conn.lastZxid in sendSetWatches while the new connection's receive loop
+// writes it, on a reconnect with watches set and requests queued — what
+// these scenarios do to every client, over and over. The race detector
+// reports it and fails every test running at that moment (etcd's
+// subtests too), although every checker passes. Without -race they run:
+// go test -run '^(TestLeaderKilled|TestServerRestart)$/^zk$' ./scenario/
+const zkClientRace = "go-zookeeper's data race on Conn.lastZxid at a reconnect (upstream: go-zookeeper/zk pull request 35) fails any test under -race; run this one without -race"
+
+// skipUnderRace skips t under the race detector when why is not empty.
+func skipUnderRace(t *testing.T, why string) {
+	t.Helper()
+	if raceDetector && why != "" {
+		t.Skip(why)
+	}
+}
+
 // cluster is a three-member lock server: its server's Addr lists every
 // member's address, comma-separated (the store URLs take such a list), and
 // its ctl acts on every member at once (Restart kills them all, then starts
@@ -47,7 +65,10 @@ type cluster struct {
 // sessionBackends are the backends of the session stores.
 var sessionBackends = []sessionBackend{
 	{etcdBackend, startEtcdCluster},
-	{zkBackend, startZooKeeperEnsemble},
+	{zkBackend, func(t *testing.T) cluster {
+		skipUnderRace(t, zkClientRace)
+		return startZooKeeperEnsemble(t)
+	}},
 }
 
 // etcdBackend is etcd with etcdstore, opened by URL. Its leases are whole
@@ -55,7 +76,7 @@ var sessionBackends = []sessionBackend{
 // holder that stops is waited out for up to 2.5 s past its lease (see
 // etcdstore's package doc); the scenarios' checkers judge grants by the
 // lease the client asked for, which is the stricter rule.
-var etcdBackend = sessionBackendOf(backend{
+var etcdBackend = sessionBackendOf("", backend{
 	name: "etcd",
 	start: func(t *testing.T) server {
 		s := testserver.NewEtcd(t, testserver.EtcdOptions{})
@@ -102,7 +123,7 @@ func startEtcdCluster(t *testing.T) cluster {
 // accepts that lease on; shorter under the Skew and FastServer controls): a
 // holder that stops is waited out for one session timeout, which is its
 // lease.
-var zkBackend = sessionBackendOf(backend{
+var zkBackend = sessionBackendOf(zkClientRace, backend{
 	name: "zk",
 	start: func(t *testing.T) server {
 		z := testserver.NewZooKeeper(t)
@@ -148,12 +169,16 @@ func startZooKeeperEnsemble(t *testing.T) cluster {
 
 // sessionBackendOf gives b the session stores' sizes and restart cases:
 // half the Redis contention windows, subtests in parallel with the other
-// parallel backends', and [sessionRestarts] on b.start and cluster, with
+// parallel backends', and [sessionRestarts] on b.start and startCluster, with
 // control, the negative control of the restart scenario (dataDeleted or
-// fastSession).
-func sessionBackendOf(b backend, cluster func(t *testing.T) cluster, control func(start func(t *testing.T) server) restartCase) backend {
+// fastSession). A three-member scenario is skipped under the race detector
+// when raceSkip, the reason, is not empty.
+func sessionBackendOf(raceSkip string, b backend, startCluster func(t *testing.T) cluster, control func(start func(t *testing.T) server) restartCase) backend {
 	b.windows, b.parallel = 0.5, true
-	b.restarts = sessionRestarts(b.start, cluster, control(b.start))
+	b.restarts = sessionRestarts(b.start, func(t *testing.T) cluster {
+		skipUnderRace(t, raceSkip)
+		return startCluster(t)
+	}, control(b.start))
 	return b
 }
 
