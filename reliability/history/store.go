@@ -105,8 +105,9 @@ func (s *Store) keepAlive(ctx context.Context, client string) error {
 
 // renewCall is when a renewal of owner's lock, checked from now, began: now
 // on a store that extends each lock, or on a session store the send time of
-// the owner's client's last successful keep-alive (0, the start of the
-// history, when there was none: a check then proves nothing was extended).
+// the owner's client's last successful keep-alive (1, before the history's
+// first operation, when there was none: the check then proves no extension;
+// 0 would make Begin stamp it now).
 func (s *Store) renewCall(owner string, now int64) int64 {
 	if s.session == nil {
 		return now
