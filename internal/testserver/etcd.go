@@ -82,6 +82,53 @@ func (c *EtcdCluster) Close() {
 	}
 }
 
+// Restart kills every member (like a crash of the whole cluster) and starts
+// them all again on their ports and data directories, and waits until each
+// reports itself healthy: the cluster keeps its data, revisions and leases.
+func (c *EtcdCluster) Restart() error {
+	for _, m := range c.Members {
+		if err := m.Kill(); err != nil {
+			return err
+		}
+	}
+	for _, m := range c.Members {
+		if err := m.launch(); err != nil {
+			return err
+		}
+	}
+	for _, m := range c.Members {
+		if err := m.waitHealthy(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Leader returns the running member that says it is the leader (its
+// etcd_server_is_leader metric is 1), or nil when none does.
+func (c *EtcdCluster) Leader() *Etcd {
+	for _, m := range c.Members {
+		if m.PID() != 0 && m.isLeader() {
+			return m
+		}
+	}
+	return nil
+}
+
+// isLeader asks the member's /metrics whether it is the leader.
+func (e *Etcd) isLeader() bool {
+	_, body, err := e.get("/metrics", 1<<24)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.TrimSpace(line) == "etcd_server_is_leader 1" {
+			return true
+		}
+	}
+	return false
+}
+
 // StartEtcdCluster starts an etcd cluster of n members on free loopback
 // ports, each in its own temporary directory (under dir when it is not
 // empty), and waits until every member reports itself healthy (which etcd
@@ -206,10 +253,19 @@ func (e *Etcd) launch() error {
 		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
 		"--initial-cluster", e.cluster, "--initial-cluster-state", "new",
 		"--initial-cluster-token", "leash-test",
-		"--logger", "zap", "--log-outputs", filepath.Join(e.Dir, "etcd.log"),
+		// The log goes to stderr, redirected to Dir/etcd.log: --log-outputs
+		// takes a comma-separated list, so it cannot name a path with a
+		// comma (a test's temporary directory has its name in it).
+		"--logger", "zap", "--log-outputs", "stderr",
 	}
 	args = append(args, e.opts.Args...)
+	logf, err := os.OpenFile(filepath.Join(e.Dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logf
 	exited, err := spawn(cmd)
 	if err != nil {
 		return fmt.Errorf("testserver: start etcd: %w", err)
@@ -244,17 +300,27 @@ func (e *Etcd) waitHealthy() error {
 
 // health asks the member's /health endpoint.
 func (e *Etcd) health() error {
-	client := http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(e.Endpoint + "/health")
+	resp, body, err := e.get("/health", 1<<10)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
-		return fmt.Errorf("/health answered %s %s", resp.Status, strings.TrimSpace(string(body)))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"health":"true"`) {
+		return fmt.Errorf("/health answered %s %s", resp.Status, strings.TrimSpace(body))
 	}
 	return nil
+}
+
+// get fetches path from the member's client URL, reading at most limit
+// bytes of the body.
+func (e *Etcd) get(path string, limit int64) (*http.Response, string, error) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(e.Endpoint + path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	return resp, string(body), err
 }
 
 // Addr returns "127.0.0.1:<client port>".

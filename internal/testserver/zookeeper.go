@@ -358,6 +358,24 @@ func (e *Ensemble) AwaitServing() error {
 	return nil
 }
 
+// Restart kills every member (like a crash of the whole ensemble), starts
+// them all again on their ports and directories, and waits until each
+// serves: the ensemble keeps its data and sessions (each session gets a
+// full timeout from the restart).
+func (e *Ensemble) Restart() error {
+	for _, z := range e.Servers {
+		if err := z.Kill(); err != nil {
+			return err
+		}
+	}
+	for _, z := range e.Servers {
+		if err := z.Start(); err != nil {
+			return err
+		}
+	}
+	return e.AwaitServing()
+}
+
 // Leader returns the member that reports itself leader, or nil.
 func (e *Ensemble) Leader() *ZooKeeper {
 	for _, z := range e.Servers {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/leash-go/leash/driver"
 )
@@ -18,6 +20,13 @@ import (
 type Store struct {
 	inner driver.Store
 	rec   *Recorder
+
+	// session is inner as a driver.SessionStore, nil when it is not one.
+	session driver.SessionStore
+	mu      sync.Mutex
+	// kept is, per client id, the send time of the last KeepAlive that
+	// succeeded.
+	kept map[string]int64
 }
 
 // Wrap returns a store that records inner's operations in rec, for any
@@ -25,16 +34,34 @@ type Store struct {
 //
 //   - it is a driver.Watcher exactly when inner is one, so that waiters are
 //     notified, or poll, as they would be on inner;
+//
 //   - its Kinds, Withdraw, Inspect, List and ForceRelease pass through when
 //     inner has them, and otherwise answer as a store without them would
 //     (only KindMutex; errors matching driver.ErrUnsupported).
 //
-// A driver.SessionStore's session is not passed through: a session store's
-// Renew does not extend leases, so its locks would expire under the wrapper.
+//   - it is a driver.SessionStore exactly when inner is one. A session
+//     store's Renew only checks each lock; what extends the lease is the
+//     KeepAlive the core sends just before it. So each lock of a Renew is
+//     recorded as a renewal that began when the client's last successful
+//     KeepAlive was sent (the check proves the lock was on the session that
+//     keep-alive extended, from its send time), and a KeepAlive alone
+//     records nothing: one that failed extended nothing the history could
+//     rely on (an unknown outcome only delays an expiry), and one that ended
+//     the session is told to the holders, which the worker records.
 func Wrap(inner driver.Store, rec *Recorder) driver.Store {
 	s := &Store{inner: inner, rec: rec}
-	if w, ok := inner.(driver.Watcher); ok {
+	w, watcher := inner.(driver.Watcher)
+	ss, session := inner.(driver.SessionStore)
+	if session {
+		s.session, s.kept = ss, map[string]int64{}
+	}
+	switch {
+	case watcher && session:
+		return watchingSession{watching{s, w}}
+	case watcher:
 		return watching{s, w}
+	case session:
+		return sessionStore{s}
 	}
 	return s
 }
@@ -44,6 +71,53 @@ func Wrap(inner driver.Store, rec *Recorder) driver.Store {
 type watching struct {
 	*Store
 	driver.Watcher
+}
+
+// sessionStore is a Store whose inner store is a driver.SessionStore.
+type sessionStore struct{ *Store }
+
+// KeepAlive implements driver.SessionStore.
+func (s sessionStore) KeepAlive(ctx context.Context, client string) error {
+	return s.keepAlive(ctx, client)
+}
+
+// watchingSession is a Store whose inner store is both a driver.Watcher and
+// a driver.SessionStore.
+type watchingSession struct{ watching }
+
+// KeepAlive implements driver.SessionStore.
+func (s watchingSession) KeepAlive(ctx context.Context, client string) error {
+	return s.keepAlive(ctx, client)
+}
+
+// keepAlive passes a keep-alive through and remembers the send time of one
+// that succeeded (see Wrap).
+func (s *Store) keepAlive(ctx context.Context, client string) error {
+	call := Now()
+	err := s.session.KeepAlive(ctx, client)
+	if err == nil {
+		s.mu.Lock()
+		s.kept[client] = max(s.kept[client], call)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// renewCall is when a renewal of owner's lock, checked from now, began: now
+// on a store that extends each lock, or on a session store the send time of
+// the owner's client's last successful keep-alive (1, before the history's
+// first operation, when there was none: the check then proves no extension;
+// 0 would make Begin stamp it now).
+func (s *Store) renewCall(owner string, now int64) int64 {
+	if s.session == nil {
+		return now
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at, ok := s.kept[driver.OwnerClient(owner)]; ok {
+		return at
+	}
+	return 1
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -67,7 +141,7 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 	ids := make([]int64, len(reqs))
 	call := Now()
 	for i, r := range reqs {
-		ids[i] = s.rec.Begin(Op{Kind: StoreRenew, Lock: r.Name, Owner: r.Owner, Lease: int64(r.Lease), Call: call})
+		ids[i] = s.rec.Begin(Op{Kind: StoreRenew, Lock: r.Name, Owner: r.Owner, Lease: int64(r.Lease), Call: s.renewCall(r.Owner, call)})
 	}
 	res := s.inner.Renew(ctx, reqs)
 	for i, id := range ids {
@@ -121,12 +195,15 @@ var refused = []string{"BUSY ", "LOADING ", "NOSCRIPT ", "MASTERDOWN ", "READONL
 // refused replies), or when no connection to send it on could be made: a
 // dial that failed (refused, or timed out; the SQL stores while their
 // server restarts), or a PostgreSQL connection whose startup failed
-// (pgconn.ConnectError: "the database system is starting up").
+// (pgconn.ConnectError: "the database system is starting up"), or a
+// ZooKeeper request that go-zookeeper dropped from its queue unsent while
+// it found no server to connect to (zk.ErrNoServer; zkstore stops at the
+// first failed request, so none after it was sent either).
 func failed(o *Op, err error) {
 	o.Err = err.Error()
 	var dial *net.OpError
 	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) || errors.As(err, &dial) && dial.Op == "dial" {
+	if errors.As(err, &connect) || errors.As(err, &dial) && dial.Op == "dial" || errors.Is(err, zk.ErrNoServer) {
 		o.Status = Failed
 		return
 	}

@@ -7,10 +7,13 @@
 // The scenarios that apply to every lock server (contention, partitions
 // through the fault proxy, holder pause and death, server pause and
 // restart, the skewed-client control) run once per backend: a kind of lock
-// server with its store — Redis (redisstore), PostgreSQL (pgstore) and
-// MariaDB (mysqlstore). To add one, add an entry to the backends table in
-// backend_test.go; the comment on its backend type says what the entry must
-// give and what each scenario expects of it. The fenced resource the
+// server with its store — Redis (redisstore), PostgreSQL (pgstore), MariaDB
+// (mysqlstore), etcd (etcdstore) and ZooKeeper (zkstore). To add one, add
+// an entry to the backends table in backend_test.go; the comment on its
+// backend type says what the entry must give and what each scenario expects
+// of it. The session stores, etcd and ZooKeeper, are added in
+// sessbackend_test.go, with three-member clusters for their own scenarios:
+// the leader killed, and the whole cluster killed and restarted. The fenced resource the
 // holders write to is always a redis-server. The Redis-specific scenarios
 // (script flush and BUSY, the watchdog under latency, the restart modes with
 // and without persistence and grace) run on Redis only.

@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,8 +123,12 @@ func TestWatchdogUnderLatencyAndResets(t *testing.T) {
 }
 
 // TestHolderDeath kills a holder process (SIGKILL) in the middle of its
-// hold: its watchdog dies with it, the lease runs out, and a waiting client
-// gets the lock within one lease with a larger token.
+// hold, while another client waits for the lock: the holder's watchdog
+// dies with it, its lease (or session) runs out, and the waiter gets the
+// lock with a larger token. The time from the kill to the waiter's grant —
+// the crash-recovery time, bounded by the lease on Redis and the SQL
+// stores, by the lease rounded up plus a second on etcd, by the session
+// timeout on ZooKeeper — is reported, not asserted.
 func TestHolderDeath(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		e := newEnvOn(t, b)
@@ -131,23 +136,60 @@ func TestHolderDeath(t *testing.T) {
 		locks := e.lockNames(1)
 		const lease = time.Second
 		runs := 3 * scale()
-		var worst time.Duration
+		var recovery []time.Duration
 		for i := range runs {
 			cfg := e.oneHold(fmt.Sprintf("holder-%d", i), srv.Addr, locks, lease)
 			cfg.HoldMin, cfg.HoldMax, cfg.Writes = 10*lease, 10*lease, 100
 			h := e.startChild(cfg)
 			h.await("held", 30*time.Second)
-			time.Sleep(lease / 2)
-			h.kill()
-			killed := time.Now()
 			other := e.oneHold(fmt.Sprintf("next-%d", i), srv.Addr, locks, lease)
-			other.HoldMin, other.HoldMax = lease/10, lease/10
-			e.goWorker(other)()
-			worst = max(worst, time.Since(killed))
+			other.HoldMin, other.HoldMax, other.LockWait = lease/10, lease/10, 10*lease
+			wait := e.goWorker(other)
+			for !e.locking(other.Proc) { // the waiter waits for the lock
+				time.Sleep(10 * time.Millisecond)
+			}
+			h.kill()
+			killed := history.Now()
+			wait()
+			if d, ok := e.grantedAfter(other.Proc, killed); ok {
+				recovery = append(recovery, d)
+			}
 		}
-		t.Logf("the lock changed hands at worst %v after a kill (lease %v)", worst, lease)
-		e.verify("holder killed (SIGKILL)", runs, expect{Note: fmt.Sprintf("next holder in at worst %v after the kill (lease %v)", worst.Round(10*time.Millisecond), lease)})
+		note := "no grant after a kill"
+		if len(recovery) > 0 {
+			slices.Sort(recovery)
+			note = fmt.Sprintf("next holder (waiting) in median %v, at worst %v after the kill (%d kills, lease %v)",
+				recovery[len(recovery)/2].Round(10*time.Millisecond), recovery[len(recovery)-1].Round(10*time.Millisecond), len(recovery), lease)
+		}
+		t.Logf("crash recovery: %s; each: %v", note, recovery)
+		e.verify("holder killed (SIGKILL)", runs, expect{Note: note})
 	})
+}
+
+// locking reports whether proc, a worker of this process, has begun a Lock.
+func (e *env) locking(proc string) bool {
+	e.mu.Lock()
+	recs := slices.Clone(e.recs)
+	e.mu.Unlock()
+	for _, r := range recs {
+		for _, op := range r.Ops() {
+			if op.Proc == proc && op.Kind == history.Lock {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// grantedAfter returns how long after at proc's first Lock that returned a
+// hold after at returned.
+func (e *env) grantedAfter(proc string, at int64) (time.Duration, bool) {
+	for _, op := range e.ops() {
+		if op.Proc == proc && op.Kind == history.Lock && op.OK && op.Return > at {
+			return time.Duration(op.Return - at), true
+		}
+	}
+	return 0, false
 }
 
 // TestSkewedClientIsCaught is the notification checker's negative control:

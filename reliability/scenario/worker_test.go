@@ -79,12 +79,19 @@ type skewStore struct {
 }
 
 // skewed returns st with every lease shortened f times, with st's Watch,
-// Validate and CheckName, so that the core waits and checks as it would on
-// st.
+// KeepAlive (a session store's), Validate and CheckName, so that the core
+// waits, renews and checks as it would on st.
 func skewed(st driver.Store, f float64) driver.Store {
 	s := skewStore{st, f}
-	if w, ok := st.(driver.Watcher); ok {
+	w, watcher := st.(driver.Watcher)
+	ss, session := st.(driver.SessionStore)
+	switch {
+	case watcher && session:
+		return watchingSessionSkewStore{s, w, ss}
+	case watcher:
 		return watchingSkewStore{s, w}
+	case session:
+		return sessionSkewStore{s, ss}
 	}
 	return s
 }
@@ -93,6 +100,19 @@ func skewed(st driver.Store, f float64) driver.Store {
 type watchingSkewStore struct {
 	skewStore
 	driver.Watcher
+}
+
+// sessionSkewStore is a skewStore on a driver.SessionStore.
+type sessionSkewStore struct {
+	skewStore
+	driver.SessionStore
+}
+
+// watchingSessionSkewStore is a skewStore on a store that is both.
+type watchingSessionSkewStore struct {
+	skewStore
+	driver.Watcher
+	driver.SessionStore
 }
 
 func (s skewStore) scale(r driver.Request) driver.Request {

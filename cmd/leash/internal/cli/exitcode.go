@@ -25,8 +25,9 @@ const (
 	// "--", a malformed store URL, an unknown store scheme, a store flag the
 	// store does not take, an unreadable certificate file, or a store that
 	// lacks what the command needs (ls, show and unlock need administration;
-	// mark-fresh and demo a Redis store). Always reported before any network
-	// call: retrying cannot help.
+	// mark-fresh and demo a Redis store). Reported before any network call,
+	// but for a limit only the server knows (a ZooKeeper session timeout
+	// the server granted shorter than --lease): retrying cannot help.
 	exitUsage = 64 // EX_USAGE
 	// exitNotALock: the name holds something that is not a lock of the kind
 	// asked for: another application's data (a string, a list, a plain
@@ -66,7 +67,7 @@ var exitStatuses = []struct {
 	means  string
 }{
 	{"any other", "run: the command's own status; it ran and the lock held to the end"},
-	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL, or a store that lacks what the command needs (before any network call)"},
+	{fmt.Sprint(exitUsage), "bad command line, lock name or store URL, or a store that lacks what the command needs (before any network call, but for a ZooKeeper session timeout the server granted shorter than --lease)"},
 	{fmt.Sprint(exitNotALock), "the name holds something that is not a lock (another application's data); leash changed nothing"},
 	{fmt.Sprint(exitStore), "the store cannot be reached, or failed, or is not safe for locks (it may evict keys)"},
 	{fmt.Sprint(exitFailure), "leash failed unexpectedly"},

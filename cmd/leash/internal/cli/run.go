@@ -238,6 +238,9 @@ func runRun(e *env, argv []string) int {
 	signal.Notify(sigs, caught()...)
 	defer signal.Stop(sigs)
 
+	if err := sessionLeaseErr(r.store, r.lease.d); err != nil {
+		return e.fail("run", err)
+	}
 	conn, err := newConn(context.Background(), r.store, r.name)
 	if err != nil {
 		return e.fail("run", err)

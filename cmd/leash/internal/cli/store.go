@@ -21,6 +21,7 @@ import (
 	"github.com/leash-go/leash/driver"
 	_ "github.com/leash-go/leash/memstore" // registers mem://
 	"github.com/leash-go/leash/redisstore" // registers redis:// and its forms
+	"github.com/leash-go/leash/zkstore"    // zk:// URLs: the session timeout a lease needs
 	"github.com/redis/go-redis/v9"
 )
 
@@ -262,6 +263,33 @@ func newConn(ctx context.Context, sf storeFlags, names ...string) (*conn, error)
 	return c, nil
 }
 
+// sessionLeaseErr is the usage error, found without any network call, for
+// a lease longer than the session timeout a zk:// store URL asks for (its
+// session_timeout, or zkstore's default): ZooKeeper ends every lock with its
+// session, so zkstore refuses such a lease. Nil for every other store, and
+// for a URL newConn refuses. The server may still grant a shorter timeout
+// than asked (its maxSessionTimeout); zkstore's refusal then comes with the
+// first acquire, and conn.fail makes it a usage error too.
+func sessionLeaseErr(sf storeFlags, lease time.Duration) error {
+	raw, err := storeURL(sf)
+	if err != nil || !strings.HasPrefix(strings.ToLower(raw), "zk://") {
+		return nil
+	}
+	_, opts, _, err := zkstore.ParseURL(raw)
+	if err != nil {
+		return nil
+	}
+	t := opts.SessionTimeout
+	if t == 0 {
+		t = zkstore.DefaultSessionTimeout
+	}
+	if lease <= t {
+		return nil
+	}
+	return usageErrorf("--lease %v is longer than the ZooKeeper session timeout the store URL asks for (%v), and a lock ends with its session: pass --lease %v or less, or session_timeout=%v or more in the URL (the server grants at most its maxSessionTimeout)",
+		lease, t, t, lease)
+}
+
 // checkName checks a lock name without any network call.
 func checkName(s driver.Store, name string) error {
 	err := leash.ValidateName(name)
@@ -348,6 +376,11 @@ func (c *conn) fail(err error) error {
 		notALock  *leash.NotALockError
 	)
 	switch {
+	case errors.Is(err, driver.ErrUnsupported):
+		// Not a store failure: the store answered that it cannot do what
+		// was asked (a ZooKeeper session timeout, granted by the server,
+		// shorter than the lease); retrying cannot help.
+		return withStatus(exitUsage, errors.New(oneLine(msg)))
 	case errors.As(err, &notALock):
 		// Not a store failure: the store answered, about the name.
 		return withStatus(exitNotALock, errors.New(oneLine(strings.TrimPrefix(notALock.Error(), "leash: ")+

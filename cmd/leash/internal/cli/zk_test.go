@@ -67,3 +67,37 @@ func TestZooKeeperRunShowLsUnlock(t *testing.T) {
 		t.Errorf("show after the last run = %d:\n%s", status, out)
 	}
 }
+
+// TestZooKeeperRunLeaseLongerThanSession: run with a --lease longer than the
+// ZooKeeper session can cover is a usage error (64), never "store
+// unavailable" (69). A URL that asks for a shorter session timeout is
+// refused before any network call (nothing listens at its address); one
+// whose server grants a shorter timeout than asked (clamped to its
+// maxSessionTimeout) is refused by the store at the acquire, and the
+// command does not run.
+func TestZooKeeperRunLeaseLongerThanSession(t *testing.T) {
+	dir := t.TempDir()
+	marker := dir + "/ran"
+	if status, _, stderr := runLeash(t, "zk://127.0.0.1:1/cli-test?session_timeout=1s", "run", "--lease", "5s", lockName(t), "--", "touch", marker); status != exitUsage ||
+		!strings.Contains(stderr, "longer than the ZooKeeper session timeout") {
+		t.Errorf("run --lease 5s on a 1s session = %d, %q; want %d and the reason", status, stderr, exitUsage)
+	}
+	if status, _, stderr := runLeash(t, "zk://127.0.0.1:1/cli-test", "run", "--lease", "41s", lockName(t), "--", "touch", marker); status != exitUsage ||
+		!strings.Contains(stderr, "session timeout") {
+		t.Errorf("run --lease 41s on the default session = %d, %q; want %d", status, stderr, exitUsage)
+	}
+	zk := testserver.NewZooKeeper(t)
+	asked := testserver.ZooKeeperMaxSession + 30*time.Second
+	url := "zk://" + zk.Addr + "/cli-test?session_timeout=" + asked.String()
+	lease := (testserver.ZooKeeperMaxSession + 10*time.Second).String()
+	if status, _, stderr := runLeash(t, url, "run", "--lease", lease, lockName(t), "--", "touch", marker); status != exitUsage ||
+		!strings.Contains(stderr, "longer than the ZooKeeper session timeout") {
+		t.Errorf("run --lease %s on a session the server clamped to %v = %d, %q; want %d", lease, testserver.ZooKeeperMaxSession, status, stderr, exitUsage)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran")
+	}
+	if status, _, stderr := runLeash(t, url, "run", "--lease", "2s", "--no-wait", lockName(t), "--", "true"); status != 0 {
+		t.Errorf("run --lease 2s on the same store = %d, %q; want 0", status, stderr)
+	}
+}
