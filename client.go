@@ -71,6 +71,9 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.lock, err = caps.floor(cfg.lock, "Options"); err != nil {
+		return nil, err
+	}
 	c := &Client{
 		store: store,
 		caps:  caps,

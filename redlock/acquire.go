@@ -1,0 +1,123 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leash-go/leash/driver"
+)
+
+// An answer is one member's reply to an acquire.
+type answer struct {
+	g   driver.Grant
+	err error
+}
+
+// Acquire takes req's lock on a majority of the members (antirez's
+// Redlock): it sends the request to every member at once, waits for their
+// answers up to the member timeout (never past the validity budget, lease
+// minus drift allowance), and grants when a majority granted and the
+// budget is not spent. The fencing token is the largest the granting
+// members issued. When it does not grant, it releases the lock on every
+// member that granted it or did not answer, so that a partial grant does
+// not block others; it returns an error (unknown outcome) only when the
+// members whose release failed could, with those that granted, make a
+// majority.
+//
+// Only KindMutex is supported.
+func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Kind != driver.KindMutex {
+		return driver.Grant{}, driver.Unsupported(s, req.Kind.String()+" locks")
+	}
+	budget := req.Lease - s.Drift(req.Lease)
+	if budget <= 0 {
+		return driver.Grant{}, fmt.Errorf("%w: redlock: a lease of %v is shorter than the drift allowance %v",
+			driver.ErrUnsupported, req.Lease, s.Drift(req.Lease))
+	}
+	start := time.Now()
+	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
+	answers := each(actx, s.members, func(ctx context.Context, _ int, m driver.Store) answer {
+		g, err := m.Acquire(ctx, req)
+		return answer{g, err}
+	})
+	cancel()
+	elapsed := time.Since(start)
+
+	granted := 0
+	var fence int64
+	for _, a := range answers {
+		if a.err == nil && a.g.Acquired {
+			granted++
+			fence = max(fence, a.g.Fence)
+		}
+	}
+	if granted >= s.quorum && elapsed < budget {
+		return driver.Grant{Acquired: true, Fence: fence}, nil
+	}
+	return s.notGranted(ctx, req, answers)
+}
+
+// notGranted gives back a failed acquire's partial grants and says when to
+// try again.
+func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []answer) (driver.Grant, error) {
+	// Release wherever the lock may have been taken: members that granted
+	// it, and members whose answer was lost (they may have granted it).
+	// The caller's cancellation does not stop the release.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.memberTimeout(req.Lease))
+	undo := each(rctx, s.members, func(ctx context.Context, i int, m driver.Store) error {
+		if a := answers[i]; (a.err == nil && a.g.Acquired) || (a.err != nil && !refusal(a.err)) {
+			return m.Release(ctx, req)
+		}
+		return nil
+	})
+	cancel()
+
+	var (
+		maybe    int   // members that may still hold the lock for req.Owner
+		lost     []error // why they may
+		free     int     // members that hold nothing for anyone now
+		grace    int
+		waits    []time.Duration
+		notALock error
+	)
+	for i, a := range answers {
+		switch {
+		case undo[i] != nil && !errors.Is(undo[i], driver.ErrNotHeld):
+			maybe++
+			lost = append(lost, fmt.Errorf("member %d: %w", i, errors.Join(a.err, undo[i])))
+		case a.err == nil && a.g.Acquired:
+			free++
+		case a.err != nil:
+			if errors.Is(a.err, driver.ErrNotALock) && notALock == nil {
+				notALock = a.err
+			}
+		case a.g.Grace:
+			grace++
+			waits = append(waits, a.g.Remaining)
+		case a.g.Remaining >= 0:
+			waits = append(waits, a.g.Remaining)
+		}
+	}
+	if maybe >= s.quorum-free && maybe > 0 {
+		return driver.Grant{}, fmt.Errorf("redlock: %q: no majority granted in time, and %d members may still hold the lock: %w",
+			req.Name, maybe, errors.Join(lost...))
+	}
+	if notALock != nil && maybe == 0 {
+		return driver.Grant{}, notALock
+	}
+	g := driver.Grant{Remaining: -1, Grace: grace > 0 && free+grace >= s.quorum}
+	// A majority is free once the need-th shortest of the refusing
+	// members' remaining leases has run out.
+	need := s.quorum - free
+	slices.Sort(waits)
+	switch {
+	case need <= 0:
+		g.Remaining = 0 // free members enough: the budget ran out, or others' partial grants were in the way
+	case need <= len(waits):
+		g.Remaining = waits[need-1]
+	}
+	return g, nil
+}
