@@ -76,7 +76,7 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 	cancel()
 
 	var (
-		maybe    int   // members that may still hold the lock for req.Owner
+		maybe    int     // members that may still hold the lock for req.Owner
 		lost     []error // why they may
 		free     int     // members that hold nothing for anyone now
 		grace    int
