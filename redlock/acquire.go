@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -24,8 +25,10 @@ type answer struct {
 // members issued. When it does not grant, it releases the lock on every
 // member that granted it or did not answer, so that a partial grant does
 // not block others; it returns an error (unknown outcome) only when the
-// members whose release failed could, with those that granted, make a
-// majority.
+// members whose release failed make a majority. A refusal in which it was
+// granted some members but not a majority (contenders acquiring at once
+// split the members) is tried again, a few times, after a random pause of
+// a few milliseconds.
 //
 // Only KindMutex is supported.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
@@ -37,12 +40,37 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, fmt.Errorf("%w: redlock: a lease of %v is shorter than the drift allowance %v",
 			driver.ErrUnsupported, req.Lease, s.Drift(req.Lease))
 	}
+	for attempt := 0; ; attempt++ {
+		g, split, err := s.attempt(ctx, req, budget)
+		if err != nil || g.Acquired || !split || attempt == splitRetries || ctx.Err() != nil {
+			return g, err
+		}
+		// Contenders split the members between them, and each gave its
+		// share back: try again after a random pause, so that one of them
+		// goes first.
+		t := time.NewTimer(rand.N(time.Millisecond << attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return g, nil
+		}
+	}
+}
+
+// splitRetries is how many times Acquire tries again after a split vote.
+const splitRetries = 4
+
+// attempt is one round of Acquire. split reports a refusal in which this
+// caller was granted some members but not a majority: most likely a
+// contender acquiring at the same time took the others.
+func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration) (g driver.Grant, split bool, err error) {
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
 	answers := each(actx, s.members, func(ctx context.Context, _ int, m driver.Store) answer {
 		g, err := m.Acquire(ctx, req)
 		return answer{g, err}
-	})
+	}, func(err error) answer { return answer{err: err} })
 	cancel()
 	elapsed := time.Since(start)
 
@@ -55,9 +83,10 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		}
 	}
 	if granted >= s.quorum && elapsed < budget {
-		return driver.Grant{Acquired: true, Fence: fence}, nil
+		return driver.Grant{Acquired: true, Fence: fence}, false, nil
 	}
-	return s.notGranted(ctx, req, answers)
+	g, err = s.notGranted(ctx, req, answers)
+	return g, granted > 0 && granted < s.quorum, err
 }
 
 // notGranted gives back a failed acquire's partial grants and says when to
@@ -72,7 +101,7 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 			return m.Release(ctx, req)
 		}
 		return nil
-	})
+	}, func(err error) error { return err })
 	cancel()
 
 	var (
@@ -101,7 +130,7 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 			waits = append(waits, a.g.Remaining)
 		}
 	}
-	if maybe >= s.quorum-free && maybe > 0 {
+	if maybe >= s.quorum {
 		return driver.Grant{}, fmt.Errorf("redlock: %q: no majority granted in time, and %d members may still hold the lock: %w",
 			req.Name, maybe, errors.Join(lost...))
 	}

@@ -16,7 +16,8 @@ import (
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	rctx, cancel := context.WithTimeout(ctx, s.memberTimeout(req.Lease))
 	defer cancel()
-	errs := each(rctx, s.members, func(ctx context.Context, _ int, m driver.Store) error { return m.Release(ctx, req) })
+	errs := each(rctx, s.members, func(ctx context.Context, _ int, m driver.Store) error { return m.Release(ctx, req) },
+		func(err error) error { return err })
 	var (
 		released int
 		unknown  []error

@@ -17,9 +17,11 @@ import (
 // outcome: the holder keeps its lock until its validity deadline, and is
 // told it lost it then unless a later renewal reaches a majority.
 //
-// A renewal never takes the lock again on a member that lost it (a member
-// restarted without persistence, say): the lock lives on the majority that
-// still holds it.
+// When a majority renewed a lock, the members that had lost it (paused or
+// cut off past the lease, or restarted) are asked to take it again for the
+// same owner, so that it survives as many faults as when it was granted; a
+// restarted member's restart grace refuses until every lease it may have
+// forgotten has ended.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	out := make([]driver.RenewResult, len(reqs))
 	if len(reqs) == 0 {
@@ -41,7 +43,14 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 			return bad
 		}
 		return res
+	}, func(err error) []driver.RenewResult {
+		late := make([]driver.RenewResult, len(reqs))
+		for i := range late {
+			late[i].Err = err
+		}
+		return late
 	})
+	var rejoin [][]int // per member: the requests to take again there
 	for i, r := range reqs {
 		var renewed, gone, taken int
 		var errs []error
@@ -60,6 +69,16 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 		switch {
 		case renewed >= s.quorum:
 			out[i].Status = driver.Renewed
+			if gone > 0 {
+				if rejoin == nil {
+					rejoin = make([][]int, len(s.members))
+				}
+				for m, res := range per {
+					if res[i].Err == nil && res[i].Status == driver.RenewGone {
+						rejoin[m] = append(rejoin[m], i)
+					}
+				}
+			}
 		case gone+taken > len(s.members)-s.quorum && taken > 0:
 			out[i].Status = driver.RenewTaken
 		case gone+taken > len(s.members)-s.quorum:
@@ -69,5 +88,25 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 				r.Name, renewed, len(s.members), s.quorum, errors.Join(errs...))
 		}
 	}
+	if rejoin != nil {
+		s.rejoin(rctx, reqs, rejoin)
+	}
 	return out
+}
+
+// rejoin takes locks the majority still holds again on members that lost
+// them (a member that was paused or cut off past the lease, or restarted:
+// its restart grace refuses until no forgotten lease can still run), so
+// that the lock again survives as many member faults as when it was
+// granted. The fencing token stays the one granted; a member that refuses
+// is tried again at the next renewal.
+func (s *Store) rejoin(ctx context.Context, reqs []driver.Request, todo [][]int) {
+	each(ctx, s.members, func(ctx context.Context, m int, st driver.Store) struct{} {
+		for _, i := range todo[m] {
+			if _, err := st.Acquire(ctx, reqs[i]); err != nil && ctx.Err() != nil {
+				break
+			}
+		}
+		return struct{}{}
+	}, func(error) struct{} { return struct{}{} })
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -199,16 +199,37 @@ func (s *Store) LeaseSlack(lease time.Duration) time.Duration {
 	return d
 }
 
-// each runs op on every member (i its index) at once, within ctx, and
-// waits for all.
-func each[T any](ctx context.Context, members []driver.Store, op func(ctx context.Context, i int, m driver.Store) T) []T {
-	out := make([]T, len(members))
-	var wg sync.WaitGroup
+// each runs op on every member (i its index) at once and returns their
+// results when all have returned or ctx is done, whichever comes first: a
+// member that has not answered by then gets late(ctx.Err()). Its op goes on
+// in the background until it returns (a store honours ctx, and a go-redis
+// client without ContextTimeoutEnabled its read timeout), and its result is
+// dropped.
+func each[T any](ctx context.Context, members []driver.Store, op func(ctx context.Context, i int, m driver.Store) T, late func(error) T) []T {
+	type result struct {
+		i int
+		v T
+	}
+	ch := make(chan result, len(members)) // buffered: a late op never blocks
 	for i, m := range members {
 		// Owner: each. Stops when op returns; op is bounded by ctx.
-		wg.Go(func() { out[i] = op(ctx, i, m) })
+		go func() { ch <- result{i, op(ctx, i, m)} }()
 	}
-	wg.Wait()
+	out := make([]T, len(members))
+	answered := make([]bool, len(members))
+	for range members {
+		select {
+		case r := <-ch:
+			out[r.i], answered[r.i] = r.v, true
+		case <-ctx.Done():
+			for i, ok := range answered {
+				if !ok {
+					out[i] = late(fmt.Errorf("redlock: member %d did not answer in time: %w", i, ctx.Err()))
+				}
+			}
+			return out
+		}
+	}
 	return out
 }
 
@@ -216,4 +237,18 @@ func each[T any](ctx context.Context, members []driver.Store, op func(ctx contex
 // after which it granted nothing.
 func refusal(err error) bool {
 	return errors.Is(err, driver.ErrNotALock) || errors.Is(err, driver.ErrUpgrade) || errors.Is(err, driver.ErrUnsupported)
+}
+
+// Close closes every member that has a Close method: the Store owns its
+// members, as a leash Client owns its store (Client.Close closes it).
+func (s *Store) Close() error {
+	var errs []error
+	for i, m := range s.members {
+		if c, ok := m.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("redlock: close member %d: %w", i, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
