@@ -13,8 +13,9 @@ import (
 
 // An answer is one member's reply to an acquire.
 type answer struct {
-	g   driver.Grant
-	err error
+	g       driver.Grant
+	err     error
+	skipped bool // not asked: an ordered attempt stopped at its first member
 }
 
 // Acquire takes req's lock on a majority of the members (antirez's
@@ -40,14 +41,16 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, fmt.Errorf("%w: redlock: a lease of %v is shorter than the drift allowance %v",
 			driver.ErrUnsupported, req.Lease, s.Drift(req.Lease))
 	}
+	first := -1 // the first attempt asks every member at once
 	for attempt := 0; ; attempt++ {
-		g, split, err := s.attempt(ctx, req, budget)
+		g, split, err := s.attempt(ctx, req, budget, &first)
 		if err != nil || g.Acquired || !split || attempt == splitRetries || ctx.Err() != nil {
 			return g, err
 		}
 		// Contenders split the members between them, and each gave its
-		// share back: try again after a random pause, so that one of them
-		// goes first.
+		// share back. Try again after a random pause, asking first one
+		// member that answered (the lowest-numbered): only the contender
+		// it grants goes on to the others, so the next round has a winner.
 		t := time.NewTimer(rand.N(time.Millisecond << attempt))
 		select {
 		case <-t.C:
@@ -61,22 +64,45 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 // splitRetries is how many times Acquire tries again after a split vote.
 const splitRetries = 4
 
-// attempt is one round of Acquire. split reports a refusal in which this
-// caller was granted some members but not a majority: most likely a
-// contender acquiring at the same time took the others.
-func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration) (g driver.Grant, split bool, err error) {
+// attempt is one round of Acquire. When *first is a member's index, that
+// member is asked alone first, and the others only if it grants; a refusal
+// there ends the round. split reports a refusal in which this caller was
+// granted some members but not a majority: most likely a contender
+// acquiring at the same time took the others. On return *first is the
+// lowest-numbered member that answered, for an ordered next round (-1 if
+// none did).
+func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split bool, err error) {
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
-	answers := each(actx, s.members, func(ctx context.Context, _ int, m driver.Store) answer {
+	ask := func(ctx context.Context, m driver.Store) answer {
 		g, err := m.Acquire(ctx, req)
-		return answer{g, err}
+		return answer{g: g, err: err}
+	}
+	var lead answer
+	stop := false
+	if *first >= 0 {
+		lead = ask(actx, s.members[*first])
+		stop = lead.err == nil && !lead.g.Acquired
+	}
+	answers := each(actx, s.members, func(ctx context.Context, i int, m driver.Store) answer {
+		switch {
+		case i == *first:
+			return lead
+		case stop:
+			return answer{skipped: true}
+		}
+		return ask(ctx, m)
 	}, func(err error) answer { return answer{err: err} })
 	cancel()
 	elapsed := time.Since(start)
 
 	granted := 0
 	var fence int64
-	for _, a := range answers {
+	*first = -1
+	for i, a := range answers {
+		if a.err == nil && !a.skipped && *first < 0 {
+			*first = i
+		}
 		if a.err == nil && a.g.Acquired {
 			granted++
 			fence = max(fence, a.g.Fence)
@@ -97,7 +123,7 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 	// The caller's cancellation does not stop the release.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.memberTimeout(req.Lease))
 	undo := each(rctx, s.members, func(ctx context.Context, i int, m driver.Store) error {
-		if a := answers[i]; (a.err == nil && a.g.Acquired) || (a.err != nil && !refusal(a.err)) {
+		if a := answers[i]; !a.skipped && ((a.err == nil && a.g.Acquired) || (a.err != nil && !refusal(a.err))) {
 			return m.Release(ctx, req)
 		}
 		return nil
@@ -112,8 +138,11 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 		waits    []time.Duration
 		notALock error
 	)
+	skipped := false
 	for i, a := range answers {
 		switch {
+		case a.skipped:
+			skipped = true
 		case undo[i] != nil && !errors.Is(undo[i], driver.ErrNotHeld):
 			maybe++
 			lost = append(lost, fmt.Errorf("member %d: %w", i, errors.Join(a.err, undo[i])))
@@ -147,6 +176,8 @@ func (s *Store) notGranted(ctx context.Context, req driver.Request, answers []an
 		g.Remaining = 0 // free members enough: the budget ran out, or others' partial grants were in the way
 	case need <= len(waits):
 		g.Remaining = waits[need-1]
+	case skipped && len(waits) > 0:
+		g.Remaining = waits[len(waits)-1] // an ordered round stopped at a member held until then
 	}
 	return g, nil
 }
