@@ -43,6 +43,8 @@
 //     renews the session, not each lock.
 //   - [ClientRecorder]: records of who holds what, for operators.
 //   - [NameChecker] (stricter names) and [Validator] (a construction error).
+//   - [Drifter]: a drift allowance that the core keeps each hold's
+//     validity deadline clear of (a quorum of servers, package redlock).
 //
 // A lock kind the store lacks fails before any round trip, with an error
 // that matches ErrUnsupported and names the store (its String method when it
