@@ -141,7 +141,9 @@ type drifting struct {
 	frac float64
 }
 
-func (d drifting) Drift(lease time.Duration) time.Duration { return time.Duration(d.frac * float64(lease)) }
+func (d drifting) Drift(lease time.Duration) time.Duration {
+	return time.Duration(d.frac * float64(lease))
+}
 
 // A store's drift allowance raises the safety margin: the hold's validity
 // ends that much before its lease; a renew interval the raised margin
