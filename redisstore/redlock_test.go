@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/leash-go/leash/redisstore"
 	"github.com/leash-go/leash/redlock"
 	"github.com/leash-go/leash/storetest"
-	"github.com/redis/go-redis/v9"
 )
 
 // masters starts n independent redis-servers (no persistence) for a
@@ -237,42 +235,5 @@ func TestRedlockRestartWithoutPersistence(t *testing.T) {
 			}
 			t.Logf("double grant shown: holder fence %d still valid, second holder fence %d", ha.Fence(), hb.Fence())
 		})
-	}
-}
-
-// BenchmarkRedlockLockUnlock is one Lock and Unlock of a leash Mutex on a
-// Redlock over three redis-servers, one goroutine.
-//
-//	cd redisstore && go test -run '^$' -bench RedlockLockUnlock -benchtime 3000x
-func BenchmarkRedlockLockUnlock(b *testing.B) {
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, testserver.NewRedis(b, testserver.RedisOptions{}).Addr)
-	}
-	members := make([]driver.Store, len(addrs))
-	for i, a := range addrs {
-		rdb := redis.NewClient(&redis.Options{Addr: a})
-		defer rdb.Close()
-		members[i] = redisstore.New(rdb, nil)
-	}
-	q, err := redlock.New(members, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := leash.New(q, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	m := c.Mutex("bench/redlock")
-	ctx := context.Background()
-	for b.Loop() {
-		h, err := m.Lock(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := h.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

@@ -80,7 +80,7 @@ func New(members []driver.Store, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: redlock: %d members: use an odd number; %d members tolerate as few failures as %d", leash.ErrInvalidArgument, n, n, n-1)
 	}
 	for i, m := range members {
-		if m == nil || isNil(m) {
+		if driver.IsNil(m) {
 			return nil, fmt.Errorf("%w: redlock: member %d is nil", leash.ErrInvalidArgument, i)
 		}
 		for j := range i {
@@ -113,15 +113,6 @@ func New(members []driver.Store, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: redlock: Options.MemberTimeout = %v: must be positive", leash.ErrInvalidOptions, o.MemberTimeout)
 	}
 	return s, nil
-}
-
-func isNil(v any) bool {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // same reports whether a and b are the same store value.
