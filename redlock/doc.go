@@ -92,7 +92,11 @@
 // # Capabilities
 //
 // The Store grants Mutex locks (KindMutex) only: no fair queue, read-write
-// locks, semaphores, multi-name acquires or administration. It is a
+// locks, semaphores or multi-name acquires. It offers administration
+// (driver.Admin: Client.Inspect and Client.ForceUnlock) when every member
+// does: a name is held by the owner a majority of members record, List
+// lists names a majority lists, and ForceRelease frees the name on every
+// member. It is a
 // driver.Watcher when enough members are (redisstore is): it wakes waiters
 // on any member's release notification, and needs watches on all but a
 // minority of members (it waits for that many, and polls otherwise). It is
