@@ -21,7 +21,9 @@
 //     validity budget: lease − drift allowance. Otherwise it is released on
 //     every member that granted it or whose answer was lost, so a partial
 //     grant blocks no one. Contenders that split the members between them
-//     try again after a random pause of a few milliseconds.
+//     try again after a random pause of a few milliseconds, asking one
+//     member first and the others only if it grants, so that the next
+//     round has a winner.
 //   - The drift allowance is DriftFactor × lease + DriftFixed (1% + 2 ms by
 //     default, antirez's figures): how much sooner than the lease a member
 //     whose clock runs fast may let the lock go, by the client's clock. The
