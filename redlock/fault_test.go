@@ -251,3 +251,31 @@ func TestRenewalLosesMajority(t *testing.T) {
 		t.Errorf("next fence %d, want > %d", h2.Fence(), h.Fence())
 	}
 }
+
+// Members that send no release notifications: Watch says so, and a waiting
+// Lock polls instead, taking the lock when the holder releases it.
+func TestWatchNeedsWatchers(t *testing.T) {
+	q := quorum(t, views(memstores(3), 0), nil) // views are not Watchers
+	if _, err := q.Watch(t.Context(), driver.KindMutex, "x", func(driver.Wake) {}); err == nil {
+		t.Fatal("Watch over members without notifications = nil error, want one")
+	}
+	c := client(t, q, &leash.Options{Lease: 5 * time.Second})
+	h, err := c.Mutex("x").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { // Owner: this test; ends when the Lock returns
+		h2, err := c.Mutex("x").Lock(context.WithoutCancel(t.Context()))
+		if err == nil {
+			err = h2.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	if err := h.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting Lock after the release: %v", err)
+	}
+}
