@@ -96,7 +96,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	cancel()
 	elapsed := time.Since(start)
 
-	granted := 0
+	granted, grace := 0, false
 	var fence int64
 	*first = -1
 	for i, a := range answers {
@@ -107,12 +107,15 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 			granted++
 			fence = max(fence, a.g.Fence)
 		}
+		grace = grace || a.g.Grace
 	}
 	if granted >= s.quorum && elapsed < budget {
 		return driver.Grant{Acquired: true, Fence: fence}, false, nil
 	}
 	g, err = s.notGranted(ctx, req, answers)
-	return g, granted > 0 && granted < s.quorum, err
+	// Not a split when a member refused in its restart grace: trying again
+	// soon cannot help, and the caller must hear of the grace.
+	return g, granted > 0 && granted < s.quorum && !grace, err
 }
 
 // notGranted gives back a failed acquire's partial grants and says when to
