@@ -79,14 +79,14 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		return answer{g: g, err: err}
 	}
 	var lead answer
-	stop := false
-	if *first >= 0 {
-		lead = ask(actx, s.members[*first])
+	stop, leader := false, *first // leader: read by each's goroutines, which may outlive this call
+	if leader >= 0 {
+		lead = ask(actx, s.members[leader])
 		stop = lead.err == nil && !lead.g.Acquired
 	}
 	answers := each(actx, s.members, func(ctx context.Context, i int, m driver.Store) answer {
 		switch {
-		case i == *first:
+		case i == leader:
 			return lead
 		case stop:
 			return answer{skipped: true}
