@@ -21,7 +21,9 @@ import (
 // cut off past the lease, or restarted) are asked to take it again for the
 // same owner, so that it survives as many faults as when it was granted; a
 // restarted member's restart grace refuses until every lease it may have
-// forgotten has ended.
+// forgotten has ended. When a lock is lost on the majority, the members
+// that still renewed it give it back, so that no stray copy outlives the
+// loss by a lease.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	out := make([]driver.RenewResult, len(reqs))
 	if len(reqs) == 0 {
@@ -51,6 +53,7 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 		return late
 	})
 	var rejoin [][]int // per member: the requests to take again there
+	var drop [][]int   // per member: the requests to give back there
 	for i, r := range reqs {
 		var renewed, gone, taken int
 		var errs []error
@@ -79,32 +82,57 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 					}
 				}
 			}
-		case gone+taken > len(s.members)-s.quorum && taken > 0:
-			out[i].Status = driver.RenewTaken
 		case gone+taken > len(s.members)-s.quorum:
 			out[i].Status = driver.RenewGone
+			if taken > 0 {
+				out[i].Status = driver.RenewTaken
+			}
+			if renewed > 0 {
+				// Lost on the majority: the members that renewed it
+				// would keep a stray copy for a whole lease.
+				if drop == nil {
+					drop = make([][]int, len(s.members))
+				}
+				for m, res := range per {
+					if res[i].Err == nil && res[i].Status == driver.Renewed {
+						drop[m] = append(drop[m], i)
+					}
+				}
+			}
 		default:
 			out[i].Err = fmt.Errorf("redlock: renewal of %q reached %d of %d members, %d needed: %w",
 				r.Name, renewed, len(s.members), s.quorum, errors.Join(errs...))
 		}
 	}
-	if rejoin != nil {
-		s.rejoin(rctx, reqs, rejoin)
+	if rejoin != nil || drop != nil {
+		s.mend(rctx, reqs, rejoin, drop)
 	}
 	return out
 }
 
-// rejoin takes locks the majority still holds again on members that lost
-// them (a member that was paused or cut off past the lease, or restarted:
-// its restart grace refuses until no forgotten lease can still run), so
-// that the lock again survives as many member faults as when it was
-// granted. The fencing token stays the one granted; a member that refuses
-// is tried again at the next renewal.
-func (s *Store) rejoin(ctx context.Context, reqs []driver.Request, todo [][]int) {
+// mend brings the members in line with the majority after a renewal:
+// it takes locks the majority still holds again on members that lost them
+// (rejoin: a member that was paused or cut off past the lease, or
+// restarted, whose restart grace refuses until no forgotten lease can still
+// run), so that the lock again survives as many member faults as when it
+// was granted; and it releases locks the majority lost on the members that
+// still renewed them (drop). The fencing token stays the one granted; a
+// member that refuses or does not answer is left to the next renewal, or to
+// its lease.
+func (s *Store) mend(ctx context.Context, reqs []driver.Request, rejoin, drop [][]int) {
 	each(ctx, s.members, func(ctx context.Context, m int, st driver.Store) struct{} {
-		for _, i := range todo[m] {
-			if _, err := st.Acquire(ctx, reqs[i]); err != nil && ctx.Err() != nil {
-				break
+		if rejoin != nil {
+			for _, i := range rejoin[m] {
+				if _, err := st.Acquire(ctx, reqs[i]); err != nil && ctx.Err() != nil {
+					return struct{}{}
+				}
+			}
+		}
+		if drop != nil {
+			for _, i := range drop[m] {
+				if err := st.Release(ctx, reqs[i]); err != nil && ctx.Err() != nil {
+					return struct{}{}
+				}
 			}
 		}
 		return struct{}{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -28,6 +29,13 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		return nil, fmt.Errorf("redlock: watch %q: %d members send release notifications, %d needed", name, len(ws), need)
 	}
 	st := &watchState{}
+	// A member's notification after stop (one whose watch was still being
+	// established when stop ran) is not passed on.
+	pass := func(w driver.Wake) {
+		if !st.done.Load() {
+			wake(w)
+		}
+	}
 	var (
 		mu      sync.Mutex
 		settled int
@@ -40,7 +48,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		// ctx); a watch established after Watch returned is kept, or ended
 		// at once if the watch has been stopped.
 		go func() {
-			stop, err := w.Watch(ctx, kind, name, wake)
+			stop, err := w.Watch(ctx, kind, name, pass)
 			mu.Lock()
 			defer mu.Unlock()
 			settled++
@@ -73,6 +81,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 
 // watchState is the member watches of one Watch, stopped together.
 type watchState struct {
+	done    atomic.Bool // set by stop: no wake is passed on
 	mu      sync.Mutex
 	stops   []func()
 	stopped bool
@@ -92,6 +101,7 @@ func (w *watchState) add(stop func()) {
 
 // stop ends every member watch established, and any established later.
 func (w *watchState) stop() {
+	w.done.Store(true)
 	w.mu.Lock()
 	stops := w.stops
 	w.stops, w.stopped = nil, true
