@@ -16,6 +16,7 @@ type caps struct {
 	admin    driver.Admin
 	permits  driver.PermitSetter
 	session  driver.SessionStore
+	drift    driver.Drifter
 	kinds    [driver.KindPermit + 1]bool // the kinds the store grants
 }
 
@@ -29,6 +30,7 @@ func discover(store driver.Store) (caps, error) {
 	c.admin, _ = store.(driver.Admin)
 	c.permits, _ = store.(driver.PermitSetter)
 	c.session, _ = store.(driver.SessionStore)
+	c.drift, _ = store.(driver.Drifter)
 	for k := range c.kinds {
 		c.kinds[k] = driver.Supports(store, driver.Kind(k))
 	}
@@ -62,4 +64,28 @@ func (c *caps) adminOp() (driver.Admin, error) {
 		return nil, driver.Unsupported(c.store, "administration (inspect, list, force release)")
 	}
 	return c.admin, nil
+}
+
+// floor raises a lock configuration's safety margin to the store's drift
+// allowance (see driver.Drifter), and refuses a configuration that leaves
+// no room for renewals once it is raised. prefix names the options struct
+// in the error.
+func (c *caps) floor(cfg lockConfig, prefix string) (lockConfig, error) {
+	if c.drift == nil {
+		return cfg, nil
+	}
+	d := c.drift.Drift(cfg.lease)
+	if d <= cfg.margin {
+		return cfg, nil
+	}
+	if d >= cfg.lease {
+		return lockConfig{}, fmt.Errorf("%w: %s.Lease = %v: %s allows %v for clock drift, which leaves the lock no validity",
+			ErrInvalidOptions, prefix, cfg.lease, driver.Describe(c.store), d)
+	}
+	cfg.margin = d
+	if cfg.interval != 0 && cfg.interval >= cfg.lease-d {
+		return lockConfig{}, fmt.Errorf("%w: %s.RenewInterval = %v: must be shorter than the lease %v minus the drift allowance %v of %s",
+			ErrInvalidOptions, prefix, cfg.interval, cfg.lease, d, driver.Describe(c.store))
+	}
+	return cfg, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +54,7 @@ type Client struct {
 // stops it. New returns an error matching ErrInvalidArgument for a nil store
 // or bad options, and makes no round trip.
 func New(store driver.Store, opts *Options) (*Client, error) {
-	if store == nil || isNilPointer(store) {
+	if driver.IsNil(store) {
 		return nil, fmt.Errorf("%w: leash.New: store is nil; pass one such as redisstore.New(rdb, nil) or memstore.New()", ErrInvalidArgument)
 	}
 	if v, ok := store.(driver.Validator); ok {
@@ -69,6 +68,9 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 	}
 	cfg, err := newClientConfig(opts)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.lock, err = caps.floor(cfg.lock, "Options"); err != nil {
 		return nil, err
 	}
 	c := &Client{
@@ -85,15 +87,6 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 	c.rec.init(c, opts)
 	c.sched.start(c)
 	return c, nil
-}
-
-func isNilPointer(v any) bool {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // ID returns the Client's random 128-bit id, the first part of every owner it

@@ -56,6 +56,9 @@ func (c *Client) lockConfig(o *LockOptions) (*lockConfig, error) {
 		base.RenewInterval = NoRenewal
 	}
 	cfg, err := resolve(&base, o)
+	if err == nil {
+		cfg, err = c.caps.floor(cfg, "LockOptions")
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,9 @@ type Options struct {
 	// holder is told it lost it: the hold is valid until the send time of the
 	// last successful acquire or renewal plus Lease minus SafetyMargin. It
 	// covers clock-rate drift between client and server and the holder's
-	// reaction time. Default Lease/20, at least 1ms.
+	// reaction time. Default Lease/20, at least 1ms. A store that allows
+	// for more drift (a driver.Drifter, such as a redlock quorum) raises it
+	// to its allowance.
 	SafetyMargin time.Duration
 
 	// MaxHold bounds how long a lock may be held in total, renewals included,

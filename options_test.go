@@ -133,3 +133,42 @@ func TestLockOptionsInheritMode(t *testing.T) {
 		}
 	})
 }
+
+// drifting is memstore with a drift allowance (a driver.Drifter), as a
+// quorum of servers has.
+type drifting struct {
+	*memstore.Store
+	frac float64
+}
+
+func (d drifting) Drift(lease time.Duration) time.Duration {
+	return time.Duration(d.frac * float64(lease))
+}
+
+// A store's drift allowance raises the safety margin: the hold's validity
+// ends that much before its lease; a renew interval the raised margin
+// leaves no room for is refused, naming the store's allowance.
+func TestDrifterRaisesTheMargin(t *testing.T) {
+	const lease = 10 * time.Second
+	c, err := leash.New(drifting{memstore.New(), 0.2}, &leash.Options{Lease: lease, SafetyMargin: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := time.Now()
+	h, err := c.Mutex("x").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, most := h.ValidUntil(), time.Now().Add(lease-2*time.Second); v.After(most) {
+		t.Errorf("ValidUntil = %v after the call began, want at most lease - drift (8s)", v.Sub(before))
+	}
+	_, err = leash.New(drifting{memstore.New(), 0.5}, &leash.Options{Lease: lease, RenewInterval: 6 * time.Second})
+	if !errors.Is(err, leash.ErrInvalidOptions) || !strings.Contains(err.Error(), "drift allowance") {
+		t.Errorf("New with an interval past lease - drift = %v, want ErrInvalidOptions naming the drift allowance", err)
+	}
+	_, err = c.Mutex("y", &leash.LockOptions{Lease: time.Second, RenewInterval: 900 * time.Millisecond}).Lock(t.Context())
+	if !errors.Is(err, leash.ErrInvalidOptions) || !strings.Contains(err.Error(), "LockOptions.RenewInterval") {
+		t.Errorf("Lock with a per-lock interval past lease - drift = %v, want ErrInvalidOptions naming LockOptions.RenewInterval", err)
+	}
+}

@@ -18,6 +18,20 @@ import (
 // and the Redis run keeps it as it is.
 const storesMarker = "<!-- stores section: written by `./scripts/bench.sh -stores`; do not edit by hand. -->\n"
 
+// redlockMarker opens the Redlock section at the end of BENCHMARKS.md,
+// after the stores section: TestRedlock (redlock_test.go) writes it, and
+// both modes of the programme keep it.
+const redlockMarker = "<!-- redlock section: written by bench's TestRedlock (BENCH_REDLOCK_WRITE=1); do not edit by hand. -->\n"
+
+// splitRedlock splits md into what comes before the Redlock section and the
+// section.
+func splitRedlock(md []byte) (before, section []byte) {
+	if i := bytes.Index(md, []byte(redlockMarker)); i >= 0 {
+		return md[:i], md[i:]
+	}
+	return md, nil
+}
+
 // splitStores splits BENCHMARKS.md into what comes before the stores
 // section and the section.
 func splitStores(md []byte) (before, section []byte) {

@@ -266,3 +266,15 @@ func OwnerClient(owner string) string {
 	id, _, _ := strings.Cut(owner, ":")
 	return id
 }
+
+// Drifter is implemented by a store whose locks may end, by the client's
+// clock, sooner after the request was sent than the lease asked for: a
+// quorum of independent servers, whose clocks each run at their own rate
+// (package redlock). The core keeps every hold's validity deadline at least
+// Drift(lease) before the lease would end: the safety margin of a lock on
+// such a store is the larger of its SafetyMargin and Drift(lease).
+type Drifter interface {
+	// Drift returns the drift allowance for a lock of this lease; it must
+	// be shorter than the lease.
+	Drift(lease time.Duration) time.Duration
+}

@@ -46,6 +46,8 @@
 //     of a job, granted once and judged by the server's clock, and the last
 //     runs of each job, kept beside its run lock.
 //   - [NameChecker] (stricter names) and [Validator] (a construction error).
+//   - [Drifter]: a drift allowance that the core keeps each hold's
+//     validity deadline clear of (a quorum of servers, package redlock).
 //
 // A lock kind the store lacks fails before any round trip, with an error
 // that matches ErrUnsupported and names the store (its String method when it

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 )
 
@@ -65,6 +66,20 @@ func Supports(s Store, k Kind) bool {
 	}
 	ks, ok := s.(KindStore)
 	return ok && slices.Contains(ks.Kinds(), k)
+}
+
+// IsNil reports whether s is nil, or a nil pointer (or map, slice, func or
+// channel) in a Store: a store none of whose methods can be called.
+func IsNil(s Store) bool {
+	if s == nil {
+		return true
+	}
+	rv := reflect.ValueOf(s)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Describe names s in messages: its String method when it is a

@@ -170,6 +170,12 @@ func (e *env) lockNames(n int) []string {
 
 // goWorker runs cfg in this process; the returned wait blocks until it ends.
 func (e *env) goWorker(cfg workerConfig) (wait func()) {
+	return e.goRun(cfg, func(rec *history.Recorder) error { return runWorker(cfg, rec, nil) })
+}
+
+// goRun runs a worker for cfg in this process with run, which records into
+// rec; the returned wait blocks until it ends.
+func (e *env) goRun(cfg workerConfig, run func(rec *history.Recorder) error) (wait func()) {
 	rec := history.NewRecorder(cfg.Proc, nil)
 	e.mu.Lock()
 	e.recs = append(e.recs, rec)
@@ -178,7 +184,7 @@ func (e *env) goWorker(cfg workerConfig) (wait func()) {
 	// Owner: the scenario. Stops at the end of cfg's window or holds.
 	go func() {
 		defer close(done)
-		if err := runWorker(cfg, rec, nil); err != nil {
+		if err := run(rec); err != nil {
 			e.t.Errorf("worker %s: %v", cfg.Proc, err)
 		}
 	}()

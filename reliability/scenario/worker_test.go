@@ -188,10 +188,19 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	if err != nil {
 		return err
 	}
-	lc, err := b.open(cfg, max(cfg.Lease/4, 100*time.Millisecond))
+	lc, err := b.open(cfg, workerTimeout(cfg))
 	if err != nil {
 		return err
 	}
+	return runOn(cfg, lc, rec, say)
+}
+
+// workerTimeout is how long a worker's round trips may take: a quarter
+// lease, at least 100ms.
+func workerTimeout(cfg workerConfig) time.Duration { return max(cfg.Lease/4, 100*time.Millisecond) }
+
+// runOn is runWorker on the lock client lc, which it closes.
+func runOn(cfg workerConfig, lc lockClient, rec *history.Recorder, say func(string)) error {
 	defer lc.close()
 	st := lc.store
 	if cfg.FastServer > 1 {
