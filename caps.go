@@ -16,6 +16,7 @@ type caps struct {
 	admin    driver.Admin
 	permits  driver.PermitSetter
 	session  driver.SessionStore
+	starve   bool                        // a driver.StarvationStore that keeps starving waiters' marks
 	kinds    [driver.KindPermit + 1]bool // the kinds the store grants
 }
 
@@ -29,6 +30,9 @@ func discover(store driver.Store) (caps, error) {
 	c.admin, _ = store.(driver.Admin)
 	c.permits, _ = store.(driver.PermitSetter)
 	c.session, _ = store.(driver.SessionStore)
+	if ss, ok := store.(driver.StarvationStore); ok && c.withdraw != nil {
+		c.starve = ss.Starvation() // a mark needs withdrawing when its waiter gives up
+	}
 	for k := range c.kinds {
 		c.kinds[k] = driver.Supports(store, driver.Kind(k))
 	}
