@@ -249,6 +249,13 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			if w, err = c.watchFor(ctx, t.kind, names, t.owner); err != nil {
 				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 			}
+			if starveAt > 0 && g.Queued {
+				// Others are queued: the try after subscribing marks the
+				// name at once (see below).
+				if err := c.starving(ctx, p, w, reqs[0].Name); err != nil {
+					return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
+				}
+			}
 			continue
 		}
 		// Sleep until a release, the holder's expiry, the renewal of the
