@@ -42,7 +42,9 @@ func testFairOrder(t *testing.T, s driver.Store, n *namer) {
 	wantFree(t, s, n, driver.KindFair, name) // no place left behind
 }
 
-func testFairDeadWaiter(t *testing.T, s driver.Store, n *namer) { deadPlaceLapses(t, s, n, fair, queued) }
+func testFairDeadWaiter(t *testing.T, s driver.Store, n *namer) {
+	deadPlaceLapses(t, s, n, fair, queued)
+}
 
 // deadPlaceLapses: a waiter whose place (a fair queue place, a starving
 // Mutex's mark: the attempt made) lasts short never comes back; next(name,

@@ -75,7 +75,9 @@ func testStarveOrder(t *testing.T, s driver.Store, n *namer) {
 
 // testStarveDeadWaiter: a fresh Mutex attempt is held back by a dead
 // waiter's mark only while the mark lives.
-func testStarveDeadWaiter(t *testing.T, s driver.Store, n *namer) { deadPlaceLapses(t, s, n, mutex, mutex) }
+func testStarveDeadWaiter(t *testing.T, s driver.Store, n *namer) {
+	deadPlaceLapses(t, s, n, mutex, mutex)
+}
 
 func testStarveWithFair(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
