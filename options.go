@@ -75,16 +75,19 @@ type Options struct {
 	// starving, as in Go's sync.Mutex: from then on its attempts keep a
 	// mark on the name (a place in line, with a lease of DefaultQueueLease
 	// that the waiting Lock renews, so a dead waiter's mark lapses), and
-	// every other acquirer of the name, TryLock included, waits behind the
-	// marks, which are served in the order they were made; a Lock that
-	// finds marks queued marks the name at once. Once no waiter is
-	// starving, waiters and newcomers race for the lock again, which costs
-	// fewer round trips than serving them in order. It needs a store
-	// that keeps the marks (a [driver.StarvationStore]: memstore and the
-	// Redis store do); with any other, the Mutex is unfair. Clients that
-	// know nothing of the marks (Redisson's RLock) are still excluded, only
-	// not made to wait in line. Default DefaultStarvation (1ms);
-	// NoStarvation turns it off.
+	// every other Mutex or FairMutex acquirer of the name, TryLock
+	// included, waits behind the marks, which are served in the order they
+	// were made; a Lock that finds marks queued marks the name at once.
+	// Once no waiter is starving, waiters and newcomers race for the lock
+	// again, which costs fewer round trips than serving them in order. It
+	// needs a store that keeps the marks (a [driver.StarvationStore]:
+	// memstore and the Redis store do); with any other, the Mutex is
+	// unfair. A MultiLock, and clients that know nothing of the marks
+	// (Redisson's RLock), are still excluded, only not made to wait in
+	// line; while marks are queued a release wakes only the first marked
+	// waiter, so a Redisson waiter learns of releases from its own timer
+	// until the line drains. Default DefaultStarvation (1ms); NoStarvation
+	// turns it off (other clients' marks are still respected).
 	Starvation time.Duration
 
 	// ReleaseTimeout bounds each Unlock round trip, whatever the caller's
