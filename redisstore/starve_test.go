@@ -19,6 +19,20 @@ func markQueued(t *testing.T, c *leash.Client, name string, n int) {
 	})
 }
 
+// lockAsync runs c's Mutex Lock on name in a goroutine and sends its hold
+// (nil on an error, reported with t.Error) on the returned channel.
+func lockAsync(t *testing.T, c *leash.Client, name string) <-chan *leash.Hold {
+	got := make(chan *leash.Hold, 1)
+	go func() {
+		h, err := c.Mutex(name).Lock(bg(t))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	return got
+}
+
 // TestStarvingMutexWaiterKilled kills a process whose Lock waits long enough
 // to starve and mark the name. The mark holds newcomers back only while it
 // lives: a fresh Lock after the release gets the lock once the dead
@@ -81,14 +95,7 @@ return redis.call('pttl', KEYS[1])`, []string{name}, 30000, javaOwner).Int64()
 	if javaLock() != -1 {
 		t.Fatal("Java could not take a free lock")
 	}
-	got := make(chan *leash.Hold, 1)
-	go func() {
-		h, err := c.Mutex(name).Lock(bg(t))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := lockAsync(t, c, name)
 	markQueued(t, c, name, 1) // leash's waiter starved and marked the name
 	// Java releases without a message and takes the lock again at once,
 	// past the mark.
