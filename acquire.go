@@ -21,6 +21,10 @@ type plan struct {
 	queue   time.Duration // how long a queue place or waiting-writer mark lasts, while waiting
 	permits int           // semaphore size, for driver.KindPermit
 	many    bool          // a MultiLock: groups go through driver.MultiStore when the store has it
+	// starving is set once a waiting Mutex has waited longer than
+	// Options.Starvation on a store that keeps starving marks: its
+	// attempts then carry a mark that lasts queue.
+	starving bool
 }
 
 // acquire runs the acquire loop for a new single-name tenure.
@@ -35,6 +39,10 @@ func (p *plan) request(i int) driver.Request {
 	switch r.Kind {
 	case driver.KindFair, driver.KindWrite:
 		if p.wait {
+			r.Wait = p.queue
+		}
+	case driver.KindMutex:
+		if p.starving {
 			r.Wait = p.queue
 		}
 	case driver.KindPermit:
@@ -74,14 +82,15 @@ func (c *Client) groups(p *plan) [][]int {
 
 // take makes one attempt at a group of parts (idx), and records the fencing
 // tokens when it is granted. req is the group's request when the group is
-// one name taken alone; reqs are its requests for a driver.MultiStore.
-func (c *Client) take(ctx context.Context, t *tenure, req driver.Request, reqs []driver.Request, idx []int) (granted bool, remaining time.Duration, grace bool, err error) {
+// one name taken alone; reqs are its requests for a driver.MultiStore. The
+// result's Fence is not set for a group of several names.
+func (c *Client) take(ctx context.Context, t *tenure, req driver.Request, reqs []driver.Request, idx []int) (driver.Grant, error) {
 	if reqs == nil {
 		g, err := c.store.Acquire(ctx, req)
 		if err == nil && g.Acquired {
 			t.parts[idx[0]].fence = g.Fence
 		}
-		return g.Acquired, g.Remaining, g.Grace, err
+		return g, err
 	}
 	mg, err := c.caps.multi.AcquireMany(ctx, reqs)
 	if err == nil && mg.Acquired {
@@ -89,7 +98,7 @@ func (c *Client) take(ctx context.Context, t *tenure, req driver.Request, reqs [
 			t.parts[pt].fence = mg.Fences[i]
 		}
 	}
-	return mg.Acquired, mg.Remaining, mg.Grace, err
+	return driver.Grant{Acquired: mg.Acquired, Remaining: mg.Remaining, Grace: mg.Grace}, err
 }
 
 // acquire is the acquire loop: it takes the tenure's groups in order,
@@ -132,7 +141,12 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		place    driver.Request
 		finished bool
 		one1     [1]driver.Request
+		starveAt int64 = -1 // when a waiting Mutex starts starving; -1: it never does
+		reported bool       // OpStarving was observed
 	)
+	if p.wait && !p.many && t.kind == driver.KindMutex && c.cfg.starve > 0 && c.caps.starve {
+		starveAt = 0 // set from the first attempt's send time
+	}
 	if len(t.parts) == 1 {
 		sent = sent1[:]
 	} else {
@@ -170,7 +184,11 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: err}
 		}
 		send := c.now()
-		granted, remaining, grace, err := c.take(ctx, t, reqs[0], many, idx)
+		if starveAt == 0 {
+			starveAt = send + int64(c.cfg.starve)
+		}
+		g, err := c.take(ctx, t, reqs[0], many, idx)
+		remaining, grace := g.Remaining, g.Grace
 		if err != nil {
 			if refused(err) {
 				// The store refused: nothing of this group was granted;
@@ -187,7 +205,11 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			}
 			return nil, fmt.Errorf("leash: %s %q: %w", what, reqs[0].Name, err)
 		}
-		if granted {
+		if p.starving && !reported {
+			reported = true
+			c.observeStarving(t, start)
+		}
+		if g.Acquired {
 			placed = false
 			for _, pt := range idx {
 				sent[pt] = send
@@ -227,13 +249,33 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			if w, err = c.watchFor(ctx, t.kind, names, t.owner); err != nil {
 				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 			}
+			if starveAt > 0 && g.Queued {
+				// Others are queued: the try after subscribing marks the
+				// name at once (see below).
+				if err := c.starving(ctx, p, w, reqs[0].Name); err != nil {
+					return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
+				}
+			}
 			continue
 		}
-		// Sleep until a release, the holder's expiry, or the renewal of the
-		// groups already taken, whichever comes first.
+		// Sleep until a release, the holder's expiry, the renewal of the
+		// groups already taken, or starvation, whichever comes first.
 		d := p.fallback(remaining, w)
 		if renewAt >= 0 {
 			d = min(d, max(time.Duration(renewAt-c.now()), 0))
+		}
+		if starveAt > 0 && !p.starving {
+			// A waiter that finds others queued will be served after them
+			// whatever it does: it marks the name at once, as a newcomer
+			// to Go's sync.Mutex in starvation mode queues at once.
+			if now := c.now(); now < starveAt && !g.Queued {
+				d = min(d, time.Duration(starveAt-now))
+			} else {
+				if err := c.starving(ctx, p, w, reqs[0].Name); err != nil {
+					return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
+				}
+				continue // mark the name at once
+			}
 		}
 		if err := c.sleep(ctx, w, &nap, d); err != nil {
 			return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
@@ -292,6 +334,29 @@ func (c *Client) renewHeld(ctx context.Context, t *tenure, held []driver.Request
 		return c.now() + int64(retryDelay(every)), nil
 	}
 	return send + int64(every), nil
+}
+
+// starving turns a waiting Mutex call into a starving one: its attempts
+// from now on carry a mark (see Options.Starvation), and it watches the
+// fair channel too, where a release wakes the first mark's waiter. The
+// error is ctx's or ErrClosed; a watch that cannot be made is logged, and
+// the waiter then learns of its turn from the mark's renewal attempts.
+func (c *Client) starving(ctx context.Context, p *plan, w *waiter, name string) error {
+	p.starving, p.queue = true, DefaultQueueLease
+	if w.poll {
+		return nil
+	}
+	err := c.waiters.joinOne(ctx, w, watchKeyOf(driver.KindFair, name))
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case c.closed.Load():
+		return ErrClosed
+	}
+	c.log.Warn("cannot watch for a starving waiter's turn; polling", slog.String(attrLock, name), slog.Any(attrError, err))
+	return nil
 }
 
 // refused reports whether an Acquire error is the store's definite refusal,

@@ -43,7 +43,9 @@ func queueLease(o *QueueOptions) (time.Duration, error) {
 // queue lease, and one whose context ends leaves it at once. Every deadline
 // is measured by the server's clock. Re-entry, fencing, renewal and loss are
 // as for [Mutex]; a FairMutex and a Mutex on the same name are the same lock,
-// but only FairMutex waiters queue.
+// and their waiters share one line: a starving Mutex waiter's mark (see
+// Options.Starvation) is a place in it, and on a store that keeps the marks
+// a Mutex is not granted past a queued FairMutex waiter either.
 type FairMutex struct{ l locker }
 
 // FairMutex returns the fair lock called name. opts, at most one, overrides

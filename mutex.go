@@ -31,6 +31,14 @@ func (m *Mutex) Name() string { return m.l.name }
 // Redis); a fallback timer set to the holder's remaining lease covers a lost
 // notification or an expiry.
 //
+// The lock is unfair while nobody has waited long: a release wakes waiters,
+// and the first attempt to arrive wins, often the releasing client's own
+// next Lock, which costs the fewest round trips. A waiter that has waited
+// longer than Options.Starvation (1ms by default) is starving: it marks the
+// name on the store, and from then on the lock goes to the marked waiters
+// in the order they marked it, every newcomer marking and queueing behind
+// them, until no one is left starving (see Options.Starvation).
+//
 // ctx bounds only the wait, never the hold: cancelling it after Lock returns
 // does nothing to the lock. A lock granted just as ctx ends is released
 // before Lock returns, so a cancelled Lock never leaves a lock behind.
@@ -55,7 +63,9 @@ func (m *Mutex) Name() string { return m.l.name }
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.l.lock(ctx, true) }
 
 // TryLock makes one attempt to take the lock and does not wait. When someone
-// else holds it, TryLock returns a *NotAcquiredError (matching
-// ErrNotAcquired) whose Remaining is the holder's remaining lease. Re-entry
+// else holds it, or starving waiters are queued for it (see
+// Options.Starvation), TryLock returns a *NotAcquiredError (matching
+// ErrNotAcquired) whose Remaining is the holder's remaining lease (or the
+// first starving waiter's mark's). Re-entry
 // and the other errors are as for [Mutex.Lock].
 func (m *Mutex) TryLock(ctx context.Context) (*Hold, error) { return m.l.lock(ctx, false) }

@@ -63,10 +63,16 @@ const (
 	// until their validity ends), Err the last such failure, and Took the
 	// round's duration.
 	OpRenewed
+	// OpStarving: a waiting Mutex Lock has waited longer than
+	// Options.Starvation, or found starving waiters queued before it, and
+	// its first attempt since, which made its starving mark, returned (on a
+	// store that keeps the marks only). Wait is how long the call had
+	// waited. The call's end is reported as usual.
+	OpStarving
 )
 
 var opNames = [...]string{OpAcquired: "acquired", OpNotAcquired: "not acquired", OpReleased: "released",
-	OpLost: "lost", OpRenewed: "renewed"}
+	OpLost: "lost", OpRenewed: "renewed", OpStarving: "starving"}
 
 // String returns the op's name, such as "acquired".
 func (o Op) String() string {
@@ -109,6 +115,15 @@ func (c *Client) observeGrant(t *tenure, start int64) {
 	}
 	t.announced = true
 	c.observe(Event{Op: OpAcquired, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - start)})
+}
+
+// observeStarving reports that the acquire call for tenure t, begun at
+// start, is starving (see OpStarving).
+func (c *Client) observeStarving(t *tenure, start int64) {
+	if c.cfg.observer == nil {
+		return
+	}
+	c.observe(Event{Op: OpStarving, Kind: t.kind, Name: t.name(), Wait: time.Duration(c.now() - start)})
 }
 
 // observeNotAcquired reports an acquire call for tenure t, begun at start,

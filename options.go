@@ -17,6 +17,11 @@ const (
 	MaxLease = 7 * 24 * time.Hour
 	// MinLease is the shortest lease leash accepts.
 	MinLease = 10 * time.Millisecond
+	// DefaultStarvation is how long a Mutex waiter waits before it is
+	// starving (see Options.Starvation): about three hand-offs of a hot lock
+	// on one Redis over loopback (a hand-off takes 0.3–0.5 ms there), as
+	// Go's sync.Mutex uses 1 ms.
+	DefaultStarvation = time.Millisecond
 )
 
 // Named values for "off" in duration fields, where zero means the default.
@@ -28,6 +33,10 @@ const (
 	// NoLimit, as MaxHold or Liveness in LockOptions, turns off a limit that
 	// Options sets for the whole Client.
 	NoLimit time.Duration = -1
+	// NoStarvation, as Options.Starvation, turns the Mutex's starvation
+	// mode off: waiters are never marked, and the Mutex is unfair as
+	// Redisson's RLock is.
+	NoStarvation time.Duration = -1
 )
 
 // Options configures a [Client]. A nil *Options means all defaults, and a zero
@@ -63,6 +72,25 @@ type Options struct {
 	// Hold.Touch at least this often, or it is told (ReasonStalled) and
 	// renewal stops. Default 0: off.
 	Liveness time.Duration
+
+	// Starvation is how long a waiting Mutex Lock waits before it is
+	// starving, as in Go's sync.Mutex: from then on its attempts keep a
+	// mark on the name (a place in line, with a lease of DefaultQueueLease
+	// that the waiting Lock renews, so a dead waiter's mark lapses), and
+	// every other Mutex or FairMutex acquirer of the name, TryLock
+	// included, waits behind the marks, which are served in the order they
+	// were made; a Lock that finds marks queued marks the name at once.
+	// Once no waiter is starving, waiters and newcomers race for the lock
+	// again, which costs fewer round trips than serving them in order. It
+	// needs a store that keeps the marks (a [driver.StarvationStore]:
+	// memstore and the Redis store do); with any other, the Mutex is
+	// unfair. A MultiLock, and clients that know nothing of the marks
+	// (Redisson's RLock), are still excluded, only not made to wait in
+	// line; while marks are queued a release wakes only the first marked
+	// waiter, so a Redisson waiter learns of releases from its own timer
+	// until the line drains. Default DefaultStarvation (1ms); NoStarvation
+	// turns it off (other clients' marks are still respected).
+	Starvation time.Duration
 
 	// ReleaseTimeout bounds each Unlock round trip, whatever the caller's
 	// context. Default DefaultReleaseTimeout (5s).
@@ -214,6 +242,7 @@ type clientConfig struct {
 	releaseTimeout time.Duration
 	logger         *slog.Logger
 	observer       Observer
+	starve         time.Duration // when a waiting Mutex is starving; 0: never
 }
 
 func newClientConfig(o *Options) (clientConfig, error) {
@@ -244,6 +273,15 @@ func newClientConfig(o *Options) (clientConfig, error) {
 		cfg.releaseTimeout = DefaultReleaseTimeout
 	case cfg.releaseTimeout < 0:
 		return clientConfig{}, fmt.Errorf("%w: Options.ReleaseTimeout = %v: must be positive", ErrInvalidOptions, cfg.releaseTimeout)
+	}
+	switch {
+	case opts.Starvation == 0:
+		cfg.starve = DefaultStarvation
+	case opts.Starvation == NoStarvation:
+	case opts.Starvation < 0:
+		return clientConfig{}, fmt.Errorf("%w: Options.Starvation = %v: must be positive, or NoStarvation", ErrInvalidOptions, opts.Starvation)
+	default:
+		cfg.starve = opts.Starvation
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)

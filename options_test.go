@@ -29,6 +29,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"NoLimit max hold on the client":     {leash.Options{MaxHold: leash.NoLimit}, "NoLimit"},
 		"negative liveness":                  {leash.Options{Liveness: -2}, "Options.Liveness"},
 		"negative release timeout":           {leash.Options{ReleaseTimeout: -time.Second}, "Options.ReleaseTimeout"},
+		"negative starvation other than off": {leash.Options{Starvation: -2}, "Options.Starvation"},
 		"margin leaves no room for renewals": {leash.Options{Lease: time.Second, SafetyMargin: 700 * time.Millisecond}, "Options.RenewInterval"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -49,9 +50,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 
 func TestNewAcceptsGoodOptions(t *testing.T) {
 	for name, opts := range map[string]*leash.Options{
-		"nil":         nil,
-		"zero":        {},
-		"fixed lease": {Lease: time.Second, RenewInterval: leash.NoRenewal},
+		"nil":           nil,
+		"zero":          {},
+		"fixed lease":   {Lease: time.Second, RenewInterval: leash.NoRenewal},
+		"no starvation": {Starvation: leash.NoStarvation},
 		"all set": {Lease: 2 * time.Second, RenewInterval: 500 * time.Millisecond, SafetyMargin: 100 * time.Millisecond,
 			MaxHold: time.Minute, Liveness: 10 * time.Second, ReleaseTimeout: time.Second},
 	} {

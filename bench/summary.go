@@ -162,7 +162,7 @@ func writeSummary(p func(string, ...any), res *results) {
 		}
 		p("| %s | %s | %s |\n", r.what, strings.Join(cells, " | "), r.peer)
 	}
-	p("\n**Choose leash when** a lock must be held exactly as long as its holder works (the watchdog renews it; a crashed holder's lock frees itself within one lease), the holder must be told at once when it loses the lock, writes must be fenced against a paused holder (every grant carries a growing fencing token), waiters must be woken by the release rather than poll, waits must stay short and in arrival order (FairMutex; the plain Mutex is unfair, as Redisson's is, and its longest waits can be as long as the polling peers'), one process keeps thousands of locks, or Java services using Redisson must exclude the Go ones on the same names. ")
+	p("\n**Choose leash when** a lock must be held exactly as long as its holder works (the watchdog renews it; a crashed holder's lock frees itself within one lease), the holder must be told at once when it loses the lock, writes must be fenced against a paused holder (every grant carries a growing fencing token), waiters must be woken by the release rather than poll, waits must stay short (the plain Mutex lets the releasing client re-take the lock until a waiter has waited 1 ms, then serves the starving waiters in order, as Go's sync.Mutex does; FairMutex serves every waiter in arrival order), one process keeps thousands of locks, or Java services using Redisson must exclude the Go ones on the same names. ")
 	if behind {
 		p("**Choose a peer** for short, uncontended locks that need none of that, where locks per second per core is what counts: the peers do less per lock and are ahead in every uncontended row.\n\n")
 	} else {

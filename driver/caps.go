@@ -123,11 +123,13 @@ type Info struct {
 	Fence int64
 	// Permits is a semaphore's permit count (0 for other kinds).
 	Permits int
-	// Queued is the number of waiters with a place in a fair queue or a
-	// waiting-writer mark.
+	// Queued is the number of waiters with a place in a fair queue (a
+	// starving Mutex waiter's mark is one) or a waiting-writer mark.
 	Queued int
 	// Waiters is the number of clients watching for a release, or -1 when
-	// the store cannot tell.
+	// the store cannot tell. A client may be counted once per watch it
+	// keeps: a starving Mutex waiter's client watches both the Mutex's
+	// release and the fair queue's.
 	Waiters int
 }
 

@@ -35,6 +35,9 @@
 //     read-write locks (KindRead, KindWrite), semaphores (KindPermit) — with
 //     [Withdrawer] for the waiting places the fair queue and waiting writers
 //     leave, and [PermitSetter] to resize a semaphore.
+//   - [StarvationStore]: the Mutex's starvation mode, starving waiters'
+//     marks that newcomers queue behind (with [Withdrawer]); without it the
+//     Mutex is unfair.
 //   - [MultiStore]: several names in one atomic step (MultiLock).
 //   - [Admin]: inspect a name, list locks by pattern, force one free: what
 //     the leash CLI's show, ls and unlock need.

@@ -109,8 +109,10 @@ type Request struct {
 	// Lease is the lease to set, measured by the server's clock.
 	Lease time.Duration
 	// Wait is how long a waiter's place lasts without a new attempt: a fair
-	// queue place, a waiting-writer mark. Used by Acquire of KindFair and
-	// KindWrite; zero for an attempt that does not wait.
+	// queue place, a waiting-writer mark, a starving Mutex waiter's mark.
+	// Used by Acquire of KindFair and KindWrite, and of KindMutex on a
+	// [StarvationStore]; zero for an attempt that does not wait (and for a
+	// Mutex waiter not yet starving).
 	Wait time.Duration
 	// Permits is the permit count of a semaphore that does not exist yet.
 	// Used by Acquire of KindPermit.
@@ -129,6 +131,12 @@ type Grant struct {
 	// (the core then waits up to a lease). It is also when the core tries
 	// again if no notification wakes it first.
 	Remaining time.Duration
+	// Queued reports, when not Acquired, that starving waiters' marks or
+	// fair queue places are queued for the name (see [StarvationStore]):
+	// the caller will be served after them, so a waiting Mutex marks the
+	// name at once rather than when it has waited long. A store may leave
+	// it false.
+	Queued bool
 	// Grace reports, when not Acquired, that no one holds the lock but the
 	// store grants nothing yet: its server restarted and may have forgotten
 	// leases that still run. Remaining is then the time until the grace

@@ -86,15 +86,20 @@ func New() *Store {
 }
 
 var (
-	_ driver.Store          = (*Store)(nil)
-	_ driver.Watcher        = (*Store)(nil)
-	_ driver.KindStore      = (*Store)(nil)
-	_ driver.Withdrawer     = (*Store)(nil)
-	_ driver.MultiStore     = (*Store)(nil)
-	_ driver.PermitSetter   = (*Store)(nil)
-	_ driver.Admin          = (*Store)(nil)
-	_ driver.ClientRecorder = (*Store)(nil)
+	_ driver.Store           = (*Store)(nil)
+	_ driver.Watcher         = (*Store)(nil)
+	_ driver.KindStore       = (*Store)(nil)
+	_ driver.Withdrawer      = (*Store)(nil)
+	_ driver.MultiStore      = (*Store)(nil)
+	_ driver.PermitSetter    = (*Store)(nil)
+	_ driver.Admin           = (*Store)(nil)
+	_ driver.ClientRecorder  = (*Store)(nil)
+	_ driver.StarvationStore = (*Store)(nil)
 )
+
+// Starvation implements [driver.StarvationStore]: a starving Mutex
+// waiter's mark is a place in the name's fair queue.
+func (s *Store) Starvation() bool { return true }
 
 // Kinds implements [driver.KindStore]: a Store grants every kind.
 func (s *Store) Kinds() []driver.Kind {
@@ -212,31 +217,23 @@ func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, 
 	}
 	switch req.Kind {
 	case driver.KindMutex:
-		if until := st.blocked(); !until.IsZero() {
-			return notGranted(until)
+		if req.Wait > 0 {
+			// A starving waiter's mark is a place in the fair queue.
+			return s.acquireFair(st, req, now, notGranted)
+		}
+		until := st.blocked()
+		if until.IsZero() && len(st.queue) > 0 { // free, but starving or fair waiters are first
+			until = st.queue[0].deadline
+		}
+		if !until.IsZero() {
+			g, err := notGranted(until)
+			g.Queued = len(st.queue) > 0
+			return g, err
 		}
 		return st.grant(now, req.Owner, req.Lease, false), nil
 
 	case driver.KindFair:
-		i := slices.IndexFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
-		until := st.blocked()
-		if until.IsZero() && (len(st.queue) == 0 || i == 0) {
-			if i == 0 {
-				st.queue = st.queue[1:]
-			}
-			return st.grant(now, req.Owner, req.Lease, false), nil
-		}
-		if req.Wait > 0 {
-			if i < 0 {
-				st.queue = append(st.queue, place{owner: req.Owner})
-				i = len(st.queue) - 1
-			}
-			st.queue[i].deadline = now.Add(req.Wait)
-		}
-		if until.IsZero() { // free, but another waiter is first
-			until = st.queue[0].deadline
-		}
-		return notGranted(until)
+		return s.acquireFair(st, req, now, notGranted)
 
 	case driver.KindRead:
 		if _, ok := st.readers[req.Owner]; ok { // a retry of a granted read
@@ -268,6 +265,31 @@ func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, 
 		return st.grant(now, req.Owner, req.Lease, true), nil
 	}
 	return driver.Grant{}, fmt.Errorf("memstore: acquire %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
+}
+
+// acquireFair serves a FairMutex waiter, or a starving Mutex waiter's mark:
+// granted when the lock is free and the caller is first in the queue (or it
+// is empty); otherwise the caller's place is taken or refreshed for req.Wait.
+func (s *Store) acquireFair(st *name, req driver.Request, now time.Time, notGranted func(time.Time) (driver.Grant, error)) (driver.Grant, error) {
+	i := slices.IndexFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
+	until := st.blocked()
+	if until.IsZero() && (len(st.queue) == 0 || i == 0) {
+		if i == 0 {
+			st.queue = st.queue[1:]
+		}
+		return st.grant(now, req.Owner, req.Lease, false), nil
+	}
+	if req.Wait > 0 {
+		if i < 0 {
+			st.queue = append(st.queue, place{owner: req.Owner})
+			i = len(st.queue) - 1
+		}
+		st.queue[i].deadline = now.Add(req.Wait)
+	}
+	if until.IsZero() { // free, but another waiter is first
+		until = st.queue[0].deadline
+	}
+	return notGranted(until)
 }
 
 func (s *Store) acquirePermit(st *name, req driver.Request, now time.Time) (driver.Grant, error) {
@@ -360,8 +382,14 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	var notes []note
 	wasHead := len(st.queue) > 0 && st.queue[0].owner == req.Owner
 	st.queue = slices.DeleteFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
-	if wasHead && st.blocked().IsZero() && len(st.queue) > 0 {
-		notes = append(notes, note{driver.KindFair, driver.Wake{To: driver.WakeHead, Head: st.queue[0].owner}})
+	if wasHead && st.blocked().IsZero() {
+		if len(st.queue) > 0 {
+			notes = append(notes, note{driver.KindFair, driver.Wake{To: driver.WakeHead, Head: st.queue[0].owner}})
+		} else {
+			// The last starving waiter's mark, or fair place, is gone from a
+			// free lock: the Mutex waiters it held back may take it.
+			notes = append(notes, note{driver.KindMutex, driver.Wake{To: driver.WakeOne}})
+		}
 	}
 	if _, ok := st.writers[req.Owner]; ok {
 		delete(st.writers, req.Owner)

@@ -27,8 +27,16 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	// Room for the restart marker and grace that runAcquire appends.
 	switch req.Kind {
 	case driver.KindMutex:
+		if req.Wait > 0 {
+			// A starving waiter: its mark is a place in the fair queue,
+			// served by the FairMutex's script (see Starvation).
+			script = acquireFairScript
+			keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
+			args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
+			break
+		}
 		script = acquireScript
-		keys = append(make([]string, 0, 3), n, tokenKey(n))
+		keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
 		args = append(make([]any, 0, 3), ms(req.Lease), req.Owner)
 	case driver.KindFair:
 		script = acquireFairScript
@@ -65,6 +73,14 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	}
 	return g, nil
 }
+
+// Starvation implements [driver.StarvationStore]. A starving Mutex
+// waiter's mark is a place in the name's fair queue
+// (leash_fair_queue:{name}, leash_fair_places:{name}): acquire.lua refuses a
+// fresh grant while a live place is queued, and release.lua wakes the
+// first place's waiter on the fair channel. Redisson's RLock ignores the
+// queue and is still excluded by the lock hash.
+func (s *Store) Starvation() bool { return true }
 
 // waitMS is a place lifetime in milliseconds; 0 means no place.
 func waitMS(d time.Duration) int64 { return max(d.Milliseconds(), 0) }

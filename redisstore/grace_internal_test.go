@@ -77,7 +77,7 @@ func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := driver.Request{Kind: driver.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
-	keys := []string{req.Name, tokenKey(req.Name), epochKey}
+	keys := []string{req.Name, tokenKey(req.Name), fairQueueKey(req.Name), fairPlacesKey(req.Name), epochKey}
 	args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
 	v, err := acquireScript.Run(ctx, rdb, keys, args...).Result() // dials: the old connection is dead
 	if err != nil || !isGrant(v) {

@@ -14,7 +14,7 @@ func TestLibFor(t *testing.T) {
 		body      string
 		want, not []string
 	}{
-		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take", "reenter", "last_token"}, []string{"grant", "grace", "drop_hold", "now_ms"}},
+		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take", "reenter", "last_token", "purge_queue", "now_ms"}, []string{"grant", "grace", "drop_hold"}},
 		{"release", releaseLua, []string{"drop_hold", "latched", "purge_queue", "now_ms"}, []string{"fresh_grant"}},
 		{"release_write", releaseWriteLua, []string{"drop_hold", "latched"}, []string{"fresh_grant"}},
 		{"acquire_many", acquireManyLua, []string{"fresh_token", "grace_at", "take", "grant", "next_token", "server_time"}, []string{"fresh_grant", "drop_hold"}},

@@ -469,14 +469,7 @@ func TestRedissonInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.PExpire(bg(t), name, 30*time.Second)
-	got := make(chan *leash.Hold, 1)
-	go func() {
-		h, err := c.Mutex(name).Lock(bg(t))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- h
-	}()
+	got := lockAsync(t, c, name)
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case <-got:

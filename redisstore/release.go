@@ -23,7 +23,7 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 		return s.err
 	}
 	n := s.key(req.Name)
-	keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n)}
+	keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n), channelName(n)}
 	if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
 		return fmt.Errorf("redisstore: withdraw from %q: %w", req.Name, err)
 	}

@@ -25,7 +25,8 @@ func notALock(name string, v any) *leash.NotALockError {
 	return &leash.NotALockError{Name: name, Found: what}
 }
 
-// parseGrant decodes acquire.lua's reply: {1, token, holds} or {0, pttl}.
+// parseGrant decodes acquire.lua's reply: {1, token, holds}, {0, pttl}, or
+// {0, pttl, 1} when waiters are queued.
 func parseGrant(v any) (driver.Grant, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) < 2 {
@@ -48,6 +49,12 @@ func parseGrant(v any) (driver.Grant, error) {
 			rem = time.Duration(ints[1]) * time.Millisecond
 		}
 		return driver.Grant{Remaining: rem}, nil
+	case ints[0] == 0 && len(ints) == 3 && ints[2] == 1:
+		rem := time.Duration(-1)
+		if ints[1] >= 0 {
+			rem = time.Duration(ints[1]) * time.Millisecond
+		}
+		return driver.Grant{Remaining: rem, Queued: true}, nil
 	}
 	return driver.Grant{}, fmt.Errorf("unexpected acquire reply %#v", v)
 }

@@ -367,11 +367,12 @@ func called(text string) map[string]bool {
 }
 
 var (
-	_ driver.Store      = (*Store)(nil)
-	_ driver.Watcher    = (*Store)(nil)
-	_ driver.KindStore  = (*Store)(nil)
-	_ driver.Withdrawer = (*Store)(nil)
-	_ driver.Admin      = (*Store)(nil)
+	_ driver.Store           = (*Store)(nil)
+	_ driver.Watcher         = (*Store)(nil)
+	_ driver.KindStore       = (*Store)(nil)
+	_ driver.Withdrawer      = (*Store)(nil)
+	_ driver.StarvationStore = (*Store)(nil)
+	_ driver.Admin           = (*Store)(nil)
 )
 
 // Kinds implements [driver.KindStore]: the Store grants every kind, in

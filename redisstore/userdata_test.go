@@ -378,7 +378,7 @@ type companionOp struct {
 func companionOps() []companionOp {
 	var ops []companionOp
 	uses := map[string][]string{
-		"mutex": {"token"}, "fair": {"token", "queue"}, "read": {"token", "readers", "writers"},
+		"mutex": {"token", "queue"}, "fair": {"token", "queue"}, "read": {"token", "readers", "writers"},
 		"write": {"token", "readers", "writers"}, "permit": {"token", "size"}, "multilock": {"token"},
 	}
 	for _, k := range kindLockers {

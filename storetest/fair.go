@@ -43,14 +43,22 @@ func testFairOrder(t *testing.T, s driver.Store, n *namer) {
 }
 
 func testFairDeadWaiter(t *testing.T, s driver.Store, n *namer) {
+	deadPlaceLapses(t, s, n, fair, queued)
+}
+
+// deadPlaceLapses: a waiter whose place (a fair queue place, a starving
+// Mutex's mark: the attempt made) lasts short never comes back; next(name,
+// owner) is another waiter's attempt, held back by the place only while it
+// lives.
+func deadPlaceLapses(t *testing.T, s driver.Store, n *namer, attempt, next func(name, owner string) driver.Request) {
 	name := n.name()
 	a, dead, c := n.owner(), n.owner(), n.owner()
-	mustAcquire(t, s, fair(name, a))
-	mustNotAcquire(t, s, waiting(fair(name, dead), short)) // never comes back
-	mustNotAcquire(t, s, queued(name, c))
-	mustRelease(t, s, fair(name, a))
-	mustNotAcquire(t, s, queued(name, c))
-	acquireWithin(t, s, queued(name, c), short+wakeWait)
+	mustAcquire(t, s, attempt(name, a))
+	mustNotAcquire(t, s, waiting(attempt(name, dead), short)) // never comes back
+	mustNotAcquire(t, s, next(name, c))
+	mustRelease(t, s, attempt(name, a))
+	mustNotAcquire(t, s, next(name, c))
+	acquireWithin(t, s, next(name, c), short+wakeWait)
 }
 
 func testFairWithdraw(t *testing.T, s driver.Store, n *namer) {

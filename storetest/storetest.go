@@ -15,6 +15,8 @@
 //   - fair, rw, semaphore: the lock kinds a [driver.KindStore] lists
 //     (KindFair; KindRead and KindWrite; KindPermit), with [driver.Withdrawer]
 //     and [driver.PermitSetter].
+//   - starvation: the Mutex's starving waiters' marks
+//     ([driver.StarvationStore]).
 //   - multi: several names in one step ([driver.MultiStore]).
 //   - admin: Inspect, List and ForceRelease ([driver.Admin]), and the
 //     data-safety rules the suite can check through them.
@@ -149,6 +151,7 @@ var sections = []section{
 	{"required", nil, requiredTests},
 	{"watch", []capability{capWatch}, watchTests},
 	{"fair", []capability{capFair}, fairTests},
+	{"starvation", []capability{capStarve}, starveTests},
 	{"rw", []capability{capRW}, rwTests},
 	{"semaphore", []capability{capPermit}, semaphoreTests},
 	{"multi", []capability{capMulti}, multiTests},

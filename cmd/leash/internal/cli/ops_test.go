@@ -102,8 +102,10 @@ func testShowLsUnlock(t *testing.T, st testStore) {
 		t.Fatal(err)
 	}
 	defer h.Unlock(context.Background())
-	// A waiter, so that show has one to count.
-	waiter := st.client(t, nil)
+	// A waiter, so that show has one to count: one that never starves,
+	// since a starving Mutex waiter also marks the name and watches the
+	// fair channel, which show would count as well.
+	waiter := st.client(t, &leash.Options{Starvation: leash.NoStarvation})
 	got := make(chan error, 1)
 	// Owner: this test. Stops when the force-unlock below lets it in.
 	go func() {
