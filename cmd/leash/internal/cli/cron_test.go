@@ -101,7 +101,7 @@ func TestCronUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No server listens there: refused before any round trip.
-	noJobs := "postgres://u@127.0.0.1:" + strconv.Itoa(port) + "/db"
+	noJobs := "zk://127.0.0.1:" + strconv.Itoa(port)
 	for _, c := range []struct {
 		args []string
 		want string
