@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leash-go/leash/internal/testserver"
 )
 
 // TestCronJobsPostgres: leash cron runs its jobs on a postgres:// store,
@@ -87,4 +89,10 @@ func testCronJobs(t *testing.T, st testStore) {
 	if code != exitOK || !strings.Contains(stdout, prefix+"fail") || !strings.Contains(stdout, "failed") {
 		t.Errorf("leash jobs %sfail: %d\n%s", prefix, code, stdout)
 	}
+}
+
+// TestCronJobsZooKeeper: the same on a zk:// store.
+func TestCronJobsZooKeeper(t *testing.T) {
+	url := "zk://" + testserver.NewZooKeeper(t).Addr + "/cli-jobs"
+	testCronJobs(t, testStore{name: "zk", url: url})
 }

@@ -102,9 +102,8 @@ together, or a flag with a store that takes none (mem://), is a usage error
 
 Each command needs some of a store's capabilities: run needs only locks;
 ls, show and unlock need administration (inspect, list, force release);
-cron and jobs need job records, which redis://, postgres://, mysql:// and
-mem:// stores keep (etcd:// and zk:// keep none); mark-fresh and the
-restart grace are Redis's. A command the store cannot
+cron and jobs need job records, which every store but etcd:// keeps;
+mark-fresh and the restart grace are Redis's. A command the store cannot
 serve exits 64 before any network call, naming the store and what it lacks.`
 
 // aclHelp says what a Redis ACL user needs for leash.
