@@ -87,4 +87,3 @@ func TestUserZnodesUntouchedByJobs(t *testing.T) {
 		t.Errorf("the application's %s/jobs got children %q (%v)", other, children, err)
 	}
 }
-
