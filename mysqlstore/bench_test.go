@@ -192,3 +192,30 @@ func BenchmarkRenew10k(b *testing.B) {
 	b.ReportMetric(float64(calls()-before)/float64(b.N), "calls/round")
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/lock")
 }
+
+// BenchmarkClaimEndRun claims the next tick of one job and records its
+// end, as package schedule does for each run: one CALL each, the job
+// keeping its last 100 records.
+func BenchmarkClaimEndRun(b *testing.B) {
+	db := openDB(b, sharedServer(b), testDB, "")
+	s := mysqlstore.New(db, nil)
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	job := fmt.Sprintf("bench/claim/%d", time.Now().UnixNano()) // a fresh job on every run
+	client := "00000000-0000-4000-8000-000000000011"
+	tick := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
+	b.ResetTimer()
+	for b.Loop() {
+		tick = tick.Add(time.Millisecond)
+		r, err := s.ClaimTick(ctx, driver.TickClaim{Job: job, Tick: tick, Attempt: 1, Run: driver.RunRecord{Client: client}})
+		if err != nil || r.Status != driver.ClaimGranted {
+			b.Fatalf("ClaimTick = %+v, %v", r, err)
+		}
+		if err := s.EndRun(ctx, driver.RunEnd{Job: job, Tick: tick, Attempt: 1, Client: client, Outcome: driver.OutcomeOK}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
