@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -104,31 +105,39 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 // permit or a waiting place, read without locking. The pattern is narrowed
 // with LIKE on the server and matched exactly (driver.Glob) here.
 func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
+	return s.matching(ctx, "list", func(st *statements) *sql.Stmt { return st.list }, pattern)
+}
+
+// matching runs the statement stmt picks, of one LIKE parameter, that
+// returns names, for pattern (a driver.Glob; "" matches every name), and
+// checks each name again with driver.Glob; what names the operation in
+// errors.
+func (s *Store) matching(ctx context.Context, what string, stmt func(*statements) *sql.Stmt, pattern string) ([]string, error) {
 	re, err := driver.Glob(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: list: %w", err)
+		return nil, fmt.Errorf("mysqlstore: %s: %w", what, err)
 	}
 	st, err := s.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := st.list.QueryContext(ctx, []byte(likePattern(pattern)))
+	rows, err := stmt(st).QueryContext(ctx, []byte(likePattern(pattern)))
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: list: %w", err)
+		return nil, fmt.Errorf("mysqlstore: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var name []byte
 		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("mysqlstore: list: %w", err)
+			return nil, fmt.Errorf("mysqlstore: %s: %w", what, err)
 		}
 		if pattern == "" || re.Match(name) {
 			out = append(out, string(name))
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysqlstore: list: %w", err)
+		return nil, fmt.Errorf("mysqlstore: %s: %w", what, err)
 	}
 	return out, nil
 }

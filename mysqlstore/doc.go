@@ -16,7 +16,9 @@
 // downgrade, ErrUpgrade), Semaphore (resizable), MultiLock (all names in
 // one step, or none), administration (Inspect, List with glob patterns,
 // ForceRelease, used by the leash CLI's show, ls and unlock), holder
-// records (who holds what, for operators) and release notifications. It is
+// records (who holds what, for operators), scheduled jobs' claims and run
+// records ([driver.JobStore], for package schedule and leash cron) and
+// release notifications. It is
 // not a [driver.SessionStore]: MySQL has no lease that a client could renew
 // for all its locks at once (a connection is no such lease: see "Paused
 // clients"), so the watchdog renews each lock, in batches.
@@ -73,6 +75,31 @@
 //	  `expires_us` BIGINT         NOT NULL,
 //	  PRIMARY KEY (`name`, `store`)
 //	) ENGINE=InnoDB;
+//	CREATE TABLE IF NOT EXISTS `leash_locks_jobs` (     -- a job's latest claim
+//	  `name`    VARBINARY(512) NOT NULL,                -- job (= run lock) name
+//	  `tick`    BIGINT         NOT NULL DEFAULT 0,      -- Unix ms; 0: none
+//	  `attempt` INT            NOT NULL DEFAULT 0,
+//	  `outcome` VARBINARY(16)  NOT NULL DEFAULT '',     -- of its run
+//	  `client`  VARBINARY(255) NOT NULL DEFAULT '',     -- its claimer
+//	  `spec`    VARBINARY(256) NOT NULL DEFAULT '',     -- the job's schedule
+//	  `seq`     BIGINT         NOT NULL DEFAULT 0,      -- its newest record's
+//	  PRIMARY KEY (`name`)
+//	) ENGINE=InnoDB;
+//	CREATE TABLE IF NOT EXISTS `leash_locks_runs` (     -- a job's last runs
+//	  `name`       VARBINARY(512)  NOT NULL,
+//	  `seq`        BIGINT          NOT NULL,            -- newest highest
+//	  `tick`       BIGINT          NOT NULL,
+//	  `attempt`    INT             NOT NULL,
+//	  `host`       VARBINARY(255)  NOT NULL DEFAULT '',
+//	  `pid`        INT             NOT NULL DEFAULT 0,
+//	  `client`     VARBINARY(255)  NOT NULL DEFAULT '',
+//	  `started_ms` BIGINT          NOT NULL,            -- server clock, Unix ms
+//	  `ended_ms`   BIGINT          NOT NULL DEFAULT 0,  -- 0 while running
+//	  `outcome`    VARBINARY(16)   NOT NULL,
+//	  `fence`      BIGINT          NOT NULL DEFAULT 0,
+//	  `error`      VARBINARY(1024) NOT NULL DEFAULT '',
+//	  PRIMARY KEY (`name`, `seq`)
+//	) ENGINE=InnoDB;
 //	CREATE TABLE IF NOT EXISTS `leash_locks_schema` (   -- ('leash', version)
 //	  `app`     VARCHAR(16) NOT NULL,
 //	  `version` INT         NOT NULL,
@@ -80,8 +107,13 @@
 //	) ENGINE=InnoDB;
 //
 // and the procedures leash_locks_open, _acquire, _release, _withdraw,
-// _set_permits, _force_release, _acquire_many, _renew, _put_client and
-// _waiting, each documented in schema.sql. Options.Table renames them all
+// _set_permits, _force_release, _acquire_many, _renew, _put_client,
+// _waiting, and, for scheduled jobs, _claim_tick, _end_run, _add_runs,
+// _job_history and _job_held, each documented in schema.sql. A job's
+// procedure locks the job's row of leash_locks_jobs, judges by
+// UTC_TIMESTAMP(6) read once at its start, and only reads the lock tables
+// (whether a run's claimer holds the job's lock); _job_history is one
+// consistent read. Options.Table renames them all
 // (<Table>_holders, <Table>_acquire, …; 1 to 50 characters, quoted with
 // backticks, with no upper-case letter, NUL, line break or trailing space:
 // see Options.Table), and Options.Database puts them in a database other
@@ -98,8 +130,17 @@
 // of one of those names that is another application's is never read or
 // written, a stored procedure of one of those names without leash's
 // comment is never called, dropped or replaced, and Migrate then creates
-// nothing. A later version of the
-// schema will be brought up by Migrate, from the recorded version.
+// nothing.
+//
+// Schema version 2 added the jobs' two tables and five procedures. A
+// version-1 schema (an earlier release's) is refused by every call with
+// ErrSchemaVersion, which names Migrate; Migrate brings it to version 2
+// (it applies schema.sql again: the new tables are created, leash's
+// procedures replaced, the version row set), keeping every lock and
+// fencing counter, under the same refusals (a table or procedure of the
+// new names that is not leash's: nothing is created). A mysqlstore of an
+// earlier release refuses a version-2 schema, so upgrade every instance
+// before (or as) the schema is migrated.
 //
 // Migrate needs CREATE (the tables), CREATE ROUTINE and ALTER ROUTINE (it
 // drops and creates the procedures again) and SELECT, INSERT and UPDATE on

@@ -15,3 +15,6 @@ func (s *Store) DB() *sql.DB { return s.db }
 // OnMigrateRead makes Migrate call f after it read the schema's state and
 // before it applies any DDL.
 func (s *Store) OnMigrateRead(f func()) { s.migrateRead = f }
+
+// SplitStatements exposes splitStatements to the tests.
+func SplitStatements(text string) []string { return splitStatements(text) }

@@ -15,8 +15,10 @@ import (
 )
 
 // SchemaVersion is the version of the schema this package uses, recorded in
-// the <table>_schema table.
-const SchemaVersion = 1
+// the <table>_schema table. Version 2 added the scheduled jobs' tables
+// (<table>_jobs, <table>_runs) and procedures; Migrate brings a version-1
+// schema to it.
+const SchemaVersion = 2
 
 // Schema is the DDL of the schema, the text of schema.sql: the tables and
 // procedures for the default table name, leash_locks, in the mysql client's
@@ -67,6 +69,7 @@ var identifierRef = regexp.MustCompile("`leash_locks([a-z_]*)`")
 var procedures = []string{
 	"_open", "_acquire", "_release", "_withdraw", "_set_permits", "_force_release",
 	"_acquire_many", "_renew", "_put_client", "_waiting",
+	"_job_held", "_claim_tick", "_end_run", "_add_runs", "_job_history",
 }
 
 // maxTableLen keeps every derived identifier within MySQL's 64 characters.
@@ -197,6 +200,8 @@ var tables = []struct {
 	{"_holders", []string{"name", "owner", "role", "expires_us", "fence"}},
 	{"_clients", []string{"id", "record", "expires_us"}},
 	{"_waiters", []string{"name", "store", "expires_us"}},
+	{"_jobs", []string{"name", "tick", "attempt", "outcome", "client", "spec", "seq"}},
+	{"_runs", []string{"name", "seq", "tick", "attempt", "host", "pid", "client", "started_ms", "ended_ms", "outcome", "fence", "error"}},
 	{"_schema", []string{"app", "version"}},
 }
 
@@ -326,12 +331,17 @@ func (n names) usable(st schemaState) error {
 		}
 	}
 	for _, t := range tables {
-		engine, ok := st.engines[t.suffix]
-		switch {
-		case !ok:
-			return fmt.Errorf("%w: table %s%s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where, t.suffix)
-		case !strings.EqualFold(engine, "InnoDB"):
+		if engine, ok := st.engines[t.suffix]; ok && !strings.EqualFold(engine, "InnoDB") {
 			return fmt.Errorf("%w: %s%s uses %s", ErrNotInnoDB, where, t.suffix, engine)
+		}
+	}
+	if st.version != 0 && st.version != SchemaVersion {
+		return fmt.Errorf("%w: %s has schema version %d, this leash uses %d (an older schema: run Store.Migrate; a newer one: upgrade leash)",
+			ErrSchemaVersion, where, st.version, SchemaVersion)
+	}
+	for _, t := range tables {
+		if _, ok := st.engines[t.suffix]; !ok {
+			return fmt.Errorf("%w: table %s%s does not exist (run Store.Migrate, or apply schema.sql)", ErrNoSchema, where, t.suffix)
 		}
 	}
 	switch {

@@ -1,4 +1,4 @@
--- leash mysqlstore schema, version 1, for MySQL 8.0.4+ and MariaDB 10.6+ (InnoDB).
+-- leash mysqlstore schema, version 2, for MySQL 8.0.4+ and MariaDB 10.6+ (InnoDB).
 --
 -- Store.Migrate applies this very file (it is embedded in the package). A DBA
 -- who applies it by hand runs it with the mysql or mariadb client, in the
@@ -100,6 +100,37 @@ CREATE TABLE IF NOT EXISTS `leash_locks_schema` (
   `version` INT         NOT NULL,
   PRIMARY KEY (`app`)
 ) ENGINE=InnoDB COMMENT='leash schema version (github.com/leash-go/leash/mysqlstore)';
+
+-- Scheduled jobs (driver.JobStore), since schema version 2: a job's latest
+-- claim, one row per job with a claim or a record. Times here are Unix
+-- milliseconds by the server's clock (its µs, divided).
+CREATE TABLE IF NOT EXISTS `leash_locks_jobs` (
+  `name`    VARBINARY(512)  NOT NULL           COMMENT 'job name, which is also its run lock''s name',
+  `tick`    BIGINT          NOT NULL DEFAULT 0 COMMENT 'the latest claim''s tick, Unix ms; 0 when none',
+  `attempt` INT             NOT NULL DEFAULT 0 COMMENT 'the latest claim''s attempt; 0 when none',
+  `outcome` VARBINARY(16)   NOT NULL DEFAULT '' COMMENT 'how the latest claim''s run ended (running until told)',
+  `client`  VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the latest claim''s claimer, a leash Client id',
+  `spec`    VARBINARY(256)  NOT NULL DEFAULT '' COMMENT 'the job''s schedule, as the latest claim giving one said',
+  `seq`     BIGINT          NOT NULL DEFAULT 0 COMMENT 'the seq of the job''s newest record',
+  PRIMARY KEY (`name`)
+) ENGINE=InnoDB COMMENT='leash scheduled jobs (github.com/leash-go/leash/mysqlstore)';
+
+-- A job's last run records, numbered by seq, newest highest.
+CREATE TABLE IF NOT EXISTS `leash_locks_runs` (
+  `name`       VARBINARY(512)  NOT NULL           COMMENT 'job name',
+  `seq`        BIGINT          NOT NULL           COMMENT 'the record''s number in its job',
+  `tick`       BIGINT          NOT NULL           COMMENT 'the tick run, Unix ms',
+  `attempt`    INT             NOT NULL,
+  `host`       VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the claimer''s host',
+  `pid`        INT             NOT NULL DEFAULT 0  COMMENT 'the claimer''s process id',
+  `client`     VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the claimer''s leash Client id',
+  `started_ms` BIGINT          NOT NULL           COMMENT 'claimed, Unix ms by the server''s clock',
+  `ended_ms`   BIGINT          NOT NULL DEFAULT 0  COMMENT 'its end recorded, Unix ms; 0 while running',
+  `outcome`    VARBINARY(16)   NOT NULL           COMMENT 'running, ok, failed, skipped, missed, cancelled or lost',
+  `fence`      BIGINT          NOT NULL DEFAULT 0  COMMENT 'the run lock''s fencing token; 0 when none',
+  `error`      VARBINARY(1024) NOT NULL DEFAULT '' COMMENT 'the run''s error text',
+  PRIMARY KEY (`name`, `seq`)
+) ENGINE=InnoDB COMMENT='leash scheduled jobs'' runs (github.com/leash-go/leash/mysqlstore)';
 
 DELIMITER //
 
@@ -602,6 +633,200 @@ BEGIN
     ON DUPLICATE KEY UPDATE `record` = p_record, `expires_us` = v_now + p_ttl_us;
 END//
 
+-- The job procedures lock the job's row of leash_locks_jobs (inserting it
+-- first, ON DUPLICATE KEY, so that two first claims of a job queue on one
+-- row) before they read or write the job's records, and only read the lock
+-- tables, with consistent (non-locking) reads, to tell whether a run's
+-- claimer holds the job's lock. A claim that grants nothing rolls back, so
+-- that it leaves no row. Each reads the server's clock once, at its start.
+
+-- leash_locks_job_held: o_held is 2 when the client p_client holds a lock
+-- or a read lease or permit on p_name at p_now (µs), 1 when someone else
+-- does, 0 when no one does. A consistent read: it locks nothing.
+DROP PROCEDURE IF EXISTS `leash_locks_job_held`//
+CREATE PROCEDURE `leash_locks_job_held`(IN p_name VARBINARY(512), IN p_client VARBINARY(255), IN p_now BIGINT, OUT o_held INT)
+  READS SQL DATA
+  COMMENT 'leash: whether a job''s lock is held (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_any, v_mine INT DEFAULT 0;
+  SELECT COUNT(*), COALESCE(SUM(SUBSTRING_INDEX(h.`o`, ':', 1) = p_client), 0) INTO v_any, v_mine FROM (
+    SELECT `owner` AS `o` FROM `leash_locks` WHERE `name` = p_name AND `owner` IS NOT NULL AND `expires_us` > p_now
+    UNION ALL
+    SELECT `owner` FROM `leash_locks_holders` WHERE `name` = p_name AND `role` IN (2, 4) AND `expires_us` > p_now) AS h;
+  SET o_held = IF(v_mine > 0, 2, IF(v_any > 0, 1, 0));
+END//
+
+-- leash_locks_claim_tick: judge a claim of tick p_tick (Unix ms), attempt
+-- p_attempt, of job p_name (driver.JobStore.ClaimTick), in this order:
+-- taken (n: the latest claim's tick; r_*: its record, r_held as
+-- leash_locks_job_held says of its claimer), early (n: the tick minus now,
+-- ms), late (p_until > 0 and now after it), else granted (n: the tick
+-- claimed before, 0 for none): the claim becomes the job's latest and a
+-- record of its run is added, keeping the last p_keep. Returns one row:
+-- status, now_ms, n, and the r_* columns (NULL but for taken).
+DROP PROCEDURE IF EXISTS `leash_locks_claim_tick`//
+CREATE PROCEDURE `leash_locks_claim_tick`(IN p_name VARBINARY(512), IN p_tick BIGINT, IN p_attempt INT,
+    IN p_tolerance BIGINT, IN p_until BIGINT, IN p_host VARBINARY(255), IN p_pid INT, IN p_client VARBINARY(255),
+    IN p_keep INT, IN p_spec VARBINARY(256))
+  MODIFIES SQL DATA
+  COMMENT 'leash: claim a job''s tick (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now_us BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  DECLARE v_now, v_tick, v_seq, v_n BIGINT DEFAULT 0;
+  DECLARE v_attempt INT DEFAULT 0;
+  DECLARE v_outcome VARBINARY(16) DEFAULT '';
+  DECLARE v_status VARCHAR(8) DEFAULT 'granted';
+  DECLARE v_nf INT DEFAULT 0;
+  DECLARE r_tick, r_started, r_ended, r_fence BIGINT DEFAULT NULL;
+  DECLARE r_attempt, r_pid, r_held INT DEFAULT NULL;
+  DECLARE r_host, r_client VARBINARY(255) DEFAULT NULL;
+  DECLARE r_outcome VARBINARY(16) DEFAULT NULL;
+  DECLARE r_error VARBINARY(1024) DEFAULT NULL;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_nf = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET v_now = v_now_us DIV 1000;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO `leash_locks_jobs` (`name`) VALUES (p_name) ON DUPLICATE KEY UPDATE `name` = `name`;
+  SELECT `tick`, `attempt`, `outcome`, `seq` INTO v_tick, v_attempt, v_outcome, v_seq
+    FROM `leash_locks_jobs` WHERE `name` = p_name FOR UPDATE;
+  IF v_attempt > 0 AND (v_tick > p_tick
+      OR (v_tick = p_tick AND (p_attempt <> v_attempt + 1 OR v_outcome NOT IN ('failed', 'cancelled')))
+      OR (p_tick > v_tick AND p_attempt <> 1)) THEN
+    SET v_status = 'taken', v_n = v_tick;
+    SELECT `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `ended_ms`, `outcome`, `fence`, `error`
+      INTO r_tick, r_attempt, r_host, r_pid, r_client, r_started, r_ended, r_outcome, r_fence, r_error
+      FROM `leash_locks_runs` WHERE `name` = p_name AND `tick` = v_tick AND `attempt` = v_attempt ORDER BY `seq` DESC LIMIT 1;
+    IF v_nf = 0 THEN
+      CALL `leash_locks_job_held`(p_name, r_client, v_now_us, r_held);
+    END IF;
+  ELSEIF v_attempt = 0 AND p_attempt <> 1 THEN
+    SET v_status = 'taken';
+  ELSEIF p_tick - v_now > p_tolerance THEN
+    SET v_status = 'early', v_n = p_tick - v_now;
+  ELSEIF p_until > 0 AND v_now > p_until THEN
+    SET v_status = 'late';
+  END IF;
+  IF v_status = 'granted' THEN
+    SET v_n = IF(v_attempt > 0, v_tick, 0), v_seq = v_seq + 1;
+    UPDATE `leash_locks_jobs` SET `tick` = p_tick, `attempt` = p_attempt, `outcome` = 'running', `client` = p_client,
+        `spec` = IF(p_spec <> '', p_spec, `spec`), `seq` = v_seq
+      WHERE `name` = p_name;
+    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `outcome`)
+      VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, v_now, 'running');
+    DELETE FROM `leash_locks_runs` WHERE `name` = p_name AND `seq` <= v_seq - p_keep;
+    COMMIT;
+  ELSE
+    ROLLBACK; -- nothing changed but, for a job's first claim, its new row
+  END IF;
+  SELECT v_status AS status, v_now AS now_ms, v_n AS n, r_tick, r_attempt, r_host, r_pid, r_client, r_started,
+    r_ended, r_outcome, r_fence, r_error, r_held;
+END//
+
+-- leash_locks_end_run: record how the run of tick p_tick, attempt
+-- p_attempt, of job p_name ended, when p_client claimed it and its record
+-- is kept (the newest of that tick and attempt): outcome, fence, error, and
+-- ended now; the job's latest claim learns the outcome when it is that run.
+-- Returns one row: updated (0/1).
+DROP PROCEDURE IF EXISTS `leash_locks_end_run`//
+CREATE PROCEDURE `leash_locks_end_run`(IN p_name VARBINARY(512), IN p_tick BIGINT, IN p_attempt INT,
+    IN p_client VARBINARY(255), IN p_outcome VARBINARY(16), IN p_fence BIGINT, IN p_error VARBINARY(1024))
+  MODIFIES SQL DATA
+  COMMENT 'leash: record a job run''s end (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000;
+  DECLARE v_tick, v_seq BIGINT DEFAULT 0;
+  DECLARE v_attempt, v_nf, v_updated INT DEFAULT 0;
+  DECLARE v_client VARBINARY(255);
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_nf = 1;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  SELECT `tick`, `attempt` INTO v_tick, v_attempt FROM `leash_locks_jobs` WHERE `name` = p_name FOR UPDATE;
+  IF v_nf = 0 THEN
+    SELECT `seq`, `client` INTO v_seq, v_client FROM `leash_locks_runs`
+      WHERE `name` = p_name AND `tick` = p_tick AND `attempt` = p_attempt ORDER BY `seq` DESC LIMIT 1;
+    IF v_nf = 0 AND v_client = p_client THEN
+      UPDATE `leash_locks_runs` SET `outcome` = p_outcome, `fence` = p_fence, `error` = p_error, `ended_ms` = v_now
+        WHERE `name` = p_name AND `seq` = v_seq;
+      IF v_tick = p_tick AND v_attempt = p_attempt THEN
+        UPDATE `leash_locks_jobs` SET `outcome` = p_outcome WHERE `name` = p_name;
+      END IF;
+      SET v_updated = 1;
+    END IF;
+  END IF;
+  COMMIT;
+  SELECT v_updated AS updated;
+END//
+
+-- leash_locks_add_runs: add records of runs never claimed to job p_name's
+-- history, keeping its last p_keep. p_runs is a JSON array of records,
+-- oldest first, each an array: tick, attempt, host (hex), pid, client
+-- (hex), started, ended (Unix ms; 0 is now), outcome, fence, error (hex).
+-- The job's latest claim is left as it is. Returns nothing.
+DROP PROCEDURE IF EXISTS `leash_locks_add_runs`//
+CREATE PROCEDURE `leash_locks_add_runs`(IN p_name VARBINARY(512), IN p_keep INT, IN p_runs LONGTEXT)
+  MODIFIES SQL DATA
+  COMMENT 'leash: add records to a job''s history (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000;
+  DECLARE v_count INT DEFAULT JSON_LENGTH(p_runs);
+  DECLARE v_i INT DEFAULT 0;
+  DECLARE v_seq, v_started, v_ended BIGINT DEFAULT 0;
+  DECLARE v_run LONGTEXT;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+  START TRANSACTION;
+  INSERT INTO `leash_locks_jobs` (`name`) VALUES (p_name) ON DUPLICATE KEY UPDATE `name` = `name`;
+  SELECT `seq` INTO v_seq FROM `leash_locks_jobs` WHERE `name` = p_name FOR UPDATE;
+  WHILE v_i < v_count DO
+    SET v_run = JSON_EXTRACT(p_runs, CONCAT('$[', v_i, ']')), v_seq = v_seq + 1;
+    SET v_started = JSON_EXTRACT(v_run, '$[5]'), v_ended = JSON_EXTRACT(v_run, '$[6]');
+    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `ended_ms`,
+        `outcome`, `fence`, `error`)
+      VALUES (p_name, v_seq, JSON_EXTRACT(v_run, '$[0]'), JSON_EXTRACT(v_run, '$[1]'),
+        UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[2]'))), JSON_EXTRACT(v_run, '$[3]'),
+        UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[4]'))), IF(v_started = 0, v_now, v_started),
+        IF(v_ended = 0, v_now, v_ended), JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[7]')), JSON_EXTRACT(v_run, '$[8]'),
+        UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[9]'))));
+    SET v_i = v_i + 1;
+  END WHILE;
+  UPDATE `leash_locks_jobs` SET `seq` = v_seq WHERE `name` = p_name;
+  DELETE FROM `leash_locks_runs` WHERE `name` = p_name AND `seq` <= v_seq - p_keep;
+  COMMIT;
+END//
+
+-- leash_locks_job_history: job p_name's latest claim and its last p_n
+-- records (p_n <= 0: all), newest first, read in one consistent
+-- (non-locking) statement: a row per record (one row with NULL record
+-- columns when there is none), each with now_ms, the latest claim's tick,
+-- attempt and spec, and, for a record still running, mine (1 when its
+-- claimer holds a lock, read lease or permit on p_name) and any (1 when
+-- anyone does).
+DROP PROCEDURE IF EXISTS `leash_locks_job_history`//
+CREATE PROCEDURE `leash_locks_job_history`(IN p_name VARBINARY(512), IN p_n INT)
+  READS SQL DATA
+  COMMENT 'leash: read a job''s history (github.com/leash-go/leash/mysqlstore)'
+BEGIN
+  DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
+  DECLARE v_limit INT DEFAULT IF(p_n > 0, p_n, 2147483647);
+  SELECT v_now DIV 1000 AS now_ms, COALESCE(j.`tick`, 0), COALESCE(j.`attempt`, 0), COALESCE(j.`spec`, ''),
+      r.`tick`, r.`attempt`, r.`host`, r.`pid`, r.`client`, r.`started_ms`, r.`ended_ms`, r.`outcome`, r.`fence`, r.`error`,
+      IF(r.`outcome` = 'running' AND (
+          EXISTS (SELECT 1 FROM `leash_locks` l WHERE l.`name` = p_name AND l.`expires_us` > v_now
+                  AND SUBSTRING_INDEX(l.`owner`, ':', 1) = r.`client`)
+          OR EXISTS (SELECT 1 FROM `leash_locks_holders` h WHERE h.`name` = p_name AND h.`role` IN (2, 4)
+                     AND h.`expires_us` > v_now AND SUBSTRING_INDEX(h.`owner`, ':', 1) = r.`client`)), 2,
+        IF(r.`outcome` = 'running' AND (
+          EXISTS (SELECT 1 FROM `leash_locks` l WHERE l.`name` = p_name AND l.`owner` IS NOT NULL AND l.`expires_us` > v_now)
+          OR EXISTS (SELECT 1 FROM `leash_locks_holders` h WHERE h.`name` = p_name AND h.`role` IN (2, 4)
+                     AND h.`expires_us` > v_now)), 1, 0)) AS held
+    FROM (SELECT 1 AS `one`) AS o
+    LEFT JOIN `leash_locks_jobs` j ON j.`name` = p_name
+    LEFT JOIN `leash_locks_runs` r ON r.`name` = p_name
+    ORDER BY r.`seq` DESC LIMIT v_limit;
+END//
+
 DELIMITER ;
 
-INSERT INTO `leash_locks_schema` (`app`, `version`) VALUES ('leash', 1) ON DUPLICATE KEY UPDATE `version` = 1;
+INSERT INTO `leash_locks_schema` (`app`, `version`) VALUES ('leash', 2) ON DUPLICATE KEY UPDATE `version` = 2;

@@ -85,6 +85,12 @@ func everyCall(s *mysqlstore.Store) map[string]error {
 	errs["PutClient"] = s.PutClient(ctx, driver.ClientRecord{ID: "x"}, time.Minute)
 	_, _, errs["GetClient"] = s.GetClient(ctx, "x")
 	errs["DeleteClient"] = s.DeleteClient(ctx, "x")
+	tick := time.UnixMilli(time.Now().UnixMilli())
+	_, errs["ClaimTick"] = s.ClaimTick(ctx, driver.TickClaim{Job: r.Name, Tick: tick, Attempt: 1})
+	errs["EndRun"] = s.EndRun(ctx, driver.RunEnd{Job: r.Name, Tick: tick, Attempt: 1, Outcome: driver.OutcomeOK})
+	errs["AddRuns"] = s.AddRuns(ctx, r.Name, []driver.RunRecord{{Tick: tick, Outcome: driver.OutcomeMissed}}, 0)
+	_, errs["Jobs"] = s.Jobs(ctx, "")
+	_, errs["History"] = s.History(ctx, r.Name, 0)
 	return errs
 }
 

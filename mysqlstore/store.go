@@ -87,6 +87,7 @@ type statements struct {
 	acquire, acquireMany, renew, release, withdraw, setPermits, force *sql.Stmt
 	poll, inspect, list                                               *sql.Stmt
 	putClient, getClient, deleteClient, waiting                       *sql.Stmt
+	claimTick, endRun, addRuns, jobHistory, jobList                   *sql.Stmt
 }
 
 var _ interface {
@@ -163,7 +164,8 @@ func (s *Store) Close() error {
 
 func (st *statements) all() []*sql.Stmt {
 	return []*sql.Stmt{st.acquire, st.acquireMany, st.renew, st.release, st.withdraw, st.setPermits, st.force,
-		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient, st.waiting}
+		st.poll, st.inspect, st.list, st.putClient, st.getClient, st.deleteClient, st.waiting,
+		st.claimTick, st.endRun, st.addRuns, st.jobHistory, st.jobList}
 }
 
 // close closes the statements prepared so far; st may be nil.
@@ -258,6 +260,11 @@ func (s *Store) prepare(ctx context.Context) (*statements, error) {
 		{&st.getClient, "SELECT `record` FROM " + n.clients + " WHERE `id` = ? AND `expires_us` > " + now},
 		{&st.deleteClient, "DELETE FROM " + n.clients + " WHERE `id` = ?"},
 		{&st.waiting, "CALL " + n.qualified("_waiting") + "(?, ?, ?)"},
+		{&st.claimTick, "CALL " + n.qualified("_claim_tick") + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+		{&st.endRun, "CALL " + n.qualified("_end_run") + "(?, ?, ?, ?, ?, ?, ?)"},
+		{&st.addRuns, "CALL " + n.qualified("_add_runs") + "(?, ?, ?)"},
+		{&st.jobHistory, "CALL " + n.qualified("_job_history") + "(?, ?)"},
+		{&st.jobList, "SELECT `name` FROM " + n.qualified("_jobs") + " WHERE `name` LIKE ? ESCAPE '!' ORDER BY `name`"},
 	} {
 		stmt, err := s.db.PrepareContext(ctx, p.text)
 		if err != nil {

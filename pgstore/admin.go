@@ -89,33 +89,41 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 // the names held (a lock, a read lease, a permit), not those with only
 // waiting places.
 func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
+	return s.matching(ctx, "list", s.sql.list, pattern)
+}
+
+// matching runs query, a statement of one LIKE parameter that returns
+// names, for pattern (a driver.Glob; "" matches every name), checks each
+// name again with driver.Glob, and returns them sorted; what names the
+// operation in errors.
+func (s *Store) matching(ctx context.Context, what, query, pattern string) ([]string, error) {
 	if pattern == "" {
 		pattern = "*"
 	}
 	re, err := driver.Glob(pattern)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list: %w", err)
+		return nil, fmt.Errorf("pgstore: %s: %w", what, err)
 	}
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, s.sql.list, likePattern(pattern))
+	rows, err := s.pool.Query(ctx, query, likePattern(pattern))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: list: %w", err)
+		return nil, fmt.Errorf("pgstore: %s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("pgstore: list: %w", err)
+			return nil, fmt.Errorf("pgstore: %s: %w", what, err)
 		}
 		if re.MatchString(name) {
 			out = append(out, name)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: list: %w", err)
+		return nil, fmt.Errorf("pgstore: %s: %w", what, err)
 	}
 	slices.Sort(out) // byte order, whatever the database's collation
 	return out, nil

@@ -117,3 +117,26 @@ func BenchmarkRenew10000(b *testing.B) {
 	b.ReportMetric(float64(counter.n.Load()-before)/float64(b.N), "statements/renewal")
 	b.ReportMetric(float64(locks)*float64(b.N)/b.Elapsed().Seconds(), "locks/s")
 }
+
+// BenchmarkClaimEndRun claims the next tick of one job and records its
+// end, as package schedule does for each run: one statement each, the
+// job keeping its last 100 records.
+func BenchmarkClaimEndRun(b *testing.B) {
+	s, counter := benchStore(b, nil)
+	ctx := context.Background()
+	client := "00000000-0000-4000-8000-000000000001"
+	tick := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
+	before := counter.n.Load()
+	b.ResetTimer()
+	for b.Loop() {
+		tick = tick.Add(time.Millisecond)
+		r, err := s.ClaimTick(ctx, driver.TickClaim{Job: "bench", Tick: tick, Attempt: 1, Run: driver.RunRecord{Client: client}})
+		if err != nil || r.Status != driver.ClaimGranted {
+			b.Fatalf("ClaimTick = %+v, %v", r, err)
+		}
+		if err := s.EndRun(ctx, driver.RunEnd{Job: "bench", Tick: tick, Attempt: 1, Client: client, Outcome: driver.OutcomeOK}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(counter.n.Load()-before)/float64(b.N), "statements/op")
+}

@@ -1,8 +1,10 @@
 // Package pgstore is the PostgreSQL [driver.Store]. It works with pgx v5:
 // you pass your own *pgxpool.Pool, and the store runs its statements on it.
 // It grants every lock kind (Mutex, FairMutex, RWMutex, Semaphore),
-// MultiLock in one statement, administration (leash show, ls, unlock) and
-// holder records; it is not a session store.
+// MultiLock in one statement, administration (leash show, ls, unlock),
+// holder records and scheduled jobs' claims and run records
+// ([driver.JobStore], for package schedule and leash cron); it is not a
+// session store.
 //
 //	pool, err := pgxpool.New(ctx, "postgres://app@db.example:5432/app")
 //	…
@@ -42,16 +44,49 @@
 //	    expires timestamptz NOT NULL
 //	);
 //
+//	CREATE TABLE public.leash_locks_jobs (
+//	    name    text PRIMARY KEY,
+//	    tick    bigint NOT NULL DEFAULT 0,
+//	    attempt integer NOT NULL DEFAULT 0,
+//	    outcome text NOT NULL DEFAULT '',
+//	    client  text NOT NULL DEFAULT '',
+//	    spec    text NOT NULL DEFAULT '',
+//	    seq     bigint NOT NULL DEFAULT 0
+//	);
+//
+//	CREATE TABLE public.leash_locks_runs (
+//	    name    text NOT NULL,
+//	    seq     bigint NOT NULL,
+//	    tick    bigint NOT NULL,
+//	    attempt integer NOT NULL,
+//	    host    text NOT NULL DEFAULT '',
+//	    pid     integer NOT NULL DEFAULT 0,
+//	    client  text NOT NULL DEFAULT '',
+//	    started timestamptz NOT NULL,
+//	    ended   timestamptz,
+//	    outcome text NOT NULL CHECK (outcome IN ('running', 'ok', 'failed', 'skipped', 'missed', 'cancelled', 'lost')),
+//	    fence   bigint NOT NULL DEFAULT 0,
+//	    error   text NOT NULL DEFAULT '',
+//	    PRIMARY KEY (name, seq)
+//	);
+//
 // leash_locks has one row per name ever locked: its kind (a lock or a
 // semaphore), its permit count, and its fencing counter. leash_locks_holds
 // has a row per hold (exclusive, writer, reader, permit) and per waiting
 // place (fair queue place, waiting writer's mark), each with its end by the
 // server's clock. leash_locks_clients keeps holder records (JSON), which
 // only operators read. leash_locks_version says the tables are leash's and
-// which schema version they have ([SchemaVersion]). Beside the tables,
-// plpgsql functions named leash_locks_acquire, _acquire_many, _renew,
-// _release, _withdraw, _force, _set_permits, _notify and _isolation do the
-// work, one call per operation.
+// which schema version they have ([SchemaVersion]). leash_locks_jobs has a
+// row per scheduled job (its latest claim: tick in Unix ms, attempt, the
+// outcome of its run, its claimer and schedule) and leash_locks_runs the
+// job's last run records, numbered by seq. Beside the tables, plpgsql
+// functions named leash_locks_acquire, _acquire_many, _renew, _release,
+// _withdraw, _force, _set_permits, _notify and _isolation do the work, one
+// call per operation; _claim_tick, _end_run, _add_runs and _job_history
+// (with _job_held and _ms) do the jobs'. Each job function locks the job's
+// row in leash_locks_jobs and judges by clock_timestamp(), read once; it
+// only reads the lock tables (whether a run's claimer holds the job's
+// lock, for History's lost runs).
 //
 // Options.Schema and Options.Table (and the URL's leash_schema and
 // leash_table) must be plain identifiers: a letter or '_', then letters,
@@ -68,8 +103,16 @@
 // statement on the tables, a Store checks once that they are leash's and at
 // this SchemaVersion ([Store.Check]); a table of one of the store's names
 // that is not leash's (an application's own table) is refused with
-// [ErrSchema], and never written to, Migrate included. The version row is
-// there so that a later schema version can migrate from this one.
+// [ErrSchema], and never written to, Migrate included.
+//
+// Schema version 2 added the jobs' two tables and their functions. Tables
+// an earlier release made (version 1) are refused by Check, which names
+// Migrate; Migrate brings them to version 2 in one transaction (it runs the
+// part of schema.sql after its "Schema version 2" line and sets the
+// version), keeping every lock and fencing counter, and refuses, changing
+// nothing, when a table of the new names exists already (it is not
+// leash's). A pgstore of an earlier release refuses version-2 tables, so
+// upgrade every instance before (or as) the tables are migrated.
 //
 // # How each operation runs
 //

@@ -28,8 +28,8 @@ func TestDocDDL(t *testing.T) {
 	}
 	schema := norm(mustDDL(t, pgstore.DefaultSchema, pgstore.DefaultTable))
 	tables := regexp.MustCompile(`(?s)CREATE TABLE .*?;`).FindAllString(code.String(), -1)
-	if len(tables) != 4 {
-		t.Fatalf("the package doc shows %d CREATE TABLE statements, want 4", len(tables))
+	if len(tables) != 6 {
+		t.Fatalf("the package doc shows %d CREATE TABLE statements, want 6", len(tables))
 	}
 	for _, tbl := range tables {
 		// The doc writes the default names unquoted.

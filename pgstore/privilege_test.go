@@ -25,7 +25,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	q := func(s string) string { return pgx.Identifier{s}.Sanitize() }
 	var tables []string
-	for _, suffix := range []string{"", "_holds", "_clients", "_version"} {
+	for _, suffix := range []string{"", "_holds", "_clients", "_version", "_jobs", "_runs"} {
 		tables = append(tables, pgx.Identifier{schema, table + suffix}.Sanitize())
 	}
 	for _, stmt := range []string{

@@ -12,8 +12,14 @@ import (
 )
 
 // SchemaVersion is the version of the tables and functions this package
-// uses, recorded in the Table+"_version" table.
-const SchemaVersion = 1
+// uses, recorded in the Table+"_version" table. Version 2 added the
+// scheduled jobs' tables and functions (Table+"_jobs", Table+"_runs");
+// Migrate brings version-1 tables to it.
+const SchemaVersion = 2
+
+// v2Marker starts the part of schema.sql that version 2 added, which
+// Migrate runs on version-1 tables.
+const v2Marker = "-- ---- Schema version 2:"
 
 // schemaSQL is the DDL for the default names, which DDL and Migrate rewrite
 // for the Store's.
@@ -63,11 +69,17 @@ var expectedColumns = map[string]string{
 	"_holds":   "name text, role text, owner text, expires timestamp with time zone, fence bigint, seq bigint",
 	"_clients": "id text, record jsonb, expires timestamp with time zone",
 	"_version": "version integer",
+	"_jobs":    "name text, tick bigint, attempt integer, outcome text, client text, spec text, seq bigint",
+	"_runs": "name text, seq bigint, tick bigint, attempt integer, host text, pid integer, client text, " +
+		"started timestamp with time zone, ended timestamp with time zone, outcome text, fence bigint, error text",
 }
 
 // tableSuffixes lists the tables by the suffix of their names, the lock
-// table ("") first.
-var tableSuffixes = [...]string{"", "_holds", "_clients", "_version"}
+// table ("") first; the version-1 tables are the first four.
+var tableSuffixes = [...]string{"", "_holds", "_clients", "_version", "_jobs", "_runs"}
+
+// v1Tables is how many of tableSuffixes schema version 1 has.
+const v1Tables = 4
 
 // schemaState is what Check found.
 type schemaState int
@@ -75,6 +87,7 @@ type schemaState int
 const (
 	schemaReady   schemaState = iota // every table is leash's, at SchemaVersion
 	schemaMissing                    // none of the tables exists
+	schemaV1                         // leash's tables at version 1, which Migrate brings to 2
 )
 
 // queryer runs a query: a pool or a transaction.
@@ -95,6 +108,10 @@ func (s *Store) Check(ctx context.Context) error {
 	state, err := s.schemaState(ctx, s.pool)
 	if err != nil {
 		return err
+	}
+	if state == schemaV1 {
+		return &schemaError{fmt.Sprintf("the tables of %s have schema version 1; this pgstore uses version %d: bring them to it with pgstore's Store.Migrate (it adds the scheduled jobs' tables and functions, in one transaction, and changes nothing else)",
+			s.sql.table, SchemaVersion)}
 	}
 	if state == schemaMissing {
 		return &schemaError{fmt.Sprintf("table %s does not exist: create the tables with pgstore's Store.Migrate, or run the DDL of pgstore.DDL(%q, %q) (the package's schema.sql) as their owner",
@@ -146,15 +163,8 @@ func (s *Store) schemaState(ctx context.Context, q queryer) (schemaState, error)
 		return 0, &schemaError{fmt.Sprintf("table %s exists but is not leash's (there is no %s table marking leash's tables): leash will not touch it; choose another table with Options.Table (or the URL's leash_table)",
 			some, ident(s.opts.Schema, s.opts.Table+"_version"))}
 	}
-	for _, suf := range tableSuffixes {
-		cols, ok := found[suf]
-		name := ident(s.opts.Schema, s.opts.Table+suf)
-		switch {
-		case !ok:
-			return 0, &schemaError{fmt.Sprintf("table %s is missing beside %s: the schema is incomplete; recreate it with Migrate after dropping leash's tables, or restore it", name, ident(s.opts.Schema, s.opts.Table+"_version"))}
-		case cols != expectedColumns[suf]:
-			return 0, &schemaError{fmt.Sprintf("table %s has columns (%s), not leash's (%s): leash will not touch it", name, cols, expectedColumns[suf])}
-		}
+	if cols := found["_version"]; cols != expectedColumns["_version"] {
+		return 0, &schemaError{fmt.Sprintf("table %s has columns (%s), not leash's (%s): leash will not touch it", s.sql.version, cols, expectedColumns["_version"])}
 	}
 	var version int
 	err = q.QueryRow(ctx, "SELECT version FROM "+s.sql.version).Scan(&version)
@@ -163,14 +173,37 @@ func (s *Store) schemaState(ctx context.Context, q queryer) (schemaState, error)
 		return 0, &schemaError{fmt.Sprintf("table %s has no version row: the schema is incomplete", s.sql.version)}
 	case err != nil:
 		return 0, fmt.Errorf("pgstore: check the tables: %w", err)
-	case version != SchemaVersion:
+	case version != SchemaVersion && version != 1:
 		return 0, &schemaError{fmt.Sprintf("the tables have schema version %d; this pgstore uses version %d: use a pgstore release made for version %d", version, SchemaVersion, version)}
+	}
+	want := len(tableSuffixes)
+	if version == 1 {
+		want = v1Tables
+	}
+	for i, suf := range tableSuffixes {
+		cols, ok := found[suf]
+		name := ident(s.opts.Schema, s.opts.Table+suf)
+		switch {
+		case i >= want && ok:
+			return 0, &schemaError{fmt.Sprintf("table %s exists but is not leash's (leash's tables are at schema version 1, which has no such table): leash will not touch it; drop or rename it, or choose another table with Options.Table (or the URL's leash_table)", name)}
+		case i >= want:
+		case !ok:
+			return 0, &schemaError{fmt.Sprintf("table %s is missing beside %s: the schema is incomplete; recreate it with Migrate after dropping leash's tables, or restore it", name, ident(s.opts.Schema, s.opts.Table+"_version"))}
+		case cols != expectedColumns[suf]:
+			return 0, &schemaError{fmt.Sprintf("table %s has columns (%s), not leash's (%s): leash will not touch it", name, cols, expectedColumns[suf])}
+		}
+	}
+	if version == 1 {
+		return schemaV1, nil
 	}
 	return schemaReady, nil
 }
 
 // Migrate creates the store's tables and functions (the DDL of DDL) when
-// none of them exists, in one transaction, and checks them as Check does.
+// none of them exists, or brings leash's tables at schema version 1 to
+// version 2 (it creates the scheduled jobs' tables and functions, the part
+// of schema.sql after its "Schema version 2" line, and sets the version),
+// in one transaction, and checks them as Check does.
 // It is safe to call at every start and from several processes at once:
 // tables already at SchemaVersion are left as they are. It refuses, and
 // changes nothing, when a table of one of the store's names exists but is
@@ -202,6 +235,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("pgstore: migrate: create the tables: %w", err)
 		}
 	}
+	if state == schemaV1 {
+		ddl, err := DDL(s.opts.Schema, s.opts.Table)
+		if err != nil {
+			return err
+		}
+		_, v2, ok := strings.Cut(ddl, v2Marker)
+		if !ok {
+			return fmt.Errorf("pgstore: migrate: schema.sql has no %q line", v2Marker)
+		}
+		v2 = "UPDATE " + s.sql.version + " SET version = 2;\n" + v2Marker + v2
+		if _, err := tx.Exec(ctx, v2, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("pgstore: migrate: from schema version 1 to 2: %w", err)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
 	}
@@ -222,10 +269,11 @@ func (s *Store) ready(ctx context.Context) error {
 
 // statements are the store's SQL, with its table and function names.
 type statements struct {
-	table, holds, clients, version string // quoted names
+	table, holds, clients, version, jobs string // quoted names
 
 	acquire, acquireMany, renew, release, withdraw, force, setPermits string
 	inspect, list, putClient, getClient, deleteClient                 string
+	claimTick, endRun, addRuns, jobHistory, jobList                   string
 }
 
 func newStatements(schema, table string) statements {
@@ -254,6 +302,12 @@ func newStatements(schema, table string) statements {
 				LIMIT 10 FOR UPDATE SKIP LOCKED))
 		INSERT INTO ` + st.clients + ` (id, record, expires) VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond')
 		ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, expires = EXCLUDED.expires`
+	st.jobs = name("_jobs")
+	st.claimTick = "SELECT * FROM " + name("_claim_tick") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+	st.endRun = "SELECT o_updated FROM " + name("_end_run") + "($1, $2, $3, $4, $5, $6, $7)"
+	st.addRuns = "SELECT " + name("_add_runs") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+	st.jobHistory = "SELECT * FROM " + name("_job_history") + "($1, $2)"
+	st.jobList = "SELECT name FROM " + st.jobs + ` WHERE name LIKE $1 ESCAPE '\'`
 	st.getClient = "SELECT record FROM " + st.clients + " WHERE id = $1 AND expires > clock_timestamp()"
 	st.deleteClient = "DELETE FROM " + st.clients + " WHERE id = $1"
 	return st

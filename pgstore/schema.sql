@@ -1,4 +1,4 @@
--- leash PostgreSQL lock store (package pgstore), schema version 1.
+-- leash PostgreSQL lock store (package pgstore), schema version 2.
 --
 -- This is the DDL that Store.Migrate runs, in one transaction, for the
 -- default names: schema public, table leash_locks. Every object's name starts
@@ -502,4 +502,239 @@ BEGIN
 END
 $$;
 
-INSERT INTO public.leash_locks_version (version) VALUES (1);
+INSERT INTO public.leash_locks_version (version) VALUES (2);
+
+-- ---- Schema version 2: scheduled jobs (driver.JobStore) ----
+-- Migrate brings version-1 tables to version 2 by running, in one
+-- transaction, what follows this line (and setting the version to 2).
+--
+-- A job's rows are locked by the job functions only, each call locking its
+-- job's row in leash_locks_jobs (FOR UPDATE) before it reads or writes the
+-- job's records; they never lock a row of the lock tables, which they only
+-- read (whether a run's claimer holds the job's lock). Every decision is
+-- judged by clock_timestamp(), read once per call and kept to the
+-- millisecond; times are Unix milliseconds where they are numbers.
+
+-- leash_locks_jobs has one row per job with a claim or a record: its latest
+-- claim, the outcome of that claim's run, and the number of its last record.
+CREATE TABLE public.leash_locks_jobs (
+    name    text PRIMARY KEY,
+    -- The latest claim's tick (Unix ms) and attempt; 0 and 0: none yet.
+    tick    bigint NOT NULL DEFAULT 0,
+    attempt integer NOT NULL DEFAULT 0,
+    -- How the latest claim's run ended, as EndRun told it ('running' until then).
+    outcome text NOT NULL DEFAULT '',
+    -- The latest claim's claimer (its leash Client id).
+    client  text NOT NULL DEFAULT '',
+    -- The job's schedule, as the latest claim that gave one said.
+    spec    text NOT NULL DEFAULT '',
+    -- The seq of the job's newest record in leash_locks_runs.
+    seq     bigint NOT NULL DEFAULT 0
+);
+
+-- leash_locks_runs has a job's last records, numbered by seq (newest highest).
+CREATE TABLE public.leash_locks_runs (
+    name    text NOT NULL,
+    seq     bigint NOT NULL,
+    tick    bigint NOT NULL,
+    attempt integer NOT NULL,
+    host    text NOT NULL DEFAULT '',
+    pid     integer NOT NULL DEFAULT 0,
+    client  text NOT NULL DEFAULT '',
+    -- When the run was claimed and when its end was recorded, by the
+    -- server's clock; ended is NULL while it runs.
+    started timestamptz NOT NULL,
+    ended   timestamptz,
+    outcome text NOT NULL CHECK (outcome IN ('running', 'ok', 'failed', 'skipped', 'missed', 'cancelled', 'lost')),
+    fence   bigint NOT NULL DEFAULT 0,
+    error   text NOT NULL DEFAULT '',
+    PRIMARY KEY (name, seq)
+);
+
+-- leash_locks_ms is t in Unix milliseconds.
+CREATE FUNCTION public.leash_locks_ms(t timestamptz) RETURNS bigint
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT floor(extract(epoch FROM t) * 1000)::bigint;
+$$;
+
+-- leash_locks_job_held is 2 when the client p_client holds a lock or permit
+-- on p_name (an owner "<client>:…" with a live exclusive, writer, reader or
+-- permit hold), 1 when someone else does, 0 when no one does.
+CREATE FUNCTION public.leash_locks_job_held(p_name text, p_client text, p_now timestamptz) RETURNS integer
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN bool_or(split_part(owner, ':', 1) = p_client) THEN 2
+                WHEN count(*) > 0 THEN 1 ELSE 0 END
+    FROM public.leash_locks_holds
+    WHERE name = p_name AND role IN ('x', 'w', 'r', 'p') AND expires > p_now;
+$$;
+
+-- leash_locks_claim_tick judges a claim of tick p_tick (Unix ms), attempt
+-- p_attempt, of job p_name (see driver.JobStore.ClaimTick), in this order:
+-- 'taken' (o_n: the latest claim's tick; o_r_*: its record, o_r_held as
+-- leash_locks_job_held says of its claimer), 'early' (o_n: the tick minus
+-- now, ms), 'late' (p_until > 0 and now after it), else 'granted' (o_n: the
+-- tick claimed before, 0 for none): the claim becomes the job's latest and
+-- a record of its run is added, keeping the last p_keep. o_now is now (ms).
+CREATE FUNCTION public.leash_locks_claim_tick(
+    p_name text, p_tick bigint, p_attempt integer, p_tolerance bigint, p_until bigint,
+    p_host text, p_pid integer, p_client text, p_keep integer, p_spec text,
+    OUT o_status text, OUT o_now bigint, OUT o_n bigint,
+    OUT o_r_tick bigint, OUT o_r_attempt integer, OUT o_r_host text, OUT o_r_pid integer,
+    OUT o_r_client text, OUT o_r_started bigint, OUT o_r_ended bigint, OUT o_r_outcome text,
+    OUT o_r_fence bigint, OUT o_r_error text, OUT o_r_held integer)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+    t_now timestamptz := date_trunc('milliseconds', clock_timestamp());
+    j     public.leash_locks_jobs%ROWTYPE;
+    r     public.leash_locks_runs%ROWTYPE;
+    have  boolean;
+    v_seq bigint;
+BEGIN
+    PERFORM public.leash_locks_isolation();
+    o_now := public.leash_locks_ms(t_now); o_n := 0;
+    LOOP
+        SELECT * INTO j FROM public.leash_locks_jobs WHERE name = p_name FOR UPDATE;
+        have := FOUND;
+        IF have AND j.attempt > 0 THEN
+            IF j.tick > p_tick
+               OR (j.tick = p_tick AND (p_attempt <> j.attempt + 1 OR j.outcome NOT IN ('failed', 'cancelled')))
+               OR (p_tick > j.tick AND p_attempt <> 1) THEN
+                o_status := 'taken'; o_n := j.tick;
+                o_r_tick := j.tick; o_r_attempt := j.attempt; o_r_outcome := j.outcome; o_r_client := j.client;
+                SELECT * INTO r FROM public.leash_locks_runs
+                WHERE name = p_name AND tick = j.tick AND attempt = j.attempt ORDER BY seq DESC LIMIT 1;
+                IF FOUND THEN
+                    o_r_host := r.host; o_r_pid := r.pid; o_r_client := r.client;
+                    o_r_started := public.leash_locks_ms(r.started);
+                    o_r_ended := coalesce(public.leash_locks_ms(r.ended), 0);
+                    o_r_outcome := r.outcome; o_r_fence := r.fence; o_r_error := r.error;
+                    o_r_held := public.leash_locks_job_held(p_name, r.client, t_now);
+                END IF;
+                RETURN;
+            END IF;
+        ELSIF p_attempt <> 1 THEN
+            o_status := 'taken';
+            RETURN;
+        END IF;
+        IF p_tick - o_now > p_tolerance THEN
+            o_status := 'early'; o_n := p_tick - o_now;
+            RETURN;
+        END IF;
+        IF p_until > 0 AND o_now > p_until THEN
+            o_status := 'late';
+            RETURN;
+        END IF;
+        EXIT WHEN have;
+        -- The job's first row: inserted (and so locked) by this call, or,
+        -- when a concurrent call inserted it first, read again, locked.
+        INSERT INTO public.leash_locks_jobs (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING;
+        IF FOUND THEN
+            j.tick := 0; j.attempt := 0;
+            EXIT;
+        END IF;
+    END LOOP;
+    o_status := 'granted';
+    o_n := CASE WHEN j.attempt > 0 THEN j.tick ELSE 0 END;
+    UPDATE public.leash_locks_jobs
+    SET tick = p_tick, attempt = p_attempt, outcome = 'running', client = p_client,
+        spec = CASE WHEN p_spec <> '' THEN p_spec ELSE spec END, seq = seq + 1
+    WHERE name = p_name RETURNING seq INTO v_seq;
+    INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, started, outcome)
+    VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, t_now, 'running');
+    DELETE FROM public.leash_locks_runs WHERE name = p_name AND seq <= v_seq - p_keep;
+END
+$$;
+
+-- leash_locks_end_run records how the run of tick p_tick, attempt
+-- p_attempt, of job p_name ended, when p_client claimed it and its record
+-- is kept (the newest record of that tick and attempt): outcome, fence,
+-- error, and ended now; the job's latest claim learns the outcome too when
+-- it is that run. o_updated says whether a record was.
+CREATE FUNCTION public.leash_locks_end_run(
+    p_name text, p_tick bigint, p_attempt integer, p_client text, p_outcome text, p_fence bigint,
+    p_error text, OUT o_updated boolean)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+    t_now timestamptz := date_trunc('milliseconds', clock_timestamp());
+    j     public.leash_locks_jobs%ROWTYPE;
+    r     public.leash_locks_runs%ROWTYPE;
+BEGIN
+    PERFORM public.leash_locks_isolation();
+    o_updated := false;
+    SELECT * INTO j FROM public.leash_locks_jobs WHERE name = p_name FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO r FROM public.leash_locks_runs
+    WHERE name = p_name AND tick = p_tick AND attempt = p_attempt ORDER BY seq DESC LIMIT 1;
+    IF NOT FOUND OR r.client <> p_client THEN
+        RETURN;
+    END IF;
+    UPDATE public.leash_locks_runs SET outcome = p_outcome, fence = p_fence, error = p_error, ended = t_now
+    WHERE name = p_name AND seq = r.seq;
+    IF j.tick = p_tick AND j.attempt = p_attempt THEN
+        UPDATE public.leash_locks_jobs SET outcome = p_outcome WHERE name = p_name;
+    END IF;
+    o_updated := true;
+END
+$$;
+
+-- leash_locks_add_runs adds records of runs never claimed to job p_name's
+-- history, oldest first (the arrays are the records' fields, in order; a
+-- started or ended of 0 is now), keeping its last p_keep records. The
+-- job's latest claim is left as it is.
+CREATE FUNCTION public.leash_locks_add_runs(
+    p_name text, p_keep integer, p_ticks bigint[], p_attempts integer[], p_hosts text[],
+    p_pids integer[], p_clients text[], p_starteds bigint[], p_endeds bigint[], p_outcomes text[],
+    p_fences bigint[], p_errors text[])
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
+DECLARE
+    t_now timestamptz := date_trunc('milliseconds', clock_timestamp());
+    v_seq bigint;
+BEGIN
+    PERFORM public.leash_locks_isolation();
+    INSERT INTO public.leash_locks_jobs (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING;
+    UPDATE public.leash_locks_jobs SET seq = seq + cardinality(p_ticks) WHERE name = p_name
+    RETURNING seq - cardinality(p_ticks) INTO v_seq;
+    INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, started, ended,
+                                         outcome, fence, error)
+    SELECT p_name, v_seq + u.i, u.tick, u.attempt, u.host, u.pid, u.client,
+           CASE WHEN u.started = 0 THEN t_now ELSE to_timestamp(u.started / 1000.0) END,
+           CASE WHEN u.ended = 0 THEN t_now ELSE to_timestamp(u.ended / 1000.0) END,
+           u.outcome, u.fence, u.error
+    FROM unnest(p_ticks, p_attempts, p_hosts, p_pids, p_clients, p_starteds, p_endeds, p_outcomes,
+                p_fences, p_errors) WITH ORDINALITY
+         AS u(tick, attempt, host, pid, client, started, ended, outcome, fence, error, i);
+    DELETE FROM public.leash_locks_runs WHERE name = p_name AND seq <= v_seq + cardinality(p_ticks) - p_keep;
+END
+$$;
+
+-- leash_locks_job_history reads job p_name's latest claim and its last p_n
+-- records (p_n <= 0: all), newest first, in one snapshot: a row per record
+-- (one row with NULL record fields when there is none), each with the
+-- job's now (ms), latest tick, attempt and spec, and, for a record still
+-- running, whether its claimer holds a lock on p_name (see
+-- leash_locks_job_held; 0 for other records).
+CREATE FUNCTION public.leash_locks_job_history(p_name text, p_n integer)
+RETURNS TABLE (o_now bigint, o_tick bigint, o_attempt integer, o_spec text,
+               o_r_tick bigint, o_r_attempt integer, o_r_host text, o_r_pid integer, o_r_client text,
+               o_r_started bigint, o_r_ended bigint, o_r_outcome text, o_r_fence bigint, o_r_error text,
+               o_r_held integer)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    t_now timestamptz := date_trunc('milliseconds', clock_timestamp());
+BEGIN
+    PERFORM public.leash_locks_isolation();
+    RETURN QUERY
+    SELECT public.leash_locks_ms(t_now), coalesce(j.tick, 0), coalesce(j.attempt, 0), coalesce(j.spec, ''),
+           r.tick, r.attempt, r.host, r.pid, r.client, public.leash_locks_ms(r.started),
+           coalesce(public.leash_locks_ms(r.ended), 0), r.outcome, r.fence, r.error,
+           CASE WHEN r.outcome = 'running' THEN public.leash_locks_job_held(p_name, r.client, t_now) ELSE 0 END
+    FROM (SELECT 1) AS one
+    LEFT JOIN public.leash_locks_jobs j ON j.name = p_name
+    LEFT JOIN LATERAL (SELECT * FROM public.leash_locks_runs WHERE name = p_name ORDER BY seq DESC
+                       LIMIT CASE WHEN p_n > 0 THEN p_n END) AS r ON true
+    ORDER BY r.seq DESC;
+END
+$$;

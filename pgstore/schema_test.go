@@ -127,19 +127,20 @@ func TestMigrateConcurrentAndRepeated(t *testing.T) {
 	}
 }
 
-// TestSchemaVersionChecked: tables of another schema version are refused.
+// TestSchemaVersionChecked: tables of a schema version this package does
+// not know are refused.
 func TestSchemaVersionChecked(t *testing.T) {
 	s := newStore(t, nil)
 	ctx := bg(t)
-	if _, err := s.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{"public", tableName(t) + "_version"}.Sanitize()+" SET version = 2"); err != nil {
+	if _, err := s.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{"public", tableName(t) + "_version"}.Sanitize()+" SET version = 3"); err != nil {
 		t.Fatal(err)
 	}
 	s2 := pgstore.New(s.Pool(), &pgstore.Options{Table: tableName(t)})
-	if err := s2.Check(ctx); !errors.Is(err, pgstore.ErrSchema) || !strings.Contains(err.Error(), "version 2") {
-		t.Errorf("Check of version 2 tables = %v, want ErrSchema naming version 2", err)
+	if err := s2.Check(ctx); !errors.Is(err, pgstore.ErrSchema) || !strings.Contains(err.Error(), "version 3") {
+		t.Errorf("Check of version 3 tables = %v, want ErrSchema naming version 3", err)
 	}
 	if err := s2.Migrate(ctx); !errors.Is(err, pgstore.ErrSchema) {
-		t.Errorf("Migrate of version 2 tables = %v, want ErrSchema", err)
+		t.Errorf("Migrate of version 3 tables = %v, want ErrSchema", err)
 	}
 }
 

@@ -4,8 +4,9 @@
 // when the instance running it hangs.
 //
 // Every instance creates a [Scheduler] on a leash Client whose store keeps
-// job records (a driver.JobStore: memstore and redisstore do), adds the same
-// jobs with [Scheduler.Add], and calls [Scheduler.Run]:
+// job records (a driver.JobStore: memstore, redisstore, pgstore,
+// mysqlstore and zkstore do), adds the same jobs with [Scheduler.Add], and
+// calls [Scheduler.Run]:
 //
 //	s, err := schedule.New(client, nil)
 //	err = s.Add("billing/nightly", "CRON_TZ=Europe/Berlin 0 30 2 * * *", report, nil)

@@ -216,7 +216,8 @@ type Scheduler struct {
 }
 
 // New returns a Scheduler on c's store, which must keep job records (a
-// driver.JobStore: memstore and redisstore do). It makes no round trip.
+// driver.JobStore: memstore, redisstore, pgstore, mysqlstore and
+// zkstore do). It makes no round trip.
 // It returns an error matching leash.ErrUnsupported for a store that keeps
 // none, and one matching leash.ErrInvalidArgument for bad options.
 func New(c *leash.Client, opts *Options) (*Scheduler, error) {

@@ -14,6 +14,7 @@ import (
 var jobTests = []test{
 	{name: "a tick is granted once", fn: testClaimOnce},
 	{name: "concurrent claims of a tick grant one", fn: testClaimConcurrent},
+	{name: "concurrent claims of an existing job's next tick grant one", fn: testClaimConcurrentExisting},
 	{name: "an earlier tick is taken once a later one is claimed", fn: testClaimEarlierTaken},
 	{name: "an early claim is told to wait by the store's clock", fn: testClaimEarly},
 	{name: "a claim past its until is late and records nothing", fn: testClaimLate},

@@ -1,7 +1,9 @@
 // Package zkstore is a leash store on ZooKeeper, through
 // github.com/go-zookeeper/zk: every lock kind (Mutex, FairMutex, RWMutex,
 // Semaphore), MultiLock, release notifications, administration (the leash
-// CLI's show, ls and unlock), holder records, and session renewal — each
+// CLI's show, ls and unlock), holder records, scheduled jobs' claims and
+// run records ([driver.JobStore], for package schedule and leash cron), and
+// session renewal — each
 // Client's locks are ephemeral nodes of a ZooKeeper session of its own,
 // and one keep-alive per Client renews all of them.
 //
@@ -27,6 +29,11 @@
 //	/leash/clients                      written by every keep-alive
 //	/leash/clock                        written to read the server's clock (places, records)
 //	/leash/records/<client id>          ephemeral: the Client's holder record (JSON)
+//	/leash/jobs                         data "leash jobs v1"
+//	/leash/jobs/<job>                   persistent: a scheduled job's latest claim;
+//	                                    data "leash job v1 " and JSON
+//	/leash/jobs/<job>/run-<seq>         persistent: one of its last run records;
+//	                                    data "leash run v1 " and JSON
 //
 // A lock name, an owner and a client id each become one znode name by
 // url.PathEscape ("/" is "%2F", "." and ".." are "%2E" and "%2E%2E"; in a
@@ -110,6 +117,22 @@
 //     drops after that check. A write that lands on a later session of the
 //     same connection (after an expiry) is undone: the Store then closes
 //     that connection, and its nodes with it.
+//
+// # Scheduled jobs
+//
+// Each job operation reads the server's clock first (a write to
+// /leash/clock, whose modification time the server stamps), then the
+// job's node and its children, decides, and writes with one
+// multi-operation conditioned on the job node's data version, which every
+// claim and added record bumps; the run record's name is its sequence
+// number, so two writers of the same read cannot both create it either. A
+// claim that loses a race reads again and is told the tick is taken. Since
+// the clock is read before the grant, a claim is never granted before its
+// tick less its tolerance by the server's clock; it may be granted up to
+// one round trip after its Until. Whether a running record's claimer still
+// holds the job's lock is whether a hold node of its Client exists in the
+// lock's directory (no time is read for it). Job znodes or children that
+// are not leash's are refused with a NotALockError and never changed.
 //
 // # Lease limits
 //

@@ -28,7 +28,7 @@ const DefaultSessionTimeout = 40 * time.Second
 // Options configures a Store. The zero value (or nil) means all defaults.
 type Options struct {
 	// Root is the znode under which the Store keeps its nodes: Root/locks,
-	// Root/clients, Root/clock and Root/records (see the package
+	// Root/clients, Root/clock, Root/records and Root/jobs (see the package
 	// documentation). Default
 	// DefaultRoot. It must be an absolute ZooKeeper path other than "/".
 	Root string
@@ -51,8 +51,8 @@ type Options struct {
 // Store is a leash store on ZooKeeper (see the package documentation): a
 // [driver.Store] of every kind ([driver.KindStore], [driver.Withdrawer],
 // [driver.PermitSetter]), [driver.Watcher], [driver.SessionStore],
-// [driver.MultiStore], [driver.Admin] and [driver.ClientRecorder]. It is
-// safe for concurrent use.
+// [driver.MultiStore], [driver.Admin], [driver.ClientRecorder] and
+// [driver.JobStore]. It is safe for concurrent use.
 type Store struct {
 	conn    *zk.Conn // the Store's own session: reads, watches, administration
 	owned   bool     // Close closes conn
@@ -77,6 +77,7 @@ type Store struct {
 
 	mu       sync.Mutex
 	rootDone bool
+	jobsDone bool                      // Root/jobs was found or created, and is leash's
 	sessions map[string]*clientSession // by client id: its ZooKeeper session
 	dirs     map[string]dirData        // lock directory → its data, as last read or written
 	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released

@@ -47,8 +47,8 @@ Every run is recorded in the store: tick, host, pid, start, duration,
 outcome and error ('leash jobs' shows them). So with hosts' clocks apart by
 any amount ahead of the store's, and behind it by less than the job's
 lateness (default: its interval), every tick runs exactly once or is
-recorded missed. Cron needs a store that keeps job records (redis://,
-mem://); on one without, it exits 64 before any round trip.
+recorded missed. Cron needs a store that keeps job records (every store
+but etcd://); on one without, it exits 64 before any round trip.
 
 A run ends with the command. A non-zero exit status records the run failed
 ("exit status N") and, with retries=N, runs it again on some host. When the

@@ -13,6 +13,8 @@ import (
 
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/schedule"
+
+	_ "github.com/leash-go/leash/etcdstore" // registers etcd://, a store that keeps no job records
 )
 
 func TestCrontabParse(t *testing.T) {
@@ -101,7 +103,7 @@ func TestCronUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No server listens there: refused before any round trip.
-	noJobs := "postgres://u@127.0.0.1:" + strconv.Itoa(port) + "/db"
+	noJobs := "etcd://127.0.0.1:" + strconv.Itoa(port)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -44,9 +44,9 @@ tick, and its last N runs, newest first, with
 Each job's schedule, as its latest claim gave it to the store, and its next
 tick after the store's now head its runs. With --file FILE (a crontab of
 'leash cron'), the schedules come from the file instead, and the file's jobs
-that have no record yet are listed too. Jobs needs a store
-that keeps job records (redis://, mem://); on one without, it exits 64
-before any round trip.
+that have no record yet are listed too. Jobs needs a store that keeps job
+records (every store but etcd://); on one without, it exits 64 before any
+round trip.
 
   --json       print a JSON array of jobs: {"job", "schedule", "next",
                "latest_tick", "latest_attempt", "runs": [{"tick",

@@ -72,12 +72,13 @@ A postgres:// URL takes pgx's parameters (sslmode=, connect_timeout=,
 target_session_attrs=, …) and leash's own: leash_schema=S (default public),
 leash_table=T (default leash_locks) and leash_batch_size=N. Its tables must
 exist (pgstore's Migrate, or the DDL in pgstore/schema.sql): a missing one
-is reported with how to create it.
+is reported with how to create it, and tables of schema version 1 (made by
+a leash before job records) are refused until Migrate brings them to 2.
 
 A mysql:// URL takes go-sql-driver/mysql's DSN parameters (tls=, charset=,
 timeout=, session variables such as time_zone=) and leash's own:
 leash_table=NAME (default leash_locks) and leash_migrate=true, which creates
-the schema if it is missing. Any other parameter is sent to the server as a
+the schema if it is missing (or brings a version-1 schema to 2). Any other parameter is sent to the server as a
 session variable (SET name=value), so a misspelt one is not a usage error:
 it fails at connect with the server's error (Unknown system variable, 69).
 A parameter given twice, or whose name cannot be a variable's, is refused.
@@ -102,6 +103,7 @@ together, or a flag with a store that takes none (mem://), is a usage error
 
 Each command needs some of a store's capabilities: run needs only locks;
 ls, show and unlock need administration (inspect, list, force release);
+cron and jobs need job records, which every store but etcd:// keeps;
 mark-fresh and the restart grace are Redis's. A command the store cannot
 serve exits 64 before any network call, naming the store and what it lacks.`
 
