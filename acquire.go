@@ -216,7 +216,25 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			}
 			gi++
 			if gi == len(groups) {
-				break
+				first := slices.Min(sent)
+				if c.now() < t.validAfter(first) {
+					break
+				}
+				// The grant came back after its validity had ended (the
+				// server or the network stalled past the lease): a hold
+				// made of it would be lost from its first moment, and
+				// another owner may already hold the lock. Give it back,
+				// then try again, or tell a TryLock why.
+				err := c.lateGrant(ctx, t, append(held, reqs...), first)
+				held, heldIdx, gi, renewAt = nil, nil, 0, -1
+				if _, retry := err.(*NotAcquiredError); !retry || !p.wait {
+					return nil, err
+				}
+				if w != nil {
+					c.waiters.leave(w)
+					w = nil
+				}
+				continue
 			}
 			held = append(held, reqs...)
 			heldIdx = append(heldIdx, idx...)
@@ -304,6 +322,27 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 	}
 	finished = true
 	return c.granted(ctx, t, slices.Min(sent), start)
+}
+
+// lateGrant gives back a grant whose validity had ended when its answer
+// came (sent at send, monotonic ns) and returns why it cannot be used: a
+// *NotAcquiredError, or the release's error when its outcome is unknown (its
+// background retry names the tenure's owner, which a retake would use too,
+// and would free a retake behind the holder's back). A caller that waits
+// tries again when it returns a *NotAcquiredError.
+func (c *Client) lateGrant(ctx context.Context, t *tenure, reqs []driver.Request, send int64) error {
+	took := time.Duration(c.now() - send)
+	if c.debugOn() {
+		c.log.Debug("lock granted after its validity ended; given back", slog.String(attrLock, reqs[0].Name),
+			slog.Duration("took", took), slog.Duration("lease", t.cfg.lease))
+	}
+	late := &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: &LateGrantError{Took: took, Lease: t.cfg.lease, Margin: t.cfg.margin}}
+	for _, err := range c.release(ctx, reqs, c.now()+int64(t.cfg.lease)) {
+		if unknown(err) {
+			return fmt.Errorf("%w; giving it back failed, and it is released in the background: %w", late, err)
+		}
+	}
+	return late
 }
 
 // renewHeld renews the parts a MultiLock took while it waits for the rest

@@ -107,6 +107,8 @@ func (e *NotAcquiredError) Error() string {
 			msg += fmt.Sprintf(" for %v more", e.Remaining.Round(time.Second/10))
 		}
 		msg += ", so that they run out (the store's restart grace)"
+	case errors.As(e.Err, new(*LateGrantError)):
+		msg = fmt.Sprintf("leash: lock %q not acquired", e.Name)
 	default:
 		msg = fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)
 		if e.Remaining >= 0 {
@@ -127,6 +129,22 @@ func (e *NotAcquiredError) Is(target error) bool {
 
 // Unwrap returns the reason the wait ended, if any.
 func (e *NotAcquiredError) Unwrap() error { return e.Err }
+
+// LateGrantError is the reason, in a [NotAcquiredError], that a lock was
+// granted but not returned: the store's answer came after the grant's
+// validity had ended (the acquire took longer than Lease less SafetyMargin:
+// the server or the network stalled), so the lock may already be someone
+// else's. The grant was given back. Lock tries again; TryLock returns this.
+type LateGrantError struct {
+	Took   time.Duration // from sending the acquire to its answer
+	Lease  time.Duration
+	Margin time.Duration // the safety margin
+}
+
+func (e *LateGrantError) Error() string {
+	return fmt.Sprintf("granted only after the grant's validity had ended (the acquire took %v; lease %v less safety margin %v), and given back",
+		e.Took.Round(time.Millisecond), e.Lease, e.Margin)
+}
 
 // Reason says why a lock was lost.
 type Reason uint8

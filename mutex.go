@@ -60,12 +60,18 @@ func (m *Mutex) Name() string { return m.l.name }
 // something other than a lock (nothing was granted or changed); or a wrapped
 // store error (the outcome is then unknown to the server, and leash releases
 // the lock in the background if it was granted).
+//
+// A grant whose answer arrives after its validity ended (the acquire took
+// longer than Lease less SafetyMargin: the server or the network stalled)
+// is never returned, since another owner may hold the lock by then: Lock
+// gives it back and tries again.
 func (m *Mutex) Lock(ctx context.Context) (*Hold, error) { return m.l.lock(ctx, true) }
 
 // TryLock makes one attempt to take the lock and does not wait. When someone
 // else holds it, or starving waiters are queued for it (see
 // Options.Starvation), TryLock returns a *NotAcquiredError (matching
 // ErrNotAcquired) whose Remaining is the holder's remaining lease (or the
-// first starving waiter's mark's). Re-entry
-// and the other errors are as for [Mutex.Lock].
+// first starving waiter's mark's). A grant that arrives after its validity
+// ended is given back, and TryLock returns a *NotAcquiredError whose Err is
+// a *LateGrantError. Re-entry and the other errors are as for [Mutex.Lock].
 func (m *Mutex) TryLock(ctx context.Context) (*Hold, error) { return m.l.lock(ctx, false) }

@@ -102,9 +102,13 @@ func (t *tenure) appendRequests(dst []driver.Request) []driver.Request {
 	return dst
 }
 
+// validAfter is the validity deadline of a grant or renewal sent at send
+// (monotonic ns): send+lease-margin.
+func (t *tenure) validAfter(send int64) int64 { return send + int64(t.cfg.lease-t.cfg.margin) }
+
 // setValid moves the validity deadline forward to send+lease-margin, never back.
 func (t *tenure) setValid(send int64) {
-	v := send + int64(t.cfg.lease-t.cfg.margin)
+	v := t.validAfter(send)
 	for {
 		old := t.validUntil.Load()
 		if v <= old || t.validUntil.CompareAndSwap(old, v) {
