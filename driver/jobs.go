@@ -115,7 +115,8 @@ type TickClaim struct {
 	// be granted (the misfire threshold); zero means no limit.
 	Until time.Time
 	// Run is the claimer's record of the run: Host, PID, Client (the
-	// leash Client's id) and any other field the claimer sets; the store
+	// leash Client's id), Claim (an id of this claim, unique to it) and
+	// any other field the claimer sets; the store
 	// sets Job, Tick, Attempt, Started and Outcome.
 	Run RunRecord
 	// Keep is how many records of the job to keep, at most MaxKeepRuns;
@@ -235,6 +236,12 @@ type RunRecord struct {
 	PID  int
 	// Client is the claimer's leash Client id.
 	Client string
+	// Claim is the id the claimer gave its claim (TickClaim.Run.Claim), kept
+	// as it was; empty when it gave none. One Client may claim one tick in
+	// more than one place (a job removed and added again, two schedulers on
+	// one Client), so a claimer that sends a claim again after its answer
+	// was lost knows the tick is its own only when Last carries its id.
+	Claim string
 	// Started is the store's clock when the tick was claimed.
 	Started time.Time
 	// Ended is the store's clock when the end was recorded; zero while

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -153,6 +154,10 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt int, until time.Time) (driver.TickResult, bool) {
 	c := driver.TickClaim{Job: j.name, Tick: tick, Attempt: attempt, Tolerance: s.opts.Tolerance, Until: until,
 		Run: s.base, Keep: s.opts.Keep, Spec: j.spec}
+	// The claim's own id, the same each time it is sent: a claim found
+	// taken by this Client but another claim (of a job removed and added
+	// again, of another Scheduler on the Client) is not this one.
+	c.Run.Claim = rand.Text()
 	backoff := 50 * time.Millisecond
 	unknown := false // a claim was sent whose outcome is unknown
 	for ctx.Err() == nil {
@@ -186,7 +191,7 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
 			return res, true
-		case unknown && res.Status == driver.ClaimTaken && res.Last.Client == s.base.Client &&
+		case unknown && res.Status == driver.ClaimTaken && res.Last.Claim == c.Run.Claim &&
 			res.Last.Tick.Equal(tick) && res.Last.Attempt == attempt:
 			// The claim whose answer was lost was granted: the tick is
 			// ours. (Prev is unknown: missed ticks before it go unreported.)

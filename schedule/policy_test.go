@@ -643,3 +643,60 @@ func TestRetryOnAnotherInstance(t *testing.T) {
 		}
 	}
 }
+
+// failingStore fails the first tick claim after arm with an error, without
+// sending it (a connection that could not be made): the claimer cannot
+// tell whether it reached the store. It tells on claimed the verdict of the
+// claim sent after that failure.
+type failingStore struct {
+	*memstore.Store
+	armed   atomic.Bool
+	failed  atomic.Bool
+	claimed chan driver.TickResult
+}
+
+func (s *failingStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		s.failed.Store(true)
+		return driver.TickResult{}, errors.New("dial tcp: connection refused")
+	}
+	r, err := s.Store.ClaimTick(ctx, c)
+	if s.failed.CompareAndSwap(true, false) {
+		s.claimed <- r
+	}
+	return r, err
+}
+
+// TestReAddedJobDoesNotRerunItsTick: a job removed and added again on the
+// same instance (as leash cron's reload does with a changed job) with
+// MisfireRunLatest claims its latest tick again; when that claim's first
+// try fails, the tick is found claimed by this instance's Client, but by an
+// earlier claim, which already ran it: it must not run again.
+func TestReAddedJobDoesNotRerunItsTick(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &failingStore{Store: memstore.New(), claimed: make(chan driver.TickResult, 1)}
+	in := newInstance(t, store, nil, nil)
+	opts := &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}
+	if err := in.Add(job, "@every 1h", log.fn("first", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "the latest tick's run", func(r []ran) bool { return len(r) >= 1 })
+	in.Remove(job)
+	store.armed.Store(true)
+	if err := in.Add(job, "@every 1h", log.fn("again", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-store.claimed:
+		if r.Status != driver.ClaimTaken {
+			t.Errorf("claim after the failure: %v, want taken", r.Status)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no claim after the failed one")
+	}
+	in.stop(t)
+	for _, r := range log.all()[1:] {
+		t.Errorf("tick %v (run by %q) ran again, as %q attempt %d", runs[0].run.Tick, runs[0].who, r.who, r.run.Attempt)
+	}
+}

@@ -84,6 +84,7 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	before := time.Now()
 	first := claimOf(job, tick, a)
 	first.Spec = "CRON_TZ=Europe/Berlin 0 30 2 * * *"
+	first.Run.Claim = "claim-1"
 	r := wantClaim(t, s, first, driver.ClaimGranted, "of a job's first tick")
 	if !r.Prev.IsZero() {
 		t.Errorf("first claim: Prev = %v, want zero", r.Prev)
@@ -92,8 +93,8 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 		t.Errorf("first claim: Now = %v, not the store's clock (the test's reads %v)", r.Now, before)
 	}
 	r = wantClaim(t, s, claimOf(job, tick, b), driver.ClaimTaken, "of the same tick by another client")
-	if r.Last.Client != a || !r.Last.Tick.Equal(tick) || r.Last.Attempt != 1 {
-		t.Errorf("taken: Last = %+v, want client %s's claim of %v, attempt 1", r.Last, a, tick)
+	if r.Last.Client != a || r.Last.Claim != "claim-1" || !r.Last.Tick.Equal(tick) || r.Last.Attempt != 1 {
+		t.Errorf("taken: Last = %+v, want client %s's claim claim-1 of %v, attempt 1", r.Last, a, tick)
 	}
 	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimTaken, "of the same tick by its claimer again")
 	st := mustHistory(t, s, job, 0)
@@ -101,8 +102,9 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 		t.Fatalf("History = tick %v attempt %d spec %q, %d runs; want %v, 1, %q, 1 run", st.Tick, st.Attempt, st.Spec, len(st.Runs), tick, first.Spec)
 	}
 	got := st.Runs[0]
-	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a {
-		t.Errorf("record = %+v, want job %q tick %v attempt 1 on host-1.example pid 4242 client %s", got, job, tick, a)
+	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a ||
+		got.Claim != "claim-1" {
+		t.Errorf("record = %+v, want job %q tick %v attempt 1 on host-1.example pid 4242 client %s claim claim-1", got, job, tick, a)
 	}
 	if got.Started.IsZero() || !got.Ended.IsZero() {
 		t.Errorf("record: Started %v Ended %v, want the claim's time and zero", got.Started, got.Ended)
