@@ -45,8 +45,8 @@ type JobStore interface {
 	//   - otherwise ClaimGranted: the tick and attempt are recorded as the
 	//     job's latest claim, with a record of the run (c.Run, with Job,
 	//     Tick, Attempt and Started set by the store, Outcome
-	//     OutcomeRunning), and Prev is the tick claimed before (zero for a
-	//     job's first claim).
+	//     OutcomeRunning), Prev is the tick claimed before (zero for a
+	//     job's first claim) and PrevSpec the schedule kept before.
 	//
 	// Now is the store's clock when it judged. An error means the outcome
 	// is unknown, except an error matching ErrNotALock, after which nothing
@@ -163,8 +163,15 @@ type TickResult struct {
 	// Prev is, for ClaimGranted, the tick of the job's claim before this
 	// one (this tick, for a retry); zero for the job's first claim. The
 	// ticks of the schedule between Prev and this one were claimed by no
-	// one: the caller reports them missed.
+	// one: the caller reports them missed, when PrevSpec says Prev was
+	// claimed under the same schedule.
 	Prev time.Time
+	// PrevSpec is, for ClaimGranted, the schedule kept before this claim
+	// (see TickClaim.Spec): the one Prev was claimed under; empty when none
+	// was kept. When it differs from the claim's, the job's schedule
+	// changed, and the new schedule's ticks before this one were never the
+	// job's to miss.
+	PrevSpec string
 	// Last is, for ClaimTaken, the record of the job's latest claim (as
 	// far as the store still keeps it; at least its Tick and Attempt).
 	Last RunRecord

@@ -88,7 +88,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		res.Status = driver.ClaimLate
 		return res, nil
 	}
-	res.Status, res.Prev = driver.ClaimGranted, j.tick
+	res.Status, res.Prev, res.PrevSpec = driver.ClaimGranted, j.tick, j.spec
 	rec := c.Run
 	rec.Job, rec.Tick, rec.Attempt, rec.Started, rec.Ended, rec.Outcome = c.Job, tick, c.Attempt, res.Now, time.Time{}, driver.OutcomeRunning
 	j.tick, j.attempt, j.outcome = tick, c.Attempt, driver.OutcomeRunning

@@ -187,6 +187,9 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 		if p := ints(2); p > 0 {
 			res.Prev = time.UnixMilli(p)
 		}
+		if len(a) > 3 {
+			res.PrevSpec, _ = a[3].(string)
+		}
 	case "early":
 		res.Status, res.Wait = driver.ClaimEarly, time.Duration(ints(2))*time.Millisecond
 	case "late":

@@ -136,7 +136,9 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 			attempt, until = last.Attempt, window
 			continue
 		}
-		if attempt == 1 && !res.Prev.IsZero() {
+		if attempt == 1 && !res.Prev.IsZero() && (res.PrevSpec == "" || res.PrevSpec == j.spec) {
+			// Under another schedule (changed since Prev was claimed), the
+			// ticks between were never the job's: none was missed.
 			s.reportMissed(ctx, j, res.Prev, tick)
 		}
 		outcome := s.runOnce(ctx, j, tick, attempt, window, res.Now)

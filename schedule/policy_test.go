@@ -700,3 +700,31 @@ func TestReAddedJobDoesNotRerunItsTick(t *testing.T) {
 		t.Errorf("tick %v (run by %q) ran again, as %q attempt %d", runs[0].run.Tick, runs[0].who, r.who, r.run.Attempt)
 	}
 }
+
+// TestChangedScheduleReportsNoMissedTicks: the first claim under a changed
+// schedule (leash cron's reload of a job whose schedule changed) finds the
+// claim before it made under the old one; the new schedule's ticks between
+// the two were never the job's ticks, so none is recorded missed, and the
+// records of the runs before are kept.
+func TestChangedScheduleReportsNoMissedTicks(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	if err := in.Add(job, "@every 1h", log.fn("hourly", nil), &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	hourly := log.await(t, 30*time.Second, "the latest hourly tick's run", func(r []ran) bool { return len(r) >= 1 })[0]
+	in.Remove(job)
+	if err := in.Add(job, "@every 100ms", log.fn("often", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	log.await(t, 30*time.Second, "a run under the new schedule", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	recs := history(t, in, job)
+	if n := count(recs, driver.OutcomeMissed); n > 0 {
+		t.Errorf("%d ticks recorded missed after the schedule changed, the oldest saying %q", n, recs[len(recs)-1].Error)
+	}
+	if i := slices.IndexFunc(recs, func(r driver.RunRecord) bool { return r.Tick.Equal(hourly.run.Tick) }); i < 0 || recs[i].Outcome != driver.OutcomeOK {
+		t.Errorf("the hourly run of %v is not recorded ok among the %d records kept", hourly.run.Tick, len(recs))
+	}
+}

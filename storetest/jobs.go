@@ -111,11 +111,16 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	}
 	next := tick.Add(time.Second / 2)
 	r = wantClaim(t, s, claimOf(job, next, b), driver.ClaimGranted, "of the next tick")
-	if !r.Prev.Equal(tick) {
-		t.Errorf("next tick: Prev = %v, want %v", r.Prev, tick)
+	if !r.Prev.Equal(tick) || r.PrevSpec != first.Spec {
+		t.Errorf("next tick: Prev = %v, PrevSpec %q; want %v, %q", r.Prev, r.PrevSpec, tick, first.Spec)
 	}
 	if st := mustHistory(t, s, job, 0); st.Spec != first.Spec {
 		t.Errorf("spec after a claim without one = %q, want the kept %q", st.Spec, first.Spec)
+	}
+	changed := claimOf(job, next.Add(time.Second/4), a)
+	changed.Spec = "@every 250ms"
+	if r = wantClaim(t, s, changed, driver.ClaimGranted, "under a changed schedule"); r.PrevSpec != first.Spec {
+		t.Errorf("claim under a changed schedule: PrevSpec = %q, want the one kept before, %q", r.PrevSpec, first.Spec)
 	}
 }
 
