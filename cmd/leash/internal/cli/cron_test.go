@@ -312,3 +312,16 @@ func TestCrontabSixFieldsWithDayNameSteps(t *testing.T) {
 		t.Errorf("five fields and monsun-backup: %+v, %v", jobs, err)
 	}
 }
+
+// TestCrontabRefusesLocalZone: TZ=Local (or CRON_TZ=Local) would read the
+// jobs in each host's own zone, and hosts in different zones would claim
+// different instants as the same job's ticks, each granted: a nightly job
+// run once per zone. The file must name a zone.
+func TestCrontabRefusesLocalZone(t *testing.T) {
+	for _, tab := range []string{"TZ=Local\n0 30 2 * * * nightly ./n", "CRON_TZ=Local\n@daily d true",
+		"CRON_TZ=Local 0 30 2 * * * nightly ./n"} {
+		if _, err := parseCrontab("tab", strings.NewReader(tab)); err == nil || !strings.Contains(err.Error(), "Local") {
+			t.Errorf("%q: error %v, want a refusal of the host's local zone", tab, err)
+		}
+	}
+}

@@ -20,9 +20,10 @@ The file. Each line is blank, a comment (its first non-blank character is
 
   TZ=ZONE                a zone setting: cron expressions on the lines
                          after it that name no zone are read in ZONE (an
-                         IANA name such as Europe/Berlin, or UTC); before
-                         any setting, UTC. CRON_TZ=ZONE on a line of its own
-                         is the same.
+                         IANA name such as Europe/Berlin, or UTC; not
+                         Local, which differs between hosts); before any
+                         setting, UTC. CRON_TZ=ZONE on a line of its own is
+                         the same.
   SCHEDULE NAME [OPTION=VALUE...] COMMAND LINE
                          a job.
 
@@ -153,6 +154,10 @@ func parseCrontab(file string, r io.Reader) ([]*cronJob, error) {
 		words := strings.Fields(text)
 		if len(words) == 1 {
 			if zone, ok := cutAny(words[0], "TZ=", "CRON_TZ="); ok {
+				if zone == "Local" {
+					// Hosts in different zones would name different ticks.
+					return nil, bad("%s: name the zone (such as Europe/Berlin or UTC): the hosts' local zones may differ", words[0])
+				}
 				l, err := time.LoadLocation(zone)
 				if err != nil || zone == "" {
 					return nil, bad("unknown time zone %q", zone)
