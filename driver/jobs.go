@@ -64,7 +64,10 @@ type JobStore interface {
 
 	// AddRuns adds records of runs that were never claimed (ticks missed
 	// while no instance could claim them: OutcomeMissed) to job's history,
-	// in order, keeping its last keep records. The store sets Job and,
+	// oldest first, each below the records of later ticks (the claim that
+	// found them missed is recorded before), keeping its last keep
+	// records: the history stays newest tick first, and trimming drops the
+	// oldest ticks, never that claim. The store sets Job and,
 	// when zero, Started and Ended to its now.
 	AddRuns(ctx context.Context, job string, runs []RunRecord, keep int) error
 

@@ -728,3 +728,42 @@ func TestChangedScheduleReportsNoMissedTicks(t *testing.T) {
 		t.Errorf("the hourly run of %v is not recorded ok among the %d records kept", hourly.run.Tick, len(recs))
 	}
 }
+
+// TestMissedTicksKeepTheRunsRecord: the claim that finds more ticks missed
+// than the history keeps records them below its own record, not above it:
+// the run it claimed stays recorded and its end is told.
+func TestMissedTicksKeepTheRunsRecord(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	in := newInstance(t, memstore.New(), nil, &schedule.Options{Keep: 5})
+	if err := in.Add(job, "@every 20ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	first := log.await(t, 30*time.Second, "a run", func(r []ran) bool { return len(r) >= 1 })[0]
+	in.Remove(job)
+	// Wait until more ticks than Keep have passed unclaimed.
+	for time.Now().Before(first.run.Tick.Add(20 * 20 * time.Millisecond)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := in.Add(job, "@every 20ms", log.fn("b", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	var later ran
+	log.await(t, 30*time.Second, "a run after the gap", func(r []ran) bool {
+		i := slices.IndexFunc(r, func(x ran) bool { return x.who == "b" })
+		if i >= 0 {
+			later = r[i]
+		}
+		return i >= 0
+	})
+	in.stop(t)
+	recs := history(t, in, job)
+	i := slices.IndexFunc(recs, func(r driver.RunRecord) bool { return r.Tick.Equal(later.run.Tick) && r.Attempt == 1 })
+	if i < 0 || recs[i].Outcome != driver.OutcomeOK {
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Tick.Format("15:04:05.000")+" "+r.Outcome.String())
+		}
+		t.Errorf("the run of %v after the gap is not recorded ok; the history: %v", later.run.Tick.Format("15:04:05.000"), got)
+	}
+}

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,7 @@ var jobTests = []test{
 	{name: "the latest claim waiting for another's lock reads as running", fn: testHistoryWaiting},
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
+	{name: "missed ticks are recorded below the claim that found them", fn: testAddRunsBelowLaterTicks},
 	{name: "jobs are listed by pattern", fn: testJobsList},
 	{name: "bad claims, ends and records are refused", fn: testJobBadInput},
 }
@@ -331,6 +334,34 @@ func testAddRuns(t *testing.T, s driver.Store, n *namer) {
 		t.Errorf("History claim after AddRuns = %v attempt %d, want none: records are not claims", st.Tick, st.Attempt)
 	}
 	wantClaim(t, s, claimOf(job, base, clientOf(n)), driver.ClaimGranted, "of a tick recorded missed")
+}
+
+// testAddRunsBelowLaterTicks: the claim that finds ticks missed records
+// them after its own record was made; they go below it (the history stays
+// newest tick first), so that however many there are, trimming to keep
+// drops the oldest ticks and never the claim's run, whose end is still told.
+func testAddRunsBelowLaterTicks(t *testing.T, s driver.Store, n *namer) {
+	job, a := n.name(), clientOf(n)
+	tick := tickAt(-time.Second)
+	c := claimOf(job, tick, a)
+	c.Keep = 3
+	wantClaim(t, s, c, driver.ClaimGranted, "of a tick after a gap")
+	var missed []driver.RunRecord
+	for i := 5; i >= 1; i-- {
+		missed = append(missed, driver.RunRecord{Tick: tick.Add(-time.Duration(i) * 100 * time.Millisecond), Outcome: driver.OutcomeMissed})
+	}
+	if err := jobs(s).AddRuns(ctx(t), job, missed, 3); err != nil {
+		t.Fatalf("AddRuns error: %v", err)
+	}
+	mustEnd(t, s, driver.RunEnd{Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeOK})
+	st := mustHistory(t, s, job, 0)
+	var got []string
+	for _, r := range st.Runs {
+		got = append(got, fmt.Sprintf("%v %v", r.Tick.Sub(tick), r.Outcome))
+	}
+	if want := []string{"0s ok", "-100ms missed", "-200ms missed"}; !slices.Equal(got, want) {
+		t.Errorf("history (tick after the claim's, outcome) = %q, want %q", got, want)
+	}
 }
 
 func testJobsList(t *testing.T, s driver.Store, n *namer) {
