@@ -245,7 +245,7 @@ func (s *Scheduler) reportMissed(ctx context.Context, j *job, prev, tick time.Ti
 // claim.
 func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt int, window, storeNow time.Time) driver.Outcome {
 	end := driver.RunEnd{Job: j.name, Tick: tick, Attempt: attempt, Client: s.base.Client}
-	hold, err := s.lockRun(ctx, j, window.Sub(storeNow))
+	hold, err := s.lockRun(ctx, j, attempt > 1, window.Sub(storeNow))
 	if err != nil {
 		var na *leash.NotAcquiredError
 		switch {
@@ -317,15 +317,24 @@ func (c *runContext) Err() error {
 }
 
 // lockRun takes j's run lock by its overlap policy; wait is how long
-// OverlapQueue may wait for it.
-func (s *Scheduler) lockRun(ctx context.Context, j *job, wait time.Duration) (*leash.Hold, error) {
-	switch j.opts.Overlap {
-	case OverlapQueue:
-		wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
+// OverlapQueue, and a retry, may wait for it. A retry waits whatever the
+// policy: the lock it finds held is most likely its failed attempt's, being
+// handed back on another instance, and a retry refused it would end the
+// tick's retries.
+func (s *Scheduler) lockRun(ctx context.Context, j *job, retry bool, wait time.Duration) (*leash.Hold, error) {
+	queue := retry || j.opts.Overlap == OverlapQueue
+	if queue {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(wait, 0))
 		defer cancel()
-		return s.c.Mutex(j.name, j.lock).Lock(wctx)
-	case OverlapLimit:
+	}
+	switch {
+	case j.opts.Overlap == OverlapLimit && queue:
+		return s.c.Semaphore(j.name, j.opts.Limit, j.lock).Acquire(ctx)
+	case j.opts.Overlap == OverlapLimit:
 		return s.c.Semaphore(j.name, j.opts.Limit, j.lock).TryAcquire(ctx)
+	case queue:
+		return s.c.Mutex(j.name, j.lock).Lock(ctx)
 	}
 	return s.c.Mutex(j.name, j.lock).TryLock(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -765,5 +766,80 @@ func TestMissedTicksKeepTheRunsRecord(t *testing.T) {
 			got = append(got, r.Tick.Format("15:04:05.000")+" "+r.Outcome.String())
 		}
 		t.Errorf("the run of %v after the gap is not recorded ok; the history: %v", later.run.Tick.Format("15:04:05.000"), got)
+	}
+}
+
+// slowHandBack is a store on which the first release of the job's lock by
+// the Client slow waits until a later attempt of its tick was granted and
+// then refused the lock: the failed attempt is still handing its lock back
+// when the retry comes for it.
+type slowHandBack struct {
+	*memstore.Store
+	job        string
+	slow       atomic.Value // the client id whose release is slow
+	retried    atomic.Bool  // attempt 2 was granted
+	refused    chan struct{}
+	refuseOnce sync.Once
+	slowOnce   atomic.Bool
+}
+
+func (s *slowHandBack) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	r, err := s.Store.ClaimTick(ctx, c)
+	if err == nil && r.Status == driver.ClaimGranted && c.Attempt == 2 {
+		s.retried.Store(true)
+	}
+	return r, err
+}
+
+func (s *slowHandBack) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := s.Store.Acquire(ctx, req)
+	if err == nil && !g.Acquired && req.Name == s.job && s.retried.Load() {
+		s.refuseOnce.Do(func() { close(s.refused) })
+	}
+	return g, err
+}
+
+func (s *slowHandBack) Release(ctx context.Context, req driver.Request) error {
+	if req.Name == s.job && driver.OwnerClient(req.Owner) == s.slow.Load() && s.slowOnce.CompareAndSwap(false, true) {
+		<-s.refused
+	}
+	return s.Store.Release(ctx, req)
+}
+
+// TestRetryWaitsForTheFailedAttemptsLock: a retry claimed on another
+// instance while the failed attempt is still handing its lock back waits
+// for the lock instead of being recorded skipped (which would end the
+// tick's retries: its run lost to its own failed attempt).
+func TestRetryWaitsForTheFailedAttemptsLock(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &slowHandBack{Store: memstore.New(), job: job, refused: make(chan struct{})}
+	opts := &schedule.JobOptions{Retries: 1, RetryDelay: 10 * time.Millisecond}
+	a := newInstance(t, store, nil, nil)
+	// b's clock is far enough behind that a's failure is recorded when b
+	// claims the tick.
+	if err := a.Add(job, "@every 4s", log.fn("a", func(context.Context, schedule.Run) error { return errors.New("a fails") }), opts); err != nil {
+		t.Fatal(err)
+	}
+	store.slow.Store(a.client.ID())
+	b := newInstance(t, store, nil, &schedule.Options{Now: offset(-2 * time.Second)})
+	if err := b.Add(job, "@every 4s", log.fn("b", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	a.run(t)
+	b.run(t)
+	t.Cleanup(func() { store.refuseOnce.Do(func() { close(store.refused) }) }) // before the instances stop
+	select {
+	case <-store.refused:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no retry came for the lock while the failed attempt held it")
+	}
+	recs := awaitHistory(t, a, job, 30*time.Second, "attempt 2 ended", func(r []driver.RunRecord) bool {
+		return slices.ContainsFunc(r, func(x driver.RunRecord) bool { return x.Attempt == 2 && !x.Ended.IsZero() })
+	})
+	a.stop(t)
+	b.stop(t)
+	i := slices.IndexFunc(recs, func(x driver.RunRecord) bool { return x.Attempt == 2 })
+	if recs[i].Outcome != driver.OutcomeOK {
+		t.Errorf("attempt 2 of tick %v = %v (%s), want ok: the retry was lost to its own failed attempt's lock", recs[i].Tick, recs[i].Outcome, recs[i].Error)
 	}
 }
