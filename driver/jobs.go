@@ -45,8 +45,8 @@ type JobStore interface {
 	//   - otherwise ClaimGranted: the tick and attempt are recorded as the
 	//     job's latest claim, with a record of the run (c.Run, with Job,
 	//     Tick, Attempt and Started set by the store, Outcome
-	//     OutcomeRunning), and Prev is the tick claimed before (zero for a
-	//     job's first claim).
+	//     OutcomeRunning), Prev is the tick claimed before (zero for a
+	//     job's first claim) and PrevSpec the schedule kept before.
 	//
 	// Now is the store's clock when it judged. An error means the outcome
 	// is unknown, except an error matching ErrNotALock, after which nothing
@@ -64,7 +64,10 @@ type JobStore interface {
 
 	// AddRuns adds records of runs that were never claimed (ticks missed
 	// while no instance could claim them: OutcomeMissed) to job's history,
-	// in order, keeping its last keep records. The store sets Job and,
+	// oldest first, each below the records of later ticks (the claim that
+	// found them missed is recorded before), keeping its last keep
+	// records: the history stays newest tick first, and trimming drops the
+	// oldest ticks, never that claim. The store sets Job and,
 	// when zero, Started and Ended to its now.
 	AddRuns(ctx context.Context, job string, runs []RunRecord, keep int) error
 
@@ -115,7 +118,8 @@ type TickClaim struct {
 	// be granted (the misfire threshold); zero means no limit.
 	Until time.Time
 	// Run is the claimer's record of the run: Host, PID, Client (the
-	// leash Client's id) and any other field the claimer sets; the store
+	// leash Client's id), Claim (an id of this claim, unique to it) and
+	// any other field the claimer sets; the store
 	// sets Job, Tick, Attempt, Started and Outcome.
 	Run RunRecord
 	// Keep is how many records of the job to keep, at most MaxKeepRuns;
@@ -162,8 +166,15 @@ type TickResult struct {
 	// Prev is, for ClaimGranted, the tick of the job's claim before this
 	// one (this tick, for a retry); zero for the job's first claim. The
 	// ticks of the schedule between Prev and this one were claimed by no
-	// one: the caller reports them missed.
+	// one: the caller reports them missed, when PrevSpec says Prev was
+	// claimed under the same schedule.
 	Prev time.Time
+	// PrevSpec is, for ClaimGranted, the schedule kept before this claim
+	// (see TickClaim.Spec): the one Prev was claimed under; empty when none
+	// was kept. When it differs from the claim's, the job's schedule
+	// changed, and the new schedule's ticks before this one were never the
+	// job's to miss.
+	PrevSpec string
 	// Last is, for ClaimTaken, the record of the job's latest claim (as
 	// far as the store still keeps it; at least its Tick and Attempt).
 	Last RunRecord
@@ -235,6 +246,12 @@ type RunRecord struct {
 	PID  int
 	// Client is the claimer's leash Client id.
 	Client string
+	// Claim is the id the claimer gave its claim (TickClaim.Run.Claim), kept
+	// as it was; empty when it gave none. One Client may claim one tick in
+	// more than one place (a job removed and added again, two schedulers on
+	// one Client), so a claimer that sends a claim again after its answer
+	// was lost knows the tick is its own only when Last carries its id.
+	Claim string
 	// Started is the store's clock when the tick was claimed.
 	Started time.Time
 	// Ended is the store's clock when the end was recorded; zero while

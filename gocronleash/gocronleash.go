@@ -191,11 +191,15 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	lk := &lock{l: l, run: Run{Name: name}}
 	if s := l.scheds[key]; s != nil {
 		tick := s.Prev(l.opts.Now())
-		prev, err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick))
+		res, err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick))
 		if err != nil {
 			return nil, err
 		}
-		l.missed(ctx, name, s, prev, tick)
+		if res.PrevSpec == "" || res.PrevSpec == l.specs[key] {
+			// Under another schedule (changed since Prev was claimed),
+			// the ticks between were never the job's: none was missed.
+			l.missed(ctx, name, s, res.Prev, tick)
+		}
 		lk.run.Tick, lk.claimed = tick, true
 	}
 	hold, err := l.c.Mutex(name, l.opts.Lock).TryLock(ctx)
@@ -218,27 +222,27 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 }
 
 // claim claims tick of the job name until the store grants it.
-func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) (prev time.Time, err error) {
+func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) (driver.TickResult, error) {
 	c := driver.TickClaim{Job: name, Tick: tick, Attempt: 1, Tolerance: l.opts.Tolerance, Until: until, Run: l.base, Keep: l.opts.Keep,
 		Spec: spec}
 	for {
 		res, err := l.jobs.ClaimTick(ctx, c)
 		if err != nil {
-			return prev, fmt.Errorf("gocronleash: claiming tick %s of %q: %w", tick.UTC().Format(time.RFC3339Nano), name, err)
+			return res, fmt.Errorf("gocronleash: claiming tick %s of %q: %w", tick.UTC().Format(time.RFC3339Nano), name, err)
 		}
 		switch res.Status {
 		case driver.ClaimGranted:
-			return res.Prev, nil
+			return res, nil
 		case driver.ClaimEarly:
 			t := time.NewTimer(max(res.Wait, time.Millisecond))
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return prev, ctx.Err()
+				return res, ctx.Err()
 			case <-t.C:
 			}
 		default:
-			return prev, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, tick.UTC().Format(time.RFC3339Nano),
+			return res, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, tick.UTC().Format(time.RFC3339Nano),
 				res.Status, res.Last.Tick.UTC().Format(time.RFC3339Nano))
 		}
 	}

@@ -418,3 +418,40 @@ func TestMissedTicksRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedScheduleRecordsNoMissedTicks: the first claim under a changed
+// schedule (a redeploy from hourly to every 100ms) records none of the new
+// schedule's ticks since the last hourly claim missed: they never were the
+// job's, and recording them would push its real runs out of the history.
+func TestChangedScheduleRecordsNoMissedTicks(t *testing.T) {
+	addr := shared.Redis(t).Addr
+	ctx := context.Background()
+	name := jobName(t)
+	c := newClient(t, addr)
+	for _, spec := range []string{"@every 1h", "@every 100ms"} {
+		l, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{name: spec}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lk, err := l.Lock(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.Store().(driver.JobStore).History(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range st.Runs {
+		if r.Outcome == driver.OutcomeMissed {
+			n++
+		}
+	}
+	if n > 0 || len(st.Runs) != 2 {
+		t.Errorf("%d records, %d of them missed ticks; want the two runs only", len(st.Runs), n)
+	}
+}

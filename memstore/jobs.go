@@ -38,8 +38,21 @@ func keep(n int) int {
 }
 
 // push adds rec as the job's newest record and drops the oldest beyond n.
-func (j *job) push(rec driver.RunRecord, n int) {
-	j.runs = slices.Insert(j.runs, 0, rec)
+func (j *job) push(rec driver.RunRecord, n int) { j.insert(0, rec, n) }
+
+// below adds rec below the records of later ticks (see AddRuns) and drops
+// the oldest beyond n.
+func (j *job) below(rec driver.RunRecord, n int) {
+	i := 0
+	for i < len(j.runs) && j.runs[i].Tick.After(rec.Tick) {
+		i++
+	}
+	j.insert(i, rec, n)
+}
+
+// insert adds rec at index i of the records and drops the oldest beyond n.
+func (j *job) insert(i int, rec driver.RunRecord, n int) {
+	j.runs = slices.Insert(j.runs, i, rec)
 	if len(j.runs) > n {
 		clear(j.runs[n:])
 		j.runs = j.runs[:n]
@@ -88,7 +101,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		res.Status = driver.ClaimLate
 		return res, nil
 	}
-	res.Status, res.Prev = driver.ClaimGranted, j.tick
+	res.Status, res.Prev, res.PrevSpec = driver.ClaimGranted, j.tick, j.spec
 	rec := c.Run
 	rec.Job, rec.Tick, rec.Attempt, rec.Started, rec.Ended, rec.Outcome = c.Job, tick, c.Attempt, res.Now, time.Time{}, driver.OutcomeRunning
 	j.tick, j.attempt, j.outcome = tick, c.Attempt, driver.OutcomeRunning
@@ -151,7 +164,7 @@ func (s *Store) AddRuns(ctx context.Context, name string, runs []driver.RunRecor
 		if r.Ended.IsZero() {
 			r.Ended = now
 		}
-		j.push(r, keep(n))
+		j.below(r, keep(n))
 	}
 	return nil
 }

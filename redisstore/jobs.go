@@ -63,6 +63,7 @@ type runJSON struct {
 	Host    string `json:"host"`
 	PID     int    `json:"pid"`
 	Client  string `json:"client"`
+	Claim   string `json:"claim,omitempty"`
 	Started int64  `json:"started"`
 	Ended   int64  `json:"ended"`
 	Outcome string `json:"outcome"`
@@ -71,7 +72,7 @@ type runJSON struct {
 }
 
 func toJSON(r driver.RunRecord) runJSON {
-	j := runJSON{Tick: r.Tick.UnixMilli(), Attempt: r.Attempt, Host: r.Host, PID: r.PID, Client: r.Client,
+	j := runJSON{Tick: r.Tick.UnixMilli(), Attempt: r.Attempt, Host: r.Host, PID: r.PID, Client: r.Client, Claim: r.Claim,
 		Fence: strconv.FormatInt(r.Fence, 10), Error: r.Error}
 	if !r.Started.IsZero() {
 		j.Started = r.Started.UnixMilli()
@@ -87,7 +88,7 @@ func toJSON(r driver.RunRecord) runJSON {
 
 func (j runJSON) record(job string) driver.RunRecord {
 	r := driver.RunRecord{Job: job, Tick: time.UnixMilli(j.Tick), Attempt: j.Attempt, Host: j.Host, PID: j.PID,
-		Client: j.Client, Error: j.Error}
+		Client: j.Client, Claim: j.Claim, Error: j.Error}
 	r.Started, r.Ended = unixMilli(strconv.FormatInt(j.Started, 10)), unixMilli(strconv.FormatInt(j.Ended, 10))
 	r.Outcome, _ = driver.ParseOutcome(j.Outcome)
 	r.Fence, _ = strconv.ParseInt(j.Fence, 10, 64)
@@ -185,6 +186,9 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 		res.Status = driver.ClaimGranted
 		if p := ints(2); p > 0 {
 			res.Prev = time.UnixMilli(p)
+		}
+		if len(a) > 3 {
+			res.PrevSpec, _ = a[3].(string)
 		}
 	case "early":
 		res.Status, res.Wait = driver.ClaimEarly, time.Duration(ints(2))*time.Millisecond

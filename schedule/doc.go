@@ -27,7 +27,8 @@
 //     clock reaches the tick (less Options.Tolerance), and asks again;
 //   - a tick is not granted once the store's clock passes its Lateness
 //     (default: the next tick): the instance that later claims a newer tick
-//     records it missed.
+//     records it missed (unless the job's schedule changed in between:
+//     the new schedule's ticks before were never the job's).
 //
 // The instance granted a tick then takes the job's run lock — a leash lock
 // named after the job, with a lease renewed by the Client's watchdog and a

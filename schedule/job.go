@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -135,7 +136,9 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 			attempt, until = last.Attempt, window
 			continue
 		}
-		if attempt == 1 && !res.Prev.IsZero() {
+		if attempt == 1 && !res.Prev.IsZero() && (res.PrevSpec == "" || res.PrevSpec == j.spec) {
+			// Under another schedule (changed since Prev was claimed), the
+			// ticks between were never the job's: none was missed.
 			s.reportMissed(ctx, j, res.Prev, tick)
 		}
 		outcome := s.runOnce(ctx, j, tick, attempt, window, res.Now)
@@ -153,6 +156,10 @@ func (s *Scheduler) tick(ctx context.Context, j *job, tick time.Time, catchUp bo
 func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt int, until time.Time) (driver.TickResult, bool) {
 	c := driver.TickClaim{Job: j.name, Tick: tick, Attempt: attempt, Tolerance: s.opts.Tolerance, Until: until,
 		Run: s.base, Keep: s.opts.Keep, Spec: j.spec}
+	// The claim's own id, the same each time it is sent: a claim found
+	// taken by this Client but another claim (of a job removed and added
+	// again, of another Scheduler on the Client) is not this one.
+	c.Run.Claim = rand.Text()
 	backoff := 50 * time.Millisecond
 	unknown := false // a claim was sent whose outcome is unknown
 	for ctx.Err() == nil {
@@ -186,7 +193,7 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
 			return res, true
-		case unknown && res.Status == driver.ClaimTaken && res.Last.Client == s.base.Client &&
+		case unknown && res.Status == driver.ClaimTaken && res.Last.Claim == c.Run.Claim &&
 			res.Last.Tick.Equal(tick) && res.Last.Attempt == attempt:
 			// The claim whose answer was lost was granted: the tick is
 			// ours. (Prev is unknown: missed ticks before it go unreported.)
@@ -238,7 +245,7 @@ func (s *Scheduler) reportMissed(ctx context.Context, j *job, prev, tick time.Ti
 // claim.
 func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt int, window, storeNow time.Time) driver.Outcome {
 	end := driver.RunEnd{Job: j.name, Tick: tick, Attempt: attempt, Client: s.base.Client}
-	hold, err := s.lockRun(ctx, j, window.Sub(storeNow))
+	hold, err := s.lockRun(ctx, j, attempt > 1, window.Sub(storeNow))
 	if err != nil {
 		var na *leash.NotAcquiredError
 		switch {
@@ -310,15 +317,24 @@ func (c *runContext) Err() error {
 }
 
 // lockRun takes j's run lock by its overlap policy; wait is how long
-// OverlapQueue may wait for it.
-func (s *Scheduler) lockRun(ctx context.Context, j *job, wait time.Duration) (*leash.Hold, error) {
-	switch j.opts.Overlap {
-	case OverlapQueue:
-		wctx, cancel := context.WithTimeout(ctx, max(wait, 0))
+// OverlapQueue, and a retry, may wait for it. A retry waits whatever the
+// policy: the lock it finds held is most likely its failed attempt's, being
+// handed back on another instance, and a retry refused it would end the
+// tick's retries.
+func (s *Scheduler) lockRun(ctx context.Context, j *job, retry bool, wait time.Duration) (*leash.Hold, error) {
+	queue := retry || j.opts.Overlap == OverlapQueue
+	if queue {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(wait, 0))
 		defer cancel()
-		return s.c.Mutex(j.name, j.lock).Lock(wctx)
-	case OverlapLimit:
+	}
+	switch {
+	case j.opts.Overlap == OverlapLimit && queue:
+		return s.c.Semaphore(j.name, j.opts.Limit, j.lock).Acquire(ctx)
+	case j.opts.Overlap == OverlapLimit:
 		return s.c.Semaphore(j.name, j.opts.Limit, j.lock).TryAcquire(ctx)
+	case queue:
+		return s.c.Mutex(j.name, j.lock).Lock(ctx)
 	}
 	return s.c.Mutex(j.name, j.lock).TryLock(ctx)
 }

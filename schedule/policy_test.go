@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -641,5 +642,204 @@ func TestRetryOnAnotherInstance(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// failingStore fails the first tick claim after arm with an error, without
+// sending it (a connection that could not be made): the claimer cannot
+// tell whether it reached the store. It tells on claimed the verdict of the
+// claim sent after that failure.
+type failingStore struct {
+	*memstore.Store
+	armed   atomic.Bool
+	failed  atomic.Bool
+	claimed chan driver.TickResult
+}
+
+func (s *failingStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		s.failed.Store(true)
+		return driver.TickResult{}, errors.New("dial tcp: connection refused")
+	}
+	r, err := s.Store.ClaimTick(ctx, c)
+	if s.failed.CompareAndSwap(true, false) {
+		s.claimed <- r
+	}
+	return r, err
+}
+
+// TestReAddedJobDoesNotRerunItsTick: a job removed and added again on the
+// same instance (as leash cron's reload does with a changed job) with
+// MisfireRunLatest claims its latest tick again; when that claim's first
+// try fails, the tick is found claimed by this instance's Client, but by an
+// earlier claim, which already ran it: it must not run again.
+func TestReAddedJobDoesNotRerunItsTick(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &failingStore{Store: memstore.New(), claimed: make(chan driver.TickResult, 1)}
+	in := newInstance(t, store, nil, nil)
+	opts := &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}
+	if err := in.Add(job, "@every 1h", log.fn("first", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "the latest tick's run", func(r []ran) bool { return len(r) >= 1 })
+	in.Remove(job)
+	store.armed.Store(true)
+	if err := in.Add(job, "@every 1h", log.fn("again", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-store.claimed:
+		if r.Status != driver.ClaimTaken {
+			t.Errorf("claim after the failure: %v, want taken", r.Status)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no claim after the failed one")
+	}
+	in.stop(t)
+	for _, r := range log.all()[1:] {
+		t.Errorf("tick %v (run by %q) ran again, as %q attempt %d", runs[0].run.Tick, runs[0].who, r.who, r.run.Attempt)
+	}
+}
+
+// TestChangedScheduleReportsNoMissedTicks: the first claim under a changed
+// schedule (leash cron's reload of a job whose schedule changed) finds the
+// claim before it made under the old one; the new schedule's ticks between
+// the two were never the job's ticks, so none is recorded missed, and the
+// records of the runs before are kept.
+func TestChangedScheduleReportsNoMissedTicks(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	in := newInstance(t, memstore.New(), nil, nil)
+	if err := in.Add(job, "@every 1h", log.fn("hourly", nil), &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	hourly := log.await(t, 30*time.Second, "the latest hourly tick's run", func(r []ran) bool { return len(r) >= 1 })[0]
+	in.Remove(job)
+	if err := in.Add(job, "@every 100ms", log.fn("often", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	log.await(t, 30*time.Second, "a run under the new schedule", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	recs := history(t, in, job)
+	if n := count(recs, driver.OutcomeMissed); n > 0 {
+		t.Errorf("%d ticks recorded missed after the schedule changed, the oldest saying %q", n, recs[len(recs)-1].Error)
+	}
+	if i := slices.IndexFunc(recs, func(r driver.RunRecord) bool { return r.Tick.Equal(hourly.run.Tick) }); i < 0 || recs[i].Outcome != driver.OutcomeOK {
+		t.Errorf("the hourly run of %v is not recorded ok among the %d records kept", hourly.run.Tick, len(recs))
+	}
+}
+
+// TestMissedTicksKeepTheRunsRecord: the claim that finds more ticks missed
+// than the history keeps records them below its own record, not above it:
+// the run it claimed stays recorded and its end is told.
+func TestMissedTicksKeepTheRunsRecord(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	in := newInstance(t, memstore.New(), nil, &schedule.Options{Keep: 5})
+	if err := in.Add(job, "@every 20ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	first := log.await(t, 30*time.Second, "a run", func(r []ran) bool { return len(r) >= 1 })[0]
+	in.Remove(job)
+	// Wait until more ticks than Keep have passed unclaimed.
+	for time.Now().Before(first.run.Tick.Add(20 * 20 * time.Millisecond)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := in.Add(job, "@every 20ms", log.fn("b", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	var later ran
+	log.await(t, 30*time.Second, "a run after the gap", func(r []ran) bool {
+		i := slices.IndexFunc(r, func(x ran) bool { return x.who == "b" })
+		if i >= 0 {
+			later = r[i]
+		}
+		return i >= 0
+	})
+	in.stop(t)
+	recs := history(t, in, job)
+	i := slices.IndexFunc(recs, func(r driver.RunRecord) bool { return r.Tick.Equal(later.run.Tick) && r.Attempt == 1 })
+	if i < 0 || recs[i].Outcome != driver.OutcomeOK {
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Tick.Format("15:04:05.000")+" "+r.Outcome.String())
+		}
+		t.Errorf("the run of %v after the gap is not recorded ok; the history: %v", later.run.Tick.Format("15:04:05.000"), got)
+	}
+}
+
+// slowHandBack is a store on which the first release of the job's lock by
+// the Client slow waits until a later attempt of its tick was granted and
+// then refused the lock: the failed attempt is still handing its lock back
+// when the retry comes for it.
+type slowHandBack struct {
+	*memstore.Store
+	job        string
+	slow       atomic.Value // the client id whose release is slow
+	retried    atomic.Bool  // attempt 2 was granted
+	refused    chan struct{}
+	refuseOnce sync.Once
+	slowOnce   atomic.Bool
+}
+
+func (s *slowHandBack) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	r, err := s.Store.ClaimTick(ctx, c)
+	if err == nil && r.Status == driver.ClaimGranted && c.Attempt == 2 {
+		s.retried.Store(true)
+	}
+	return r, err
+}
+
+func (s *slowHandBack) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := s.Store.Acquire(ctx, req)
+	if err == nil && !g.Acquired && req.Name == s.job && s.retried.Load() {
+		s.refuseOnce.Do(func() { close(s.refused) })
+	}
+	return g, err
+}
+
+func (s *slowHandBack) Release(ctx context.Context, req driver.Request) error {
+	if req.Name == s.job && driver.OwnerClient(req.Owner) == s.slow.Load() && s.slowOnce.CompareAndSwap(false, true) {
+		<-s.refused
+	}
+	return s.Store.Release(ctx, req)
+}
+
+// TestRetryWaitsForTheFailedAttemptsLock: a retry claimed on another
+// instance while the failed attempt is still handing its lock back waits
+// for the lock instead of being recorded skipped (which would end the
+// tick's retries: its run lost to its own failed attempt).
+func TestRetryWaitsForTheFailedAttemptsLock(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &slowHandBack{Store: memstore.New(), job: job, refused: make(chan struct{})}
+	opts := &schedule.JobOptions{Retries: 1, RetryDelay: 10 * time.Millisecond}
+	a := newInstance(t, store, nil, nil)
+	// b's clock is far enough behind that a's failure is recorded when b
+	// claims the tick.
+	if err := a.Add(job, "@every 4s", log.fn("a", func(context.Context, schedule.Run) error { return errors.New("a fails") }), opts); err != nil {
+		t.Fatal(err)
+	}
+	store.slow.Store(a.client.ID())
+	b := newInstance(t, store, nil, &schedule.Options{Now: offset(-2 * time.Second)})
+	if err := b.Add(job, "@every 4s", log.fn("b", nil), opts); err != nil {
+		t.Fatal(err)
+	}
+	a.run(t)
+	b.run(t)
+	t.Cleanup(func() { store.refuseOnce.Do(func() { close(store.refused) }) }) // before the instances stop
+	select {
+	case <-store.refused:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no retry came for the lock while the failed attempt held it")
+	}
+	recs := awaitHistory(t, a, job, 30*time.Second, "attempt 2 ended", func(r []driver.RunRecord) bool {
+		return slices.ContainsFunc(r, func(x driver.RunRecord) bool { return x.Attempt == 2 && !x.Ended.IsZero() })
+	})
+	a.stop(t)
+	b.stop(t)
+	i := slices.IndexFunc(recs, func(x driver.RunRecord) bool { return x.Attempt == 2 })
+	if recs[i].Outcome != driver.OutcomeOK {
+		t.Errorf("attempt 2 of tick %v = %v (%s), want ok: the retry was lost to its own failed attempt's lock", recs[i].Tick, recs[i].Outcome, recs[i].Error)
 	}
 }

@@ -146,7 +146,9 @@ type JobOptions struct {
 	// clock). The instance whose attempt failed claims the next one after
 	// RetryDelay, and so does any instance that finds the failed attempt
 	// when it claims the tick (one whose clock runs behind); the store
-	// grants each attempt once. Default 0.
+	// grants each attempt once. A retry waits for the run lock until the
+	// window ends, whatever the Overlap policy: the failed attempt may
+	// still be handing it back. Default 0.
 	Retries int
 	// RetryDelay is the pause before each retry. Default DefaultRetryDelay
 	// (1s).

@@ -34,8 +34,9 @@ const MinInterval = 10 * time.Millisecond
 //   - a cron expression of five fields (minute hour day-of-month month
 //     day-of-week) or six (a seconds field first), or a descriptor
 //     (@yearly, @monthly, @weekly, @daily, @hourly), optionally preceded by
-//     "CRON_TZ=<zone> " (an IANA zone name such as Europe/Berlin); without
-//     it, the expression is read in loc (nil means UTC). A day-of-month
+//     "CRON_TZ=<zone> " (an IANA zone name such as Europe/Berlin; not
+//     Local, which differs between hosts); without it, the expression is
+//     read in loc (nil means UTC). A day-of-month
 //     and a day-of-week given together must both match (AND), as
 //     netresearch/go-cron reads them.
 //
@@ -67,6 +68,10 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 	}
 	if strings.HasPrefix(spec, "TZ=") {
 		return nil, fmt.Errorf("%w %q: write CRON_TZ=, not TZ=", ErrBadSpec, spec)
+	}
+	if zone, _, _ := strings.Cut(strings.TrimPrefix(spec, "CRON_TZ="), " "); strings.HasPrefix(spec, "CRON_TZ=") && zone == "Local" {
+		// Instances in different zones would name different ticks.
+		return nil, fmt.Errorf("%w %q: name the zone (such as Europe/Berlin or UTC): the instances' local zones may differ", ErrBadSpec, spec)
 	}
 	s, err := parser.Parse(spec)
 	if err != nil {

@@ -181,3 +181,11 @@ func TestHistoryKeepsTheSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRefusesLocalZone: CRON_TZ=Local names no zone every instance
+// shares (go-cron would read it as the zone Parse was given, silently).
+func TestParseRefusesLocalZone(t *testing.T) {
+	if _, err := schedule.Parse("CRON_TZ=Local 0 30 2 * * *", time.UTC); !errors.Is(err, schedule.ErrBadSpec) {
+		t.Errorf("CRON_TZ=Local: error %v, want ErrBadSpec", err)
+	}
+}

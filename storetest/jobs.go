@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ var jobTests = []test{
 	{name: "the latest claim waiting for another's lock reads as running", fn: testHistoryWaiting},
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
+	{name: "missed ticks are recorded below the claim that found them", fn: testAddRunsBelowLaterTicks},
 	{name: "jobs are listed by pattern", fn: testJobsList},
 	{name: "bad claims, ends and records are refused", fn: testJobBadInput},
 }
@@ -85,6 +88,7 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 	before := time.Now()
 	first := claimOf(job, tick, a)
 	first.Spec = "CRON_TZ=Europe/Berlin 0 30 2 * * *"
+	first.Run.Claim = "claim-1"
 	r := wantClaim(t, s, first, driver.ClaimGranted, "of a job's first tick")
 	if !r.Prev.IsZero() {
 		t.Errorf("first claim: Prev = %v, want zero", r.Prev)
@@ -93,8 +97,8 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 		t.Errorf("first claim: Now = %v, not the store's clock (the test's reads %v)", r.Now, before)
 	}
 	r = wantClaim(t, s, claimOf(job, tick, b), driver.ClaimTaken, "of the same tick by another client")
-	if r.Last.Client != a || !r.Last.Tick.Equal(tick) || r.Last.Attempt != 1 {
-		t.Errorf("taken: Last = %+v, want client %s's claim of %v, attempt 1", r.Last, a, tick)
+	if r.Last.Client != a || r.Last.Claim != "claim-1" || !r.Last.Tick.Equal(tick) || r.Last.Attempt != 1 {
+		t.Errorf("taken: Last = %+v, want client %s's claim claim-1 of %v, attempt 1", r.Last, a, tick)
 	}
 	wantClaim(t, s, claimOf(job, tick, a), driver.ClaimTaken, "of the same tick by its claimer again")
 	st := mustHistory(t, s, job, 0)
@@ -102,19 +106,25 @@ func testClaimOnce(t *testing.T, s driver.Store, n *namer) {
 		t.Fatalf("History = tick %v attempt %d spec %q, %d runs; want %v, 1, %q, 1 run", st.Tick, st.Attempt, st.Spec, len(st.Runs), tick, first.Spec)
 	}
 	got := st.Runs[0]
-	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a {
-		t.Errorf("record = %+v, want job %q tick %v attempt 1 on host-1.example pid 4242 client %s", got, job, tick, a)
+	if got.Job != job || !got.Tick.Equal(tick) || got.Attempt != 1 || got.Host != "host-1.example" || got.PID != 4242 || got.Client != a ||
+		got.Claim != "claim-1" {
+		t.Errorf("record = %+v, want job %q tick %v attempt 1 on host-1.example pid 4242 client %s claim claim-1", got, job, tick, a)
 	}
 	if got.Started.IsZero() || !got.Ended.IsZero() {
 		t.Errorf("record: Started %v Ended %v, want the claim's time and zero", got.Started, got.Ended)
 	}
 	next := tick.Add(time.Second / 2)
 	r = wantClaim(t, s, claimOf(job, next, b), driver.ClaimGranted, "of the next tick")
-	if !r.Prev.Equal(tick) {
-		t.Errorf("next tick: Prev = %v, want %v", r.Prev, tick)
+	if !r.Prev.Equal(tick) || r.PrevSpec != first.Spec {
+		t.Errorf("next tick: Prev = %v, PrevSpec %q; want %v, %q", r.Prev, r.PrevSpec, tick, first.Spec)
 	}
 	if st := mustHistory(t, s, job, 0); st.Spec != first.Spec {
 		t.Errorf("spec after a claim without one = %q, want the kept %q", st.Spec, first.Spec)
+	}
+	changed := claimOf(job, next.Add(time.Second/4), a)
+	changed.Spec = "@every 250ms"
+	if r = wantClaim(t, s, changed, driver.ClaimGranted, "under a changed schedule"); r.PrevSpec != first.Spec {
+		t.Errorf("claim under a changed schedule: PrevSpec = %q, want the one kept before, %q", r.PrevSpec, first.Spec)
 	}
 }
 
@@ -325,6 +335,34 @@ func testAddRuns(t *testing.T, s driver.Store, n *namer) {
 		t.Errorf("History claim after AddRuns = %v attempt %d, want none: records are not claims", st.Tick, st.Attempt)
 	}
 	wantClaim(t, s, claimOf(job, base, clientOf(n)), driver.ClaimGranted, "of a tick recorded missed")
+}
+
+// testAddRunsBelowLaterTicks: the claim that finds ticks missed records
+// them after its own record was made; they go below it (the history stays
+// newest tick first), so that however many there are, trimming to keep
+// drops the oldest ticks and never the claim's run, whose end is still told.
+func testAddRunsBelowLaterTicks(t *testing.T, s driver.Store, n *namer) {
+	job, a := n.name(), clientOf(n)
+	tick := tickAt(-time.Second)
+	c := claimOf(job, tick, a)
+	c.Keep = 3
+	wantClaim(t, s, c, driver.ClaimGranted, "of a tick after a gap")
+	var missed []driver.RunRecord
+	for i := 5; i >= 1; i-- {
+		missed = append(missed, driver.RunRecord{Tick: tick.Add(-time.Duration(i) * 100 * time.Millisecond), Outcome: driver.OutcomeMissed})
+	}
+	if err := jobs(s).AddRuns(ctx(t), job, missed, 3); err != nil {
+		t.Fatalf("AddRuns error: %v", err)
+	}
+	mustEnd(t, s, driver.RunEnd{Job: job, Tick: tick, Attempt: 1, Client: a, Outcome: driver.OutcomeOK})
+	st := mustHistory(t, s, job, 0)
+	var got []string
+	for _, r := range st.Runs {
+		got = append(got, fmt.Sprintf("%v %v", r.Tick.Sub(tick), r.Outcome))
+	}
+	if want := []string{"0s ok", "-100ms missed", "-200ms missed"}; !slices.Equal(got, want) {
+		t.Errorf("history (tick after the claim's, outcome) = %q, want %q", got, want)
+	}
 }
 
 func testJobsList(t *testing.T, s driver.Store, n *namer) {

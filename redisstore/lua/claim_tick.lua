@@ -9,7 +9,7 @@
 -- ARGV[5]  the run's record, JSON (host, pid, client; the script sets started and outcome)
 -- ARGV[6]  records to keep        ARGV[7]  the job's name
 -- ARGV[8]  the job's schedule (kept in the state's spec field); '' keeps the one kept
--- Returns  {'granted', now, previous tick or 0}; {'early', now, tick - now};
+-- Returns  {'granted', now, previous tick or 0, the spec kept before or ''}; {'early', now, tick - now};
 --          {'late', now}; {'taken', now, latest tick, its attempt, its record (JSON, or ''),
 --          whether KEYS[3] is held: 2 by that record's claimer, 1 by someone else, 0 by no
 --          one}; now in Unix ms.
@@ -22,7 +22,7 @@ if refused then
 end
 local now = now_ms()
 local tick, attempt = tonumber(ARGV[1]), tonumber(ARGV[2])
-local st = redis.call('hmget', KEYS[1], 'tick', 'attempt', 'outcome')
+local st = redis.call('hmget', KEYS[1], 'tick', 'attempt', 'outcome', 'spec')
 local lt, la, lo = tonumber(st[1]), tonumber(st[2]), st[3]
 if la then
     if lt > tick or (lt == tick and (attempt ~= la + 1 or (lo ~= 'failed' and lo ~= 'cancelled')))
@@ -52,4 +52,4 @@ if ARGV[8] ~= '' then
 end
 redis.call('lpush', KEYS[2], cjson.encode(rec))
 redis.call('ltrim', KEYS[2], 0, tonumber(ARGV[6]) - 1)
-return {'granted', now, lt or 0}
+return {'granted', now, lt or 0, st[4] or ''}

@@ -32,8 +32,9 @@ type TickRun struct {
 type TickResult struct {
 	// Ticks is how many expected ticks were checked.
 	Ticks int
-	// Duplicates are the ticks whose same attempt ran more than once: a
-	// tick run twice. Must be empty.
+	// Duplicates are the ticks whose same attempt ran more than once, or
+	// that ran an attempt after one that ended ok or lost: a tick run
+	// twice. Must be empty.
 	Duplicates []string
 	// Missed are the expected ticks with no run, skipped or not (a
 	// "missed" record does not count): ticks lost while an instance was
@@ -67,7 +68,8 @@ func (r TickResult) String() string {
 
 // Ticks checks a scheduled job's runs against the ticks expected to run
 // (those that came while at least one instance was up to claim them): no
-// attempt of a tick may run more than once, every expected tick must have
+// attempt of a tick may run more than once, nor follow an attempt that
+// ended ok or lost, every expected tick must have
 // a run (or a skipped claim), and no run may start more than tolerance
 // before its tick. Runs of ticks not expected are checked for duplicates
 // and earliness too.
@@ -94,7 +96,24 @@ func Ticks(runs []TickRun, expected []time.Time, tolerance time.Duration) TickRe
 				r.Tick.UTC().Format(time.RFC3339Nano), k.attempt, r.Where, r.Tick.Sub(r.Started)))
 		}
 	}
+	// A tick is run again when any attempt follows one that ended ok or
+	// lost (which may have done its work): only a failed or cancelled
+	// attempt is retried.
+	done := map[int64]int{} // tick -> its first attempt that ended ok or lost
 	for k, rs := range seen {
+		for _, r := range rs {
+			if r.Outcome == "ok" || r.Outcome == "lost" {
+				if a, ok := done[k.tick]; !ok || k.attempt < a {
+					done[k.tick] = k.attempt
+				}
+			}
+		}
+	}
+	for k, rs := range seen {
+		if a, ok := done[k.tick]; ok && k.attempt > a {
+			res.Duplicates = append(res.Duplicates, fmt.Sprintf("%s attempt %d ran (by %s) after attempt %d ended ok or lost",
+				time.Unix(0, k.tick).UTC().Format(time.RFC3339Nano), k.attempt, rs[0].Where, a))
+		}
 		if len(rs) > 1 {
 			var where []string
 			for _, r := range rs {

@@ -40,3 +40,19 @@ func TestTicks(t *testing.T) {
 		t.Errorf("a tick run twice was not caught: %v", r)
 	}
 }
+
+// TestTicksAttemptAfterSuccess: a tick run again after an attempt of it
+// ended ok or lost (a lost run may have done its work) was run twice, as a
+// retry or not: a retry follows only a failed or cancelled attempt.
+func TestTicksAttemptAfterSuccess(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, first := range []string{"ok", "lost"} {
+		runs := []TickRun{
+			{Tick: t0, Attempt: 1, Outcome: first, Started: t0, Where: "a"},
+			{Tick: t0, Attempt: 2, Outcome: "ok", Started: t0.Add(time.Second), Where: "b"},
+		}
+		if r := Ticks(runs, []time.Time{t0}, 10*time.Millisecond); len(r.Duplicates) != 1 || r.OK() {
+			t.Errorf("attempt 2 after attempt 1 ended %s was not caught: %v", first, r)
+		}
+	}
+}

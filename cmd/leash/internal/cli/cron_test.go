@@ -291,3 +291,39 @@ func TestCronMaxRunKillsAStubbornCommand(t *testing.T) {
 		t.Errorf("leash cron exited %d after SIGTERM", code)
 	}
 }
+
+// TestCrontabSixFieldsWithDayNameSteps: a six-field expression whose
+// day-of-week is day names with a step (mon-fri/2) is read as six fields,
+// not as five fields and a job named mon-fri/2 (which would run at 00:00 on
+// the 9th of each month, not at 09:00 on Monday, Wednesday and Friday).
+func TestCrontabSixFieldsWithDayNameSteps(t *testing.T) {
+	for _, dow := range []string{"mon-fri/2", "MON-FRI/2", "sun,tue-thu/2", "mon/2"} {
+		line := "0 0 9 * * " + dow + " standup ./standup.sh"
+		jobs, err := parseCrontab("tab", strings.NewReader(line))
+		if err != nil {
+			t.Errorf("%q: %v", line, err)
+			continue
+		}
+		if j := jobs[0]; j.name != "standup" || j.spec != "0 0 9 * * "+dow || j.command != "./standup.sh" {
+			t.Errorf("%q: job %q, schedule %q, command %q; want standup, 0 0 9 * * %s, ./standup.sh", line, j.name, j.spec, j.command, dow)
+		}
+	}
+	// A job name is not a day-of-week field just because it holds one.
+	jobs, err := parseCrontab("tab", strings.NewReader("0 9 * * * monsun-backup ./b"))
+	if err != nil || jobs[0].name != "monsun-backup" || jobs[0].spec != "0 9 * * *" {
+		t.Errorf("five fields and monsun-backup: %+v, %v", jobs, err)
+	}
+}
+
+// TestCrontabRefusesLocalZone: TZ=Local (or CRON_TZ=Local) would read the
+// jobs in each host's own zone, and hosts in different zones would claim
+// different instants as the same job's ticks, each granted: a nightly job
+// run once per zone. The file must name a zone.
+func TestCrontabRefusesLocalZone(t *testing.T) {
+	for _, tab := range []string{"TZ=Local\n0 30 2 * * * nightly ./n", "CRON_TZ=Local\n@daily d true",
+		"CRON_TZ=Local 0 30 2 * * * nightly ./n"} {
+		if _, err := parseCrontab("tab", strings.NewReader(tab)); err == nil || !strings.Contains(err.Error(), "Local") {
+			t.Errorf("%q: error %v, want a refusal of the host's local zone", tab, err)
+		}
+	}
+}

@@ -20,9 +20,10 @@ The file. Each line is blank, a comment (its first non-blank character is
 
   TZ=ZONE                a zone setting: cron expressions on the lines
                          after it that name no zone are read in ZONE (an
-                         IANA name such as Europe/Berlin, or UTC); before
-                         any setting, UTC. CRON_TZ=ZONE on a line of its own
-                         is the same.
+                         IANA name such as Europe/Berlin, or UTC; not
+                         Local, which differs between hosts); before any
+                         setting, UTC. CRON_TZ=ZONE on a line of its own is
+                         the same.
   SCHEDULE NAME [OPTION=VALUE...] COMMAND LINE
                          a job.
 
@@ -37,8 +38,8 @@ SCHEDULE is one of:
 
 and a cron expression (not @every) may start with CRON_TZ=ZONE, its own
 zone. The expression has six fields when its sixth word is a day-of-week
-field (only digits and * ? / , - L W #, or day names such as mon-fri);
-otherwise five, and the sixth word is NAME. Daylight-saving changes follow
+field (only digits, day names and * ? / , - L W #, such as 1-5 or
+mon-fri/2); otherwise five, and the sixth word is NAME. Daylight-saving changes follow
 the schedule library's rule: a wall time skipped by spring-forward runs once
 (at the instant it names in the offset before the change), a wall time
 repeated by fall-back runs once (its first occurrence).
@@ -121,11 +122,14 @@ func (e *crontabError) Error() string { return fmt.Sprintf("%s:%d: %s", e.file, 
 var (
 	// dowField matches a day-of-week field of digits and cron's signs.
 	dowField = regexp.MustCompile(`^[0-9*?/,LW#-]+$`)
-	// dowNames matches a day-of-week field of day names.
-	dowNames = regexp.MustCompile(`(?i)^(sun|mon|tue|wed|thu|fri|sat)([,-](sun|mon|tue|wed|thu|fri|sat))*$`)
+	// dayName matches a day's name standing as a word of its own.
+	dayName = regexp.MustCompile(`(?i)\b(sun|mon|tue|wed|thu|fri|sat)\b`)
 )
 
-func isDowField(s string) bool { return dowField.MatchString(s) || dowNames.MatchString(s) }
+// isDowField reports whether s is a day-of-week field: digits, day names
+// and cron's signs, so that mon-fri/2 is one as 1-5/2 is (and monsun-backup
+// is not).
+func isDowField(s string) bool { return dowField.MatchString(dayName.ReplaceAllString(s, "0")) }
 
 // parseCrontab reads a crontab. Its errors name the file and line; every
 // job's schedule and options are checked, without any network call.
@@ -150,6 +154,10 @@ func parseCrontab(file string, r io.Reader) ([]*cronJob, error) {
 		words := strings.Fields(text)
 		if len(words) == 1 {
 			if zone, ok := cutAny(words[0], "TZ=", "CRON_TZ="); ok {
+				if zone == "Local" {
+					// Hosts in different zones would name different ticks.
+					return nil, bad("%s: name the zone (such as Europe/Berlin or UTC): the hosts' local zones may differ", words[0])
+				}
 				l, err := time.LoadLocation(zone)
 				if err != nil || zone == "" {
 					return nil, bad("unknown time zone %q", zone)
