@@ -23,10 +23,13 @@ type answer struct {
 // answers up to the member timeout (never past the validity budget, lease
 // minus drift allowance), and grants when a majority granted and the
 // budget is not spent. The fencing token is the largest the granting
-// members issued. When it does not grant, it releases the lock on every
-// member that granted it or did not answer, so that a partial grant does
-// not block others; it returns an error (unknown outcome) only when the
-// members whose release failed make a majority. A refusal in which it was
+// members issued; when every member is a driver.FenceRaiser, the grant is
+// returned only once a majority's counters are at least that token (see
+// raise), and an error when they cannot be. When it does not grant, it
+// releases the lock on every member that granted it or did not answer, so
+// that a partial grant does not block others; it returns an error
+// (unknown outcome) only when the members whose release failed make a
+// majority. A refusal in which it was
 // granted some members but not a majority (contenders acquiring at once
 // split the members) is tried again, a few times, after a random pause of
 // a few milliseconds.
@@ -110,7 +113,21 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		grace = grace || a.g.Grace
 	}
 	if granted >= s.quorum && elapsed < budget {
-		return driver.Grant{Acquired: true, Fence: fence}, false, nil
+		if s.raisers == nil {
+			return driver.Grant{Acquired: true, Fence: fence}, false, nil
+		}
+		// Before the grant is returned, a majority's counters must be at
+		// its token, so that whichever majority grants next issues a larger
+		// one. The raise must also end within the budget, as the grant did.
+		rerr := s.raise(ctx, req, answers, fence)
+		if rerr == nil && time.Since(start) < budget {
+			return driver.Grant{Acquired: true, Fence: fence}, false, nil
+		}
+		g, err = s.notGranted(ctx, req, answers)
+		if rerr != nil {
+			return driver.Grant{}, false, errors.Join(rerr, err)
+		}
+		return g, false, err
 	}
 	g, err = s.notGranted(ctx, req, answers)
 	// Not a split when a member refused in its restart grace: trying again

@@ -21,7 +21,9 @@ type view struct {
 	s    driver.Store
 	down atomic.Bool
 	hang atomic.Bool
-	fast float64 // fraction by which the member's clock runs ahead
+	// noRaise makes RaiseFence fail while the other calls go through.
+	noRaise atomic.Bool
+	fast    float64 // fraction by which the member's clock runs ahead
 }
 
 var errCut = errors.New("test: member cut off")
@@ -69,6 +71,19 @@ func (v *view) Release(ctx context.Context, r driver.Request) error {
 		return err
 	}
 	return v.s.Release(ctx, r)
+}
+
+// RaiseFence raises the member's fencing counter (a view is a
+// driver.FenceRaiser, as every member store here is), unless the view is
+// cut off, or noRaise cuts off the raises alone.
+func (v *view) RaiseFence(ctx context.Context, name string, floor int64) error {
+	if err := v.fault(ctx); err != nil {
+		return err
+	}
+	if v.noRaise.Load() {
+		return errCut
+	}
+	return v.s.(driver.FenceRaiser).RaiseFence(ctx, name, floor)
 }
 
 // views returns one view per store, for one client.

@@ -61,6 +61,10 @@ type Store struct {
 	factor  float64
 	fixed   time.Duration
 	timeout time.Duration // 0: the default, from the lease
+	// raisers are the members as driver.FenceRaisers; nil when a member is
+	// not one, and the quorum's tokens are then only the largest of the
+	// granting members' (see raise).
+	raisers []driver.FenceRaiser
 }
 
 // New returns a Store over members, which must be at least three, an odd
@@ -90,7 +94,7 @@ func New(members []driver.Store, opts *Options) (*Store, error) {
 			}
 		}
 	}
-	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout}
+	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout, raisers: raisers(members)}
 	switch {
 	case o.DriftFactor == NoDrift:
 		s.factor, s.fixed = 0, 0
