@@ -44,16 +44,22 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, fmt.Errorf("%w: redlock: a lease of %v is shorter than the drift allowance %v",
 			driver.ErrUnsupported, req.Lease, s.Drift(req.Lease))
 	}
-	first := -1 // the first attempt asks every member at once
+	// The first attempt asks every member at once, or, for a hot name,
+	// its leader first (see hot).
+	first := s.hot.leader(req.Name)
 	for attempt := 0; ; attempt++ {
 		g, split, err := s.attempt(ctx, req, budget, &first)
+		if err == nil && !g.Acquired {
+			s.hot.refused(req.Name)
+		}
 		if err != nil || g.Acquired || !split || attempt == splitRetries || ctx.Err() != nil {
 			return g, err
 		}
 		// Contenders split the members between them, and each gave its
 		// share back. Try again after a random pause, asking first one
-		// member that answered (the lowest-numbered): only the contender
-		// it grants goes on to the others, so the next round has a winner.
+		// member that answered (the name's leader if it did, else the
+		// lowest-numbered): only the contender it grants goes on to the
+		// others, so the next round has a winner.
 		t := time.NewTimer(rand.N(time.Millisecond << attempt))
 		select {
 		case <-t.C:
@@ -72,8 +78,9 @@ const splitRetries = 4
 // there ends the round. split reports a refusal in which this caller was
 // granted some members but not a majority: most likely a contender
 // acquiring at the same time took the others. On return *first is the
-// lowest-numbered member that answered, for an ordered next round (-1 if
-// none did).
+// member to ask first in an ordered next round: the name's leader (see hot)
+// if it answered, else the lowest-numbered member that answered (-1 if none
+// did).
 func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split bool, err error) {
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
@@ -102,9 +109,15 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	granted, grace := 0, false
 	var fence int64
 	*first = -1
+	if l := s.hot.pick(req.Name, start); l >= 0 && answers[l].err == nil && !answers[l].skipped {
+		*first = l
+	}
 	for i, a := range answers {
 		if a.err == nil && !a.skipped && *first < 0 {
 			*first = i
+		}
+		if a.err != nil && !refusal(a.err) {
+			s.hot.fail(i)
 		}
 		if a.err == nil && a.g.Acquired {
 			granted++

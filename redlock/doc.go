@@ -21,10 +21,16 @@
 //     validity budget: lease − drift allowance. Otherwise it is released on
 //     every member that granted it or whose answer was lost, so a partial
 //     grant blocks no one. Before a grant is returned, a majority's fencing
-//     counters are raised to its token (see Fencing tokens). Contenders that split the members between them
-//     try again after a random pause of a few milliseconds, asking one
-//     member first and the others only if it grants, so that the next
-//     round has a winner.
+//     counters are raised to its token (see Fencing tokens).
+//   - Contenders that split the members between them try again after a
+//     random pause of a few milliseconds, asking one member first and the
+//     others only if it grants, so that the next round has a winner. A name
+//     refused in the last second (held by another, or split) is hot: every
+//     acquire of it asks one member first, the name's leader (a hash of the
+//     name over the members, the same in every client that lists the
+//     members in the same order; a member that failed to answer in the last
+//     second is passed over), so that the waiters a release wakes cost the
+//     losers one round trip to one member, and do not split the members.
 //   - The drift allowance is DriftFactor × lease + DriftFixed (1% + 2 ms by
 //     default, antirez's figures): how much sooner than the lease a member
 //     whose clock runs fast may let the lock go, by the client's clock. The
@@ -132,6 +138,10 @@
 // member. It is a
 // driver.Watcher when enough members are (redisstore is): it wakes waiters
 // on any member's release notification, and needs watches on all but a
-// minority of members (it waits for that many, and polls otherwise). It is
-// safe for concurrent use.
+// minority of members (it waits for that many, and polls otherwise). A
+// release notifies on every member that held the lock: the notifications
+// are passed on 1–2 ms after the first (a random delay, which also staggers
+// the clients a release wakes), and those that arrive meanwhile are merged
+// into it, so that a waiter is woken once per release, not once per member,
+// and never misses one. It is safe for concurrent use.
 package redlock

@@ -23,7 +23,9 @@ type view struct {
 	hang atomic.Bool
 	// noRaise makes RaiseFence fail while the other calls go through.
 	noRaise atomic.Bool
-	fast    float64 // fraction by which the member's clock runs ahead
+	fast    float64
+	// acquires counts the Acquire calls made through the view.
+	acquires atomic.Int64 // fraction by which the member's clock runs ahead
 }
 
 var errCut = errors.New("test: member cut off")
@@ -45,6 +47,7 @@ func (v *view) lease(r driver.Request) driver.Request {
 }
 
 func (v *view) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	v.acquires.Add(1)
 	if err := v.fault(ctx); err != nil {
 		return driver.Grant{}, err
 	}

@@ -29,31 +29,39 @@ func raisers(members []driver.Store) []driver.FenceRaiser {
 // whichever majority grants (see the package documentation).
 func (s *Store) Floors() bool { return s.raisers != nil }
 
-// raise raises to t, the quorum's token, the fencing counter of every member
-// that answered the acquire and did not itself issue t, and returns once a
+// raise raises to t, the quorum's token, the fencing counters of as many
+// members as a majority needs beside those that issued t, and returns once a
 // majority of members have a counter of at least t: the members that issued
-// t, and those whose raise succeeded. The raises still under way then go on
-// in the background, each bounded by the member timeout. It returns an error
-// when no majority can be reached.
+// t, and those whose raise succeeded. It asks the members that granted the
+// lock first, and for each raise that fails, another member that answered
+// the acquire, while there is one. It returns an error when no majority can
+// be reached.
 func (s *Store) raise(ctx context.Context, req driver.Request, answers []answer, t int64) error {
 	at := 0 // members whose counter is at least t
-	var ask []int
+	var granted, others []int
 	for i, a := range answers {
 		switch {
 		case a.err == nil && a.g.Acquired && a.g.Fence == t:
 			at++
+		case a.err == nil && a.g.Acquired:
+			granted = append(granted, i)
 		case a.err == nil && !a.skipped:
-			ask = append(ask, i)
+			others = append(others, i)
 		}
 	}
 	if at >= s.quorum {
 		return nil
 	}
+	ask := append(granted, others...)
 	rctx, cancel := context.WithTimeout(ctx, s.memberTimeout(req.Lease))
-	results := make(chan error, len(ask)) // buffered: a raise that ends after raise returned never blocks
-	for _, i := range ask {
+	defer cancel()
+	results := make(chan error, len(ask))
+	next := 0
+	send := func() {
+		i := ask[next]
+		next++
 		// Owner: raise. Stops when the member's RaiseFence returns, bounded
-		// by rctx, which the last of them cancels.
+		// by rctx, which raise cancels when it returns.
 		go func() {
 			err := s.raisers[i].RaiseFence(rctx, req.Name, t)
 			if err != nil {
@@ -62,25 +70,23 @@ func (s *Store) raise(ctx context.Context, req driver.Request, answers []answer,
 			results <- err
 		}()
 	}
+	for next < len(ask) && next < s.quorum-at {
+		send()
+	}
 	var errs []error
-	for n := range ask {
+	for inflight := next; inflight > 0; inflight-- {
 		if err := <-results; err != nil {
 			errs = append(errs, err)
-		} else {
-			at++
+			if next < len(ask) {
+				send()
+				inflight++
+			}
+			continue
 		}
-		if at >= s.quorum {
-			// Owner: raise. Cancels rctx once the remaining raises return.
-			go func() {
-				for range len(ask) - n - 1 {
-					<-results
-				}
-				cancel()
-			}()
+		if at++; at >= s.quorum {
 			return nil
 		}
 	}
-	cancel()
 	return fmt.Errorf("redlock: %q: granted by a majority, but its fencing counter reached token %d on %d members, %d needed: %w",
 		req.Name, t, at, s.quorum, errors.Join(errs...))
 }
