@@ -48,9 +48,15 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	// its leader first (see hot).
 	first := s.hot.leader(req.Name)
 	for attempt := 0; ; attempt++ {
-		g, split, err := s.attempt(ctx, req, budget, &first)
+		g, split, alone, err := s.attempt(ctx, req, budget, &first)
 		if err == nil && !g.Acquired {
-			s.hot.refused(req.Name)
+			s.hot.refused(req.Name, alone)
+			if alone && g.Remaining > hotFor {
+				// Refused by one member: the others may be free (a
+				// contender that crashed left its partial grant there).
+				// Look again, at every member, within a second.
+				g.Remaining = hotFor
+			}
 		}
 		if err != nil || g.Acquired || !split || attempt == splitRetries || ctx.Err() != nil {
 			return g, err
@@ -75,13 +81,14 @@ const splitRetries = 4
 
 // attempt is one round of Acquire. When *first is a member's index, that
 // member is asked alone first, and the others only if it grants; a refusal
-// there ends the round. split reports a refusal in which this caller was
-// granted some members but not a majority: most likely a contender
-// acquiring at the same time took the others. On return *first is the
+// there (but one in its restart grace) ends the round, and alone reports
+// it. split reports a refusal in which this caller was granted some members
+// but not a majority: most likely a contender acquiring at the same time
+// took the others. On return *first is the
 // member to ask first in an ordered next round: the name's leader (see hot)
 // if it answered, else the lowest-numbered member that answered (-1 if none
 // did).
-func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split bool, err error) {
+func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split, alone bool, err error) {
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
 	ask := func(ctx context.Context, m driver.Store) answer {
@@ -92,7 +99,9 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	stop, leader := false, *first // leader: read by each's goroutines, which may outlive this call
 	if leader >= 0 {
 		lead = ask(actx, s.members[leader])
-		stop = lead.err == nil && !lead.g.Acquired
+		// A refusal in the member's restart grace says nothing of
+		// contenders: the others are asked.
+		stop = lead.err == nil && !lead.g.Acquired && !lead.g.Grace
 	}
 	answers := each(actx, s.members, func(ctx context.Context, i int, m driver.Store) answer {
 		switch {
@@ -127,25 +136,25 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	}
 	if granted >= s.quorum && elapsed < budget {
 		if s.raisers == nil {
-			return driver.Grant{Acquired: true, Fence: fence}, false, nil
+			return driver.Grant{Acquired: true, Fence: fence}, false, false, nil
 		}
 		// Before the grant is returned, a majority's counters must be at
 		// its token, so that whichever majority grants next issues a larger
 		// one. The raise must also end within the budget, as the grant did.
 		rerr := s.raise(ctx, req, answers, fence)
 		if rerr == nil && time.Since(start) < budget {
-			return driver.Grant{Acquired: true, Fence: fence}, false, nil
+			return driver.Grant{Acquired: true, Fence: fence}, false, false, nil
 		}
 		g, err = s.notGranted(ctx, req, answers)
 		if rerr != nil {
-			return driver.Grant{}, false, errors.Join(rerr, err)
+			return driver.Grant{}, false, false, errors.Join(rerr, err)
 		}
-		return g, false, err
+		return g, false, false, err
 	}
 	g, err = s.notGranted(ctx, req, answers)
 	// Not a split when a member refused in its restart grace: trying again
 	// soon cannot help, and the caller must hear of the grace.
-	return g, granted > 0 && granted < s.quorum && !grace, err
+	return g, granted > 0 && granted < s.quorum && !grace, stop, err
 }
 
 // notGranted gives back a failed acquire's partial grants and says when to

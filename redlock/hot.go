@@ -19,11 +19,17 @@ import (
 // name no member timeout per acquire.
 type hot struct {
 	mu    sync.Mutex
-	names map[string]time.Time // hot name -> when it was last refused
+	names map[string]heat // hot name -> its last refusal
 	// failed is, per member, when it last failed to answer (UnixNano; 0:
 	// never).
 	failed []atomic.Int64
 	ttl    time.Duration // hotFor, or a test's
+}
+
+// heat is a hot name's last refusal.
+type heat struct {
+	at    time.Time // when
+	alone bool      // by its leader alone, the others not asked
 }
 
 // hotFor is how long a refused name stays hot, and a failed member is
@@ -34,17 +40,18 @@ const hotFor = time.Second
 const hotMax = 4096
 
 func newHot(members int) *hot {
-	return &hot{names: make(map[string]time.Time), failed: make([]atomic.Int64, members), ttl: hotFor}
+	return &hot{names: make(map[string]heat), failed: make([]atomic.Int64, members), ttl: hotFor}
 }
 
-// refused records that an acquire of name was refused.
-func (h *hot) refused(name string) {
+// refused records that an acquire of name was refused; alone, by the
+// member asked first, the others not asked.
+func (h *hot) refused(name string, alone bool) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.names) >= hotMax {
-		for n, at := range h.names {
-			if now.Sub(at) >= h.ttl {
+		for n, x := range h.names {
+			if now.Sub(x.at) >= h.ttl {
 				delete(h.names, n)
 			}
 		}
@@ -52,24 +59,26 @@ func (h *hot) refused(name string) {
 			return // many names hot at once: the others are asked all at once
 		}
 	}
-	h.names[name] = now
+	h.names[name] = heat{at: now, alone: alone}
 }
 
 // fail records that member i failed to answer.
 func (h *hot) fail(i int) { h.failed[i].Store(time.Now().UnixNano()) }
 
-// leader returns the member to ask first for name, or -1 when name is not
-// hot (every member is then asked at once).
+// leader returns the member to ask first for name, or -1 when every member
+// is to be asked at once: name is not hot, or its last refusal was its
+// leader's alone, half a hotFor ago or more (no release woke the caller
+// since: the others may be free, see Acquire).
 func (h *hot) leader(name string) int {
 	now := time.Now()
 	h.mu.Lock()
-	at, ok := h.names[name]
-	if ok && now.Sub(at) >= h.ttl {
+	x, ok := h.names[name]
+	if ok && now.Sub(x.at) >= h.ttl {
 		delete(h.names, name)
 		ok = false
 	}
 	h.mu.Unlock()
-	if !ok {
+	if !ok || (x.alone && now.Sub(x.at) >= h.ttl/2) {
 		return -1
 	}
 	return h.pick(name, now)

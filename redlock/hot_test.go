@@ -1,11 +1,14 @@
 package redlock_test
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/redlock"
 )
 
@@ -94,7 +97,9 @@ func TestHotNameAsksLeaderFirst(t *testing.T) {
 		t.Fatalf("the first acquire asked the members %v times, want each once", got)
 	}
 	l := redlock.Leader(q, "x")
-	refused("hot")
+	if g, err := q.Acquire(ctx, mutexReq("x", "waiter:1")); err != nil || g.Acquired || g.Remaining > time.Second {
+		t.Fatalf("hot: Acquire refused by the leader alone = %+v, %v; want refused, to look again within a second", g, err)
+	}
 	want := [3]int64{1, 1, 1}
 	want[l]++
 	if got := counts(); got != want {
@@ -122,5 +127,50 @@ func TestHotNameAsksLeaderFirst(t *testing.T) {
 	}
 	if g, err := q.Acquire(ctx, mutexReq("x", "waiter:1")); err != nil || !g.Acquired {
 		t.Fatalf("Acquire once freed = %+v, %v; want granted", g, err)
+	}
+}
+
+// A contender that crashed after its hot name's leader granted it, before
+// it gave that partial grant back, leaves the leader held for a lease. The
+// waiters the leader refuses alone look at every member within about a
+// second, and are granted by the others while the stale grant stands.
+func TestHotNameStaleGrantOnLeader(t *testing.T) {
+	ctx := t.Context()
+	stores := memstores(3)
+	other, err := redlock.New(stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := redlock.New(stores, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, q, nil)
+	holder := mutexReq("x", "holder:1")
+	if g, err := other.Acquire(ctx, holder); err != nil || !g.Acquired {
+		t.Fatalf("holder's Acquire = %+v, %v", g, err)
+	}
+	if h, err := c.Mutex("x").TryLock(ctx); !errors.Is(err, leash.ErrNotAcquired) {
+		t.Fatalf("TryLock while held = %v, %v; want ErrNotAcquired", h, err)
+	}
+	if err := other.Release(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	l := redlock.Leader(q, "x")
+	stale := mutexReq("x", "crashed:1")
+	if g, err := stores[l].Acquire(ctx, stale); err != nil || !g.Acquired {
+		t.Fatalf("the crashed contender's grant on member %d = %+v, %v", l, g, err)
+	}
+	h, err := c.Mutex("x").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock with a stale grant on the leader: %v", err)
+	}
+	defer h.Unlock(ctx)
+	info, err := stores[l].(*memstore.Store).Inspect(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Owners) != 1 || info.Owners[0].Owner != stale.Owner {
+		t.Fatalf("member %d's holders when the waiter was granted = %+v, want the stale grant: the waiter must not have waited for its lease", l, info.Owners)
 	}
 }
