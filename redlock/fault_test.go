@@ -24,6 +24,8 @@ type view struct {
 	// noRaise makes RaiseFence fail while the other calls go through.
 	noRaise atomic.Bool
 	fast    float64
+	// raiseDelay delays each RaiseFence: a member slow to raise.
+	raiseDelay time.Duration
 	// acquires counts the Acquire calls made through the view.
 	acquires atomic.Int64 // fraction by which the member's clock runs ahead
 }
@@ -85,6 +87,15 @@ func (v *view) RaiseFence(ctx context.Context, name string, floor int64) error {
 	}
 	if v.noRaise.Load() {
 		return errCut
+	}
+	if v.raiseDelay > 0 {
+		t := time.NewTimer(v.raiseDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return v.s.(driver.FenceRaiser).RaiseFence(ctx, name, floor)
 }

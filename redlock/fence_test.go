@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
@@ -128,5 +129,51 @@ func TestFenceFloorNotReachedIsNoGrant(t *testing.T) {
 	vs[0].noRaise.Store(false)
 	if f := fenceOf(t, c, "x", vs[2]); f <= 101 {
 		t.Errorf("the next grant's token = %d, want > 101", f)
+	}
+}
+
+// A raise that fails is made on another member instead: all three granted
+// (tokens 11, 101 and 51), A's raise to 101 fails, C's is made, and a later
+// grant by A and C is above 101.
+func TestFenceFloorFallsBackToAnotherMember(t *testing.T) {
+	stores := memstores(3)
+	counters(t, stores, "x", 10, 100, 50)
+	vs := views(stores, 0)
+	c := client(t, quorum(t, vs, nil), nil)
+	vs[0].noRaise.Store(true)
+	if f := fenceOf(t, c, "x"); f != 101 {
+		t.Fatalf("G1's token = %d, want 101 (B's)", f)
+	}
+	vs[0].noRaise.Store(false)
+	if f := fenceOf(t, c, "x", vs[1]); f <= 101 {
+		t.Fatalf("G2's token on A and C = %d, want > 101", f)
+	}
+}
+
+// A grant whose fence floor is reached only after the validity budget is
+// spent is not returned: the caller is refused, and the lock is left on no
+// member.
+func TestFenceFloorPastTheBudgetIsNoGrant(t *testing.T) {
+	const lease = 100 * time.Millisecond // budget 97 ms: 1 % + 2 ms of drift
+	stores := memstores(3)
+	counters(t, stores, "x", 10, 100, 50)
+	vs := views(stores, 0)
+	for _, v := range vs {
+		v.raiseDelay = 2 * lease
+	}
+	q := quorum(t, vs, &redlock.Options{MemberTimeout: 10 * lease})
+	r := driver.Request{Kind: driver.KindMutex, Name: "x", Owner: "owner:1", Lease: lease}
+	g, err := q.Acquire(t.Context(), r)
+	if err != nil || g.Acquired {
+		t.Fatalf("Acquire with a raise past the budget = %+v, %v; want refused", g, err)
+	}
+	for i, s := range stores {
+		info, err := s.(*memstore.Store).Inspect(t.Context(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held {
+			t.Errorf("member %d still holds the lock for %v", i, info.Owners)
+		}
 	}
 }
