@@ -82,23 +82,32 @@
 // earlier one, and that member need not be the one that issued T; so when
 // every member is a [driver.FenceRaiser] (memstore and redisstore are;
 // [Store.Floors] tells), Acquire, once a majority granted, raises to T the
-// fencing counter of every member that answered and did not issue T, and
-// returns the grant only when a majority have a counter of at least T (the
-// members that issued T and those whose raise succeeded) and the validity
-// budget is still not spent. When the raise reaches no majority, it
-// releases the lock everywhere it may have been granted and returns the
-// error: no grant is handed out whose token a later majority might not
-// exceed. A member whose answer to the acquire was lost is not counted: it
-// may hold a smaller counter, and needs not be part of the majority.
+// fencing counters of as many other granting members as a majority needs
+// (one more for each raise that fails, while there is one; never a member
+// that refused, which may have issued a smaller token to a contender just
+// before), and returns the grant only when a majority have a counter of at
+// least T (the members that issued T and those whose raise succeeded) and
+// the validity budget is still not spent: one round trip more, to one
+// member of three. When the raise reaches no majority, it releases the lock
+// everywhere it may have been granted and returns the error; past the
+// budget, it releases it and refuses. No grant is handed out whose token a
+// later majority might not exceed. A member whose answer to the acquire was
+// lost is not counted: it may hold a smaller counter, and need not be part
+// of the majority.
 //
 // What is promised then: the grants of a name carry strictly increasing
 // tokens in the order the quorum grants them, whichever majorities make
-// them, as long as mutual exclusion holds (see above: two grants never
-// overlap, so each member that granted both raised its counter to the
-// first one's token before it granted the second) and members keep their
-// counters. A member that loses its counter (restart without persistence,
-// failover to a replica the raise had not reached, the counter key deleted)
-// breaks this unless its tokens come from a clock: a redisstore member
+// them, as long as mutual exclusion holds (see above) and members keep their
+// counters. A grant G1 is returned only once a majority R of members that
+// granted it have counters of at least its token T; each of them held G1
+// while its counter was raised, so it grants anyone again only after that,
+// above T; and a later grant G2 is made by a majority, which includes a
+// member of R, so G2's token, the largest of its members', is above T. (A
+// member of R held G1 while it was raised because the raise ended within
+// the validity budget, under the drift assumption above.) A member that
+// loses its counter (restart without persistence, failover to a replica the
+// raise had not reached, the counter key deleted) breaks this unless its
+// tokens come from a clock: a redisstore member
 // grants nothing for a lease after a restart (the restart grace), and then
 // issues its server's time in µs, larger than T as long as its clock is
 // behind no other member's by more than a lease and no clock is stepped

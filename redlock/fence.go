@@ -30,29 +30,32 @@ func raisers(members []driver.Store) []driver.FenceRaiser {
 func (s *Store) Floors() bool { return s.raisers != nil }
 
 // raise raises to t, the quorum's token, the fencing counters of as many
-// members as a majority needs beside those that issued t, and returns once a
-// majority of members have a counter of at least t: the members that issued
-// t, and those whose raise succeeded. It asks the members that granted the
-// lock first, and for each raise that fails, another member that answered
-// the acquire, while there is one. It returns an error when no majority can
-// be reached.
+// members that granted the lock as a majority needs beside those that
+// issued t, one more for each raise that fails while there is one, and
+// returns once a majority of members have a counter of at least t: the
+// members that issued t, and those whose raise succeeded. It returns an
+// error when no majority can be reached.
+//
+// Only members that granted the lock are raised: each of them holds it
+// until after its raise, so its next grant, to anyone, comes after the
+// raise and issues a token above t. A member that refused may have granted
+// a contender, before the raise, a token below t that the contender could
+// still complete into a majority with another member once this lock is
+// released.
 func (s *Store) raise(ctx context.Context, req driver.Request, answers []answer, t int64) error {
 	at := 0 // members whose counter is at least t
-	var granted, others []int
+	var ask []int
 	for i, a := range answers {
 		switch {
 		case a.err == nil && a.g.Acquired && a.g.Fence == t:
 			at++
 		case a.err == nil && a.g.Acquired:
-			granted = append(granted, i)
-		case a.err == nil && !a.skipped:
-			others = append(others, i)
+			ask = append(ask, i)
 		}
 	}
 	if at >= s.quorum {
 		return nil
 	}
-	ask := append(granted, others...)
 	rctx, cancel := context.WithTimeout(ctx, s.memberTimeout(req.Lease))
 	defer cancel()
 	results := make(chan error, len(ask))
