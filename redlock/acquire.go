@@ -49,9 +49,6 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	first := s.hot.leader(req.Name)
 	for attempt := 0; ; attempt++ {
 		g, split, alone, err := s.attempt(ctx, req, budget, &first)
-		if g.Acquired {
-			s.hot.granted(req.Name)
-		}
 		if err == nil && !g.Acquired {
 			s.hot.refused(req.Name, alone)
 			if alone && g.Remaining > hotFor {

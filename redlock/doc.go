@@ -25,15 +25,12 @@
 //   - Contenders that split the members between them try again after a
 //     random pause of a few milliseconds, asking one member first and the
 //     others only if it grants, so that the next round has a winner. A name
-//     refused in the last second (held by another, or split) and not
-//     granted since is hot: every acquire of it asks one member first, the
-//     name's leader (a hash of the name over the members, the same in
-//     every client that lists the members in the same order; a member that
-//     failed to answer in the last second is passed over), so that the
-//     waiters a release wakes cost the losers one round trip to one
-//     member, and do not split the members. A refusal by the leader alone
-//     says to try again within a second, and that try asks every member (a
-//     contender that crashed may have left its partial grant there).
+//     refused in the last second (held by another, or split) is hot: every
+//     acquire of it asks one member first, the name's leader (a hash of the
+//     name over the members, the same in every client that lists the
+//     members in the same order; a member that failed to answer in the last
+//     second is passed over), so that the waiters a release wakes cost the
+//     losers one round trip to one member, and do not split the members.
 //   - The drift allowance is DriftFactor × lease + DriftFixed (1% + 2 ms by
 //     default, antirez's figures): how much sooner than the lease a member
 //     whose clock runs fast may let the lock go, by the client's clock. The

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// A hot name is one whose acquire was refused lately (someone held it, or
-// contenders split the members) and not granted since. Its waiters are woken together by each
+// A hot name is one whose acquire was refused lately: someone held it, or
+// contenders split the members. Its waiters are woken together by each
 // release, and if each asked every member at once they would split the
 // members between them again and again. So an acquire of a hot name asks
 // one member first, the name's leader, and the others only if the leader
@@ -60,15 +60,6 @@ func (h *hot) refused(name string, alone bool) {
 		}
 	}
 	h.names[name] = heat{at: now, alone: alone}
-}
-
-// granted records that an acquire of name was granted: the name is no
-// longer hot for this Store. Its holder, taking the name again after its
-// release (the woken waiters try 1–2 ms later), asks every member at once.
-func (h *hot) granted(name string) {
-	h.mu.Lock()
-	delete(h.names, name)
-	h.mu.Unlock()
 }
 
 // fail records that member i failed to answer.
