@@ -30,7 +30,10 @@
 //     name over the members, the same in every client that lists the
 //     members in the same order; a member that failed to answer in the last
 //     second is passed over), so that the waiters a release wakes cost the
-//     losers one round trip to one member, and do not split the members.
+//     losers one round trip to one member, and do not split the members. A
+//     refusal by the leader alone says to try again within a second, and
+//     that try asks every member (a contender that crashed may have left
+//     its partial grant there).
 //   - The drift allowance is DriftFactor × lease + DriftFixed (1% + 2 ms by
 //     default, antirez's figures): how much sooner than the lease a member
 //     whose clock runs fast may let the lock go, by the client's clock. The
