@@ -125,7 +125,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		if a.err == nil && !a.skipped && *first < 0 {
 			*first = i
 		}
-		if a.err != nil && !refusal(a.err) {
+		if a.err != nil && !refusal(a.err) && ctx.Err() == nil { // not the caller's cancellation
 			s.hot.fail(i)
 		}
 		if a.err == nil && a.g.Acquired {
