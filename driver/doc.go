@@ -51,6 +51,9 @@
 //   - [NameChecker] (stricter names) and [Validator] (a construction error).
 //   - [Drifter]: a drift allowance that the core keeps each hold's
 //     validity deadline clear of (a quorum of servers, package redlock).
+//   - [FenceRaiser]: raise a name's fencing counter to a floor without
+//     granting anything, so that a quorum of independent stores (package
+//     redlock) can keep its tokens growing whichever majority grants next.
 //
 // A lock kind the store lacks fails before any round trip, with an error
 // that matches ErrUnsupported and names the store (its String method when it

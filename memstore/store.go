@@ -713,3 +713,21 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// RaiseFence implements [driver.FenceRaiser]: it raises name's fencing
+// counter to floor when it is lower.
+func (s *Store) RaiseFence(ctx context.Context, n string, floor int64) error {
+	if floor <= 0 {
+		return fmt.Errorf("%w: memstore: raise the fencing counter of %q to %d: the floor must be positive", leash.ErrInvalidArgument, n, floor)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(n, time.Now())
+	st.fence = max(st.fence, floor)
+	return nil
+}
+
+var _ driver.FenceRaiser = (*Store)(nil)

@@ -237,3 +237,71 @@ func TestRedlockRestartWithoutPersistence(t *testing.T) {
 		})
 	}
 }
+
+// bareMember is a member without the optional capabilities (no fence
+// floors), for the fencing test's negative control.
+type bareMember struct{ driver.Store }
+
+// The redlock package documentation's counter-example on three
+// redis-servers: master B's fencing counter is far ahead of the others'
+// (say its clock once ran ahead). Grant G1 is made by A and B (C cut off),
+// grant G2 by A and C (B cut off). Without fence floors G2's token, the
+// largest of A's and C's clock readings, is below G1's, B's counter; with
+// them G1 raised A's counter to its token, and G2's is larger.
+func TestRedlockFenceFloors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		floors bool
+	}{
+		{"fence floors", true},
+		{"negative control: members without fence floors", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := masters(t, 3)
+			ps := proxied(t, ms)
+			name := lockName(t)
+			ahead := int64(1) << 52 // B's counter, in µs: decades past the clock (Lua keeps integers exact below 2^53)
+			if err := redisstore.New(newRDB(t, ms[1].Addr), nil).RaiseFence(bg(t), name, ahead); err != nil {
+				t.Fatal(err)
+			}
+			members := make([]driver.Store, 3)
+			for i, p := range ps {
+				members[i] = redisstore.New(newRDB(t, p.Addr), nil)
+				if !tc.floors {
+					members[i] = bareMember{members[i]}
+				}
+			}
+			q, err := redlock.New(members, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := quorumClient(t, q, nil)
+			fenceCut := func(cut *faultproxy.Proxy) int64 {
+				t.Helper()
+				cut.Refuse()
+				cut.Reset()
+				h, err := c.Mutex(name).TryLock(bg(t))
+				cut.Heal()
+				if err != nil {
+					t.Fatalf("TryLock with one master cut off: %v", err)
+				}
+				if err := h.Unlock(bg(t)); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+				return h.Fence()
+			}
+			g1 := fenceCut(ps[2]) // on A and B
+			g2 := fenceCut(ps[1]) // on A and C
+			t.Logf("G1's token %d, G2's %d", g1, g2)
+			if g1 != ahead+1 {
+				t.Fatalf("G1's token = %d, want B's %d", g1, ahead+1)
+			}
+			if tc.floors && g2 <= g1 {
+				t.Fatalf("G2's token %d <= G1's %d with fence floors: want it larger", g2, g1)
+			}
+			if !tc.floors && g2 >= g1 {
+				t.Fatalf("G2's token %d >= G1's %d without fence floors: the control should go backwards", g2, g1)
+			}
+		})
+	}
+}

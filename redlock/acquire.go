@@ -23,10 +23,13 @@ type answer struct {
 // answers up to the member timeout (never past the validity budget, lease
 // minus drift allowance), and grants when a majority granted and the
 // budget is not spent. The fencing token is the largest the granting
-// members issued. When it does not grant, it releases the lock on every
-// member that granted it or did not answer, so that a partial grant does
-// not block others; it returns an error (unknown outcome) only when the
-// members whose release failed make a majority. A refusal in which it was
+// members issued; when every member is a driver.FenceRaiser, the grant is
+// returned only once a majority's counters are at least that token (see
+// raise), and an error when they cannot be. When it does not grant, it
+// releases the lock on every member that granted it or did not answer, so
+// that a partial grant does not block others; it returns an error
+// (unknown outcome) only when the members whose release failed make a
+// majority. A refusal in which it was
 // granted some members but not a majority (contenders acquiring at once
 // split the members) is tried again, a few times, after a random pause of
 // a few milliseconds.
@@ -41,16 +44,28 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, fmt.Errorf("%w: redlock: a lease of %v is shorter than the drift allowance %v",
 			driver.ErrUnsupported, req.Lease, s.Drift(req.Lease))
 	}
-	first := -1 // the first attempt asks every member at once
+	// The first attempt asks every member at once, or, for a hot name,
+	// its leader first (see hot).
+	first := s.hot.leader(req.Name)
 	for attempt := 0; ; attempt++ {
-		g, split, err := s.attempt(ctx, req, budget, &first)
+		g, split, alone, err := s.attempt(ctx, req, budget, &first)
+		if err == nil && !g.Acquired {
+			s.hot.refused(req.Name, alone)
+			if alone && g.Remaining > hotFor {
+				// Refused by one member: the others may be free (a
+				// contender that crashed left its partial grant there).
+				// Look again, at every member, within a second.
+				g.Remaining = hotFor
+			}
+		}
 		if err != nil || g.Acquired || !split || attempt == splitRetries || ctx.Err() != nil {
 			return g, err
 		}
 		// Contenders split the members between them, and each gave its
 		// share back. Try again after a random pause, asking first one
-		// member that answered (the lowest-numbered): only the contender
-		// it grants goes on to the others, so the next round has a winner.
+		// member that answered (the name's leader if it did, else the
+		// lowest-numbered): only the contender it grants goes on to the
+		// others, so the next round has a winner.
 		t := time.NewTimer(rand.N(time.Millisecond << attempt))
 		select {
 		case <-t.C:
@@ -66,12 +81,14 @@ const splitRetries = 4
 
 // attempt is one round of Acquire. When *first is a member's index, that
 // member is asked alone first, and the others only if it grants; a refusal
-// there ends the round. split reports a refusal in which this caller was
-// granted some members but not a majority: most likely a contender
-// acquiring at the same time took the others. On return *first is the
-// lowest-numbered member that answered, for an ordered next round (-1 if
-// none did).
-func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split bool, err error) {
+// there (but one in its restart grace) ends the round, and alone reports
+// it. split reports a refusal in which this caller was granted some members
+// but not a majority: most likely a contender acquiring at the same time
+// took the others. On return *first is the
+// member to ask first in an ordered next round: the name's leader (see hot)
+// if it answered, else the lowest-numbered member that answered (-1 if none
+// did).
+func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Duration, first *int) (g driver.Grant, split, alone bool, err error) {
 	start := time.Now()
 	actx, cancel := context.WithTimeout(ctx, min(s.memberTimeout(req.Lease), budget))
 	ask := func(ctx context.Context, m driver.Store) answer {
@@ -82,7 +99,9 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	stop, leader := false, *first // leader: read by each's goroutines, which may outlive this call
 	if leader >= 0 {
 		lead = ask(actx, s.members[leader])
-		stop = lead.err == nil && !lead.g.Acquired
+		// A refusal in the member's restart grace says nothing of
+		// contenders: the others are asked.
+		stop = lead.err == nil && !lead.g.Acquired && !lead.g.Grace
 	}
 	answers := each(actx, s.members, func(ctx context.Context, i int, m driver.Store) answer {
 		switch {
@@ -99,9 +118,15 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 	granted, grace := 0, false
 	var fence int64
 	*first = -1
+	if l := s.hot.pick(req.Name, start); l >= 0 && answers[l].err == nil && !answers[l].skipped {
+		*first = l
+	}
 	for i, a := range answers {
 		if a.err == nil && !a.skipped && *first < 0 {
 			*first = i
+		}
+		if a.err != nil && !refusal(a.err) && ctx.Err() == nil { // not the caller's cancellation
+			s.hot.fail(i)
 		}
 		if a.err == nil && a.g.Acquired {
 			granted++
@@ -110,12 +135,26 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		grace = grace || a.g.Grace
 	}
 	if granted >= s.quorum && elapsed < budget {
-		return driver.Grant{Acquired: true, Fence: fence}, false, nil
+		if s.raisers == nil {
+			return driver.Grant{Acquired: true, Fence: fence}, false, false, nil
+		}
+		// Before the grant is returned, a majority's counters must be at
+		// its token, so that whichever majority grants next issues a larger
+		// one. The raise must also end within the budget, as the grant did.
+		rerr := s.raise(ctx, req, answers, fence)
+		if rerr == nil && time.Since(start) < budget {
+			return driver.Grant{Acquired: true, Fence: fence}, false, false, nil
+		}
+		g, err = s.notGranted(ctx, req, answers)
+		if rerr != nil {
+			return driver.Grant{}, false, false, errors.Join(rerr, err)
+		}
+		return g, false, false, err
 	}
 	g, err = s.notGranted(ctx, req, answers)
 	// Not a split when a member refused in its restart grace: trying again
 	// soon cannot help, and the caller must hear of the grace.
-	return g, granted > 0 && granted < s.quorum && !grace, err
+	return g, granted > 0 && granted < s.quorum && !grace, stop, err
 }
 
 // notGranted gives back a failed acquire's partial grants and says when to

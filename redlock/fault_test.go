@@ -21,7 +21,13 @@ type view struct {
 	s    driver.Store
 	down atomic.Bool
 	hang atomic.Bool
-	fast float64 // fraction by which the member's clock runs ahead
+	// noRaise makes RaiseFence fail while the other calls go through.
+	noRaise atomic.Bool
+	fast    float64
+	// raiseDelay delays each RaiseFence: a member slow to raise.
+	raiseDelay time.Duration
+	// acquires counts the Acquire calls made through the view.
+	acquires atomic.Int64 // fraction by which the member's clock runs ahead
 }
 
 var errCut = errors.New("test: member cut off")
@@ -43,6 +49,7 @@ func (v *view) lease(r driver.Request) driver.Request {
 }
 
 func (v *view) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	v.acquires.Add(1)
 	if err := v.fault(ctx); err != nil {
 		return driver.Grant{}, err
 	}
@@ -69,6 +76,28 @@ func (v *view) Release(ctx context.Context, r driver.Request) error {
 		return err
 	}
 	return v.s.Release(ctx, r)
+}
+
+// RaiseFence raises the member's fencing counter (a view is a
+// driver.FenceRaiser, as every member store here is), unless the view is
+// cut off, or noRaise cuts off the raises alone.
+func (v *view) RaiseFence(ctx context.Context, name string, floor int64) error {
+	if err := v.fault(ctx); err != nil {
+		return err
+	}
+	if v.noRaise.Load() {
+		return errCut
+	}
+	if v.raiseDelay > 0 {
+		t := time.NewTimer(v.raiseDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return v.s.(driver.FenceRaiser).RaiseFence(ctx, name, floor)
 }
 
 // views returns one view per store, for one client.

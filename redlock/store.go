@@ -61,7 +61,18 @@ type Store struct {
 	factor  float64
 	fixed   time.Duration
 	timeout time.Duration // 0: the default, from the lease
+	// raisers are the members as driver.FenceRaisers; nil when a member is
+	// not one, and the quorum's tokens are then only the largest of the
+	// granting members' (see raise).
+	raisers []driver.FenceRaiser
+	hot     *hot // names refused lately, and members that failed lately
+	// after runs a coalesced wake-up later (see coalescer): afterFunc, or a
+	// test's.
+	after func(time.Duration, func())
 }
+
+// afterFunc runs f after d, as time.AfterFunc does.
+func afterFunc(d time.Duration, f func()) { time.AfterFunc(d, f) }
 
 // New returns a Store over members, which must be at least three, an odd
 // number of them, each a different store (on a different server: the quorum
@@ -90,7 +101,7 @@ func New(members []driver.Store, opts *Options) (*Store, error) {
 			}
 		}
 	}
-	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout}
+	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout, raisers: raisers(members), hot: newHot(len(members)), after: afterFunc}
 	switch {
 	case o.DriftFactor == NoDrift:
 		s.factor, s.fixed = 0, 0

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -36,6 +38,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 			wake(w)
 		}
 	}
+	co := &coalescer{pass: pass, after: s.after}
 	var (
 		mu      sync.Mutex
 		settled int
@@ -48,7 +51,7 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 		// ctx); a watch established after Watch returned is kept, or ended
 		// at once if the watch has been stopped.
 		go func() {
-			stop, err := w.Watch(ctx, kind, name, pass)
+			stop, err := w.Watch(ctx, kind, name, co.notify)
 			mu.Lock()
 			defer mu.Unlock()
 			settled++
@@ -109,4 +112,56 @@ func (w *watchState) stop() {
 	for _, s := range stops {
 		s()
 	}
+}
+
+// A coalescer passes the members' notifications on as one wake-up per
+// release. A release frees the lock on every member that held it, and each
+// of them notifies: passed on as they come, they would wake a waiter once
+// per member, and each wake-up after the first would send it to try again
+// while the lock is already taken. So a notification is passed on after a
+// short delay, wakeDelay plus a random part of wakeStagger, and the
+// notifications that arrive meanwhile are merged into it. None is lost: the
+// merged wake-up is passed on after each of them arrived. The random part
+// staggers the clients a release wakes, so that they do not all try at
+// once.
+type coalescer struct {
+	pass    func(driver.Wake)
+	after   func(time.Duration, func()) // time.AfterFunc, or a test's
+	mu      sync.Mutex
+	pending bool
+	msg     driver.Wake
+}
+
+// wakeDelay and wakeStagger set how long a notification is held back (see
+// coalescer): long enough for the other members' notifications of the same
+// release to arrive on a local network.
+const (
+	wakeDelay   = time.Millisecond
+	wakeStagger = time.Millisecond
+)
+
+// notify takes a member's notification; it never blocks.
+func (c *coalescer) notify(w driver.Wake) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending {
+		c.msg = merge(c.msg, w)
+		return
+	}
+	c.pending, c.msg = true, w
+	c.after(wakeDelay+rand.N(wakeStagger), func() {
+		c.mu.Lock()
+		w := c.msg
+		c.pending = false
+		c.mu.Unlock()
+		c.pass(w)
+	})
+}
+
+// merge returns one wake-up that wakes every waiter a or b would.
+func merge(a, b driver.Wake) driver.Wake {
+	if a == b {
+		return a
+	}
+	return driver.Wake{To: driver.WakeAll}
 }

@@ -24,6 +24,8 @@
 //   - session: session renewal ([driver.SessionStore]).
 //   - jobs: scheduled jobs' tick claims and run records ([driver.JobStore]),
 //     judged by the store's clock.
+//   - fence: fence floors ([driver.FenceRaiser]): a raised counter lifts
+//     every later token above the floor, and is never lowered.
 //
 // Run runs the required section and every section whose capability the
 // store has, and logs each section it leaves out and the capability the
@@ -113,6 +115,7 @@ var (
 	capRecords  = capability{"holder records (driver.ClientRecorder)", implements[driver.ClientRecorder]}
 	capSessions = capability{"session renewal (driver.SessionStore)", implements[driver.SessionStore]}
 	capJobs     = capability{"scheduled jobs' claims and records (driver.JobStore)", implements[driver.JobStore]}
+	capFence    = capability{"fence floors (driver.FenceRaiser)", implements[driver.FenceRaiser]}
 	// capExtends is the renewal of the required core: Renew extends each
 	// lock. A SessionStore's Renew only checks; its keep-alive extends.
 	capExtends = capability{"renewal that extends each lock (it is a driver.SessionStore, whose keep-alive does)",
@@ -159,6 +162,7 @@ var sections = []section{
 	{"records", []capability{capRecords}, recordTests},
 	{"session", []capability{capSessions}, sessionTests},
 	{"jobs", []capability{capJobs}, jobTests},
+	{"fence", []capability{capFence}, fenceTests},
 }
 
 // Run runs the conformance suite against the stores newStore returns: the
