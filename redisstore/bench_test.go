@@ -13,6 +13,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
@@ -149,9 +150,7 @@ func BenchmarkHeldLockMemory(b *testing.B) {
 	if h, err := c.Mutex("bench/warm").Lock(ctx); err == nil {
 		_ = h.Unlock(ctx)
 	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := testkit.MarkHeap()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range holds {
@@ -162,9 +161,8 @@ func BenchmarkHeldLockMemory(b *testing.B) {
 		holds[i] = h
 	}
 	b.StopTimer()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "heap-B/held-lock")
+	testkit.ReportHeldHeap(b, before, testkit.MarkHeap(), b.N)
+	testkit.ProfileHeld(b)
 	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
 	for _, h := range holds {
 		_ = h.Unlock(ctx)
