@@ -30,8 +30,8 @@ func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context",
 
 // holdValues is what a hold's context derives from: the values of the
 // Lock call's context without its cancellation (as context.WithoutCancel),
-// and the tenure itself under each of its names, by which a Lock with the
-// hold's context re-enters it (see tenureIn).
+// and itself under holdsKey, by which a Lock with the hold's context finds
+// the tenure to re-enter (see tenureIn).
 type holdValues struct {
 	base context.Context
 	t    *tenure
@@ -42,12 +42,8 @@ func (v *holdValues) Done() <-chan struct{}       { return nil }
 func (v *holdValues) Err() error                  { return nil }
 
 func (v *holdValues) Value(key any) any {
-	if k, ok := key.(tenureKey); ok && k.c == v.t.c {
-		for _, p := range v.t.parts {
-			if p.name == k.name {
-				return v.t
-			}
-		}
+	if _, ok := key.(holdsKey); ok {
+		return v
 	}
 	return v.base.Value(key)
 }

@@ -231,16 +231,28 @@ func (t *tenure) mayStillHold(r Reason) bool {
 	return len(t.parts) > 1
 }
 
-// tenureKey finds, in a hold's context, the tenure of one lock of one Client.
-type tenureKey struct {
-	c    *Client
-	name string
-}
+// holdsKey finds, in a context, the innermost hold's context it derives
+// from (its holdValues); each holdValues answers it with itself, and its
+// base leads on to the next one out.
+type holdsKey struct{}
 
-// tenureIn returns the innermost tenure of c on name carried by ctx.
+// tenureIn returns the innermost tenure of c on name carried by ctx. The
+// key is of size zero, so the lookup allocates nothing: every Lock makes it.
 func tenureIn(ctx context.Context, c *Client, name string) *tenure {
-	t, _ := ctx.Value(tenureKey{c, name}).(*tenure)
-	return t
+	for {
+		v, _ := ctx.Value(holdsKey{}).(*holdValues)
+		if v == nil {
+			return nil
+		}
+		if v.t.c == c {
+			for _, p := range v.t.parts {
+				if p.name == name {
+					return v.t
+				}
+			}
+		}
+		ctx = v.base
+	}
 }
 
 // newTenure makes a tenure that is not yet granted.
