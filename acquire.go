@@ -453,7 +453,7 @@ func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Ho
 	t.setValid(send)
 	t.mu.Lock()
 	t.state = stateHeld
-	h := t.newHold(ctx)
+	h := t.newHold(ctx, &t.first)
 	t.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		c.undo(ctx, t)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/memstore"
 )
 
@@ -95,9 +96,7 @@ func BenchmarkHeldLockMemory(b *testing.B) {
 		names[i] = c.Mutex(fmt.Sprintf("bench/held/%d", i))
 	}
 	holds := make([]*leash.Hold, b.N)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	before := testkit.MarkHeap()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range holds {
@@ -108,9 +107,8 @@ func BenchmarkHeldLockMemory(b *testing.B) {
 		holds[i] = h
 	}
 	b.StopTimer()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-B/held-lock")
+	testkit.ReportHeldHeap(b, before, testkit.MarkHeap(), b.N)
+	testkit.ProfileHeld(b)
 	for _, h := range holds {
 		_ = h.Unlock(ctx)
 	}

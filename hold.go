@@ -5,27 +5,55 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/leash-go/leash/driver"
 )
 
-// holdCtx is a hold's context. Its Err checks the validity deadline first, so
-// that code asking "may I still write?" gets a fresh answer even when the
-// scheduler has not run yet (a process resuming from SIGSTOP).
+// holdCtx is a hold's context, made by its first Context call. Its Err
+// checks the validity deadline first, so that code asking "may I still
+// write?" gets a fresh answer even when the scheduler has not run yet (a
+// process resuming from SIGSTOP).
 type holdCtx struct {
-	context.Context
-	t *tenure
+	context.Context // context.WithCancelCause(&values)
+	values          holdValues
+	cancel          context.CancelCauseFunc
 }
 
 func (c *holdCtx) Err() error {
-	c.t.check()
+	c.values.t.check()
 	return c.Context.Err()
 }
 
-func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context", c.t.name()) }
+func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context", c.values.t.name()) }
+
+// holdValues is what a hold's context derives from: the values of the
+// Lock call's context without its cancellation (as context.WithoutCancel),
+// and itself under holdsKey, by which a Lock with the hold's context finds
+// the tenure to re-enter (see tenureIn).
+type holdValues struct {
+	base context.Context
+	t    *tenure
+}
+
+func (v *holdValues) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (v *holdValues) Done() <-chan struct{}       { return nil }
+func (v *holdValues) Err() error                  { return nil }
+
+func (v *holdValues) Value(key any) any {
+	if _, ok := key.(holdsKey); ok {
+		return v
+	}
+	return v.base.Value(key)
+}
+
+// How a hold ended, recorded under its tenure's mutex when Unlock (or
+// UnlockAfter) takes the hold off its tenure.
+const (
+	holdEndReleased uint8 = iota + 1 // before the tenure was lost
+	holdEndLost                      // after it was lost
+)
 
 // Hold is a held lock, returned by Lock, TryLock and the other acquiring
 // methods. Each successful call returns its own Hold, re-entries included;
@@ -40,10 +68,12 @@ func (c *holdCtx) String() string { return fmt.Sprintf("leash.Hold(%q).Context",
 // to anyone else. Check Err (or Context().Err()) right before each protected
 // write, and pass Fence to the resource so that it can reject a stale holder.
 type Hold struct {
-	t      *tenure
-	ctx    *holdCtx
-	cancel context.CancelCauseFunc
-	done   atomic.Bool
+	t     *tenure
+	base  context.Context         // the Lock call's context, whose values the hold's context keeps
+	ctx   atomic.Pointer[holdCtx] // made by the first Context call, under t.mu
+	next  *Hold                   // the next hold in t.ctxs, under t.mu
+	done  atomic.Bool             // Unlock was called
+	ended uint8                   // a holdEnd once Unlock took the hold off t, under t.mu
 }
 
 // Name returns the lock name (for a MultiLock hold, its first name).
@@ -88,7 +118,32 @@ func (h *Hold) Owner() string { return h.t.owner }
 // cause is a *LostError) or when this hold is unlocked (its cause is
 // ErrReleased). It carries the values of the context given to Lock, and
 // Lock called with it (or a context derived from it) re-enters this lock.
-func (h *Hold) Context() context.Context { return h.ctx }
+func (h *Hold) Context() context.Context {
+	if c := h.ctx.Load(); c != nil {
+		return c
+	}
+	// Made on demand: most holds never need one, and a context costs more
+	// than the rest of the hold.
+	t := h.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := h.ctx.Load(); c != nil {
+		return c
+	}
+	c := &holdCtx{values: holdValues{base: h.base, t: t}}
+	c.Context, c.cancel = context.WithCancelCause(&c.values)
+	switch {
+	case h.ended == holdEndReleased:
+		c.cancel(ErrReleased)
+	case t.lostErr != nil:
+		c.cancel(t.lostErr)
+	default:
+		// Live, or being unlocked: end unlinks and cancels it.
+		h.next, t.ctxs = t.ctxs, h
+	}
+	h.ctx.Store(c)
+	return c
+}
 
 // Lost returns a channel that is closed when the lock is lost. It is not
 // closed by Unlock; to wait for either, use Context().Done().
@@ -292,16 +347,29 @@ func (h *Hold) end(op string) (t *tenure, last bool, lostErr *LostError, err err
 	}
 	t.check()
 	t.mu.Lock()
-	if i := slices.Index(t.holds, h); i >= 0 {
-		t.holds = slices.Delete(t.holds, i, i+1)
-	}
-	last = len(t.holds) == 0
+	t.nholds--
+	last = t.nholds == 0
 	lostErr = t.lostErr
 	if last && t.state == stateHeld {
 		t.state = stateReleased
 	}
+	h.ended = holdEndReleased
+	if lostErr != nil {
+		h.ended = holdEndLost
+	}
+	hc := h.ctx.Load()
+	if hc != nil {
+		for p := &t.ctxs; *p != nil; p = &(*p).next {
+			if *p == h {
+				*p = h.next
+				break
+			}
+		}
+	}
 	t.mu.Unlock()
-	h.cancel(ErrReleased)
+	if hc != nil {
+		hc.cancel(ErrReleased)
+	}
 	if !last {
 		if lostErr != nil {
 			return t, false, lostErr, lostErr

@@ -138,3 +138,79 @@ func TestUnlockAfterWaitsForRoundInFlight(t *testing.T) {
 		}
 	})
 }
+
+// TestHoldContextCause checks each hold's context against its history,
+// whether the context was first asked for before or after each event (it is
+// made on demand): cancelled with the *LostError when the lock was lost while
+// the hold was live, with ErrReleased when the hold was unlocked first, and
+// live otherwise; a context derived from it before the end ends with it.
+func TestHoldContextCause(t *testing.T) {
+	type step int
+	const (
+		ask    step = iota // call Context and derive a context from it
+		unlock             // unlock the re-entry (the outer hold stays)
+		lose               // the tenure passes its validity deadline
+	)
+	for name, tc := range map[string]struct {
+		steps    []step
+		wantLost bool // the re-entry's context ends with the *LostError
+		wantLive bool // it is still live
+	}{
+		"asked, then lost":             {steps: []step{ask, lose}, wantLost: true},
+		"lost, then asked":             {steps: []step{lose, ask}, wantLost: true},
+		"asked, then unlocked":         {steps: []step{ask, unlock}},
+		"unlocked, then asked":         {steps: []step{unlock, ask}},
+		"unlocked, lost, then asked":   {steps: []step{unlock, lose, ask}},
+		"asked, unlocked, then lost":   {steps: []step{ask, unlock, lose}},
+		"lost, unlocked, then asked":   {steps: []step{lose, unlock, ask}, wantLost: true},
+		"asked, lost, then unlocked":   {steps: []step{ask, lose, unlock}, wantLost: true},
+		"asked while live":             {steps: []step{ask}, wantLive: true},
+		"asked twice, then unlocked":   {steps: []step{ask, ask, unlock}},
+		"asked, lost, asked, unlocked": {steps: []step{ask, lose, ask, unlock}, wantLost: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, memstore.New(), &leash.Options{Lease: time.Hour})
+			defer c.Close()
+			outer := mustLock(t, c.Mutex("ctx"), context.WithValue(context.Background(), ctxTestKey{}, "v"))
+			defer outer.Unlock(context.Background())
+			h := mustLock(t, c.Mutex("ctx"), outer.Context())
+			var derived []context.Context
+			for _, s := range tc.steps {
+				switch s {
+				case ask:
+					d, cancel := context.WithCancel(h.Context())
+					defer cancel()
+					derived = append(derived, d)
+				case unlock:
+					_ = h.Unlock(context.Background())
+				case lose:
+					leash.ExpireLocally(outer)
+					_ = outer.Err()
+				}
+			}
+			for _, ctx := range append(derived, h.Context()) {
+				if got := ctx.Value(ctxTestKey{}); got != "v" {
+					t.Errorf("Value = %v, want the Lock context's value", got)
+				}
+				cause := context.Cause(ctx)
+				var le *leash.LostError
+				switch {
+				case tc.wantLive:
+					if ctx.Err() != nil || cause != nil {
+						t.Errorf("Err, Cause = %v, %v; want a live context", ctx.Err(), cause)
+					}
+				case tc.wantLost:
+					if !errors.As(cause, &le) || !errors.Is(ctx.Err(), context.Canceled) {
+						t.Errorf("Err, Cause = %v, %v; want canceled by the loss", ctx.Err(), cause)
+					}
+				default:
+					if !errors.Is(cause, leash.ErrReleased) {
+						t.Errorf("Cause = %v, want ErrReleased", cause)
+					}
+				}
+			}
+		})
+	}
+}
+
+type ctxTestKey struct{}

@@ -9,8 +9,8 @@ import "time"
 // heaps: a lock taken and released in between (most of them, in a
 // Lock+Unlock loop) costs an append and a swap, no heap work. An
 // entry is the scheduler's: only the scheduler reads or writes it, with
-// scheduler.mu held. Its tenure keeps a pointer to it only to be found
-// again (tenure.sched), and is allocated with it.
+// scheduler.mu held. It sits in its tenure (tenure.sched) only to be
+// allocated with it and found again.
 
 // An entry is the scheduler's record of one tracked tenure.
 type entry struct {
@@ -24,11 +24,11 @@ type entry struct {
 	dueAt      int64  // renewal due (monotonic ns)
 	eligibleAt int64  // renewed with any round that is due, from then
 	lastErr    error  // the last renewal's failure; nil after a success
+	round      *round // the round in flight, while renewing
 	pos        int32  // index in queue.byTime, or queue.fresh when fresh; -1 once no longer tracked
 	epos       int32  // index in queue.eligible; -1 when not in it
 	fresh      bool   // in queue.fresh, not yet in the heaps
 	renewing   bool   // in a round in flight
-	round      *round // that round, while renewing
 	recorded   bool   // listed in a published driver.ClientRecord (see record.go)
 }
 

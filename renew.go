@@ -101,7 +101,7 @@ func (s *scheduler) add(t *tenure) bool {
 	if s.stopped {
 		return false
 	}
-	e := t.sched
+	e := &t.sched
 	e.schedule(t.grantAt, jitter)
 	if iv > 0 && s.wakeAt >= e.dueAt && s.wakeAt <= t.grantAt+iv {
 		// The loop already wakes inside this tenure's renewal window (at
@@ -125,7 +125,7 @@ func (s *scheduler) add(t *tenure) bool {
 func (s *scheduler) remove(t *tenure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.q.remove(t.sched)
+	s.q.remove(&t.sched)
 }
 
 // renewed records a successful renewal of t sent at send, outside a round
@@ -134,7 +134,7 @@ func (s *scheduler) renewed(t *tenure, send int64) {
 	t.setValid(send)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := t.sched
+	e := &t.sched
 	e.lastErr = nil
 	if t.cfg.interval > 0 {
 		e.schedule(send, 0)
@@ -411,7 +411,7 @@ func retryDelay(interval time.Duration) time.Duration {
 func (s *scheduler) inFlight(t *tenure) *round {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := t.sched; e.renewing {
+	if e := &t.sched; e.renewing {
 		return e.round
 	}
 	return nil

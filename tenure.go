@@ -12,7 +12,7 @@ import (
 
 // Tenure states.
 const (
-	stateHeld int32 = iota + 1
+	stateHeld uint8 = iota + 1
 	stateLost
 	stateReleased
 )
@@ -23,7 +23,6 @@ const (
 // name; every other tenure has one part.
 type tenure struct {
 	c       *Client
-	kind    driver.Kind
 	parts   []part
 	owner   string      // store owner
 	cfg     *lockConfig // shared with the locker, and with the Client for default options
@@ -34,21 +33,27 @@ type tenure struct {
 	lastTouch  atomic.Int64 // monotonic ns; Hold.Touch
 
 	mu    sync.Mutex
-	state int32
+	kind  driver.Kind // set when the tenure is made, never changed; here, in the padding after mu
+	state uint8
 	// announced: OpAcquired was sent. Only the acquiring goroutine uses it;
 	// it sits here, in the padding after state, to keep a tenure small.
 	announced bool
 	// owned: made for an owner given with WithOwner (see explicit). Set
 	// when the tenure is made, never changed.
 	owned   bool
-	holds   []*Hold // live holds, cancelled on loss
+	nholds  int32 // live holds: Unlock of the last one releases the lock
+	ctxs    *Hold // the live holds whose Context was made, linked by Hold.next: cancelled on loss
 	lostErr *LostError
 	lostCh  chan struct{} // made on demand by Lost
 
+	// first is the tenure's first hold, allocated with it (re-entries
+	// allocate their own).
+	first Hold
+
 	// sched is the tenure's entry in the scheduler's queue. The entry is
-	// the scheduler's (see queue.go): the tenure only keeps the way to it,
-	// set when the tenure is made and never changed.
-	sched *entry
+	// the scheduler's (see queue.go): it sits in the tenure only to be
+	// allocated with it, and the tenure never reads or writes it.
+	sched entry
 }
 
 // A part is one name of a tenure and the token it was granted.
@@ -169,8 +174,8 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.lostErr = le
 	// Contexts first, then Lost: whoever sees Lost closed also sees every
 	// hold's context cancelled. Cancelling runs no user code synchronously.
-	for _, h := range t.holds {
-		h.cancel(le)
+	for h := t.ctxs; h != nil; h = h.next {
+		h.ctx.Load().cancel(le)
 	}
 	if t.lostCh == nil {
 		t.lostCh = closedChan
@@ -195,19 +200,15 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// newHold adds a hold to a held tenure; the caller holds t.mu. ctx is the
-// Lock call's context: the hold's context keeps its values but not its
-// cancellation.
-func (t *tenure) newHold(ctx context.Context) *Hold {
-	h := &Hold{t: t}
-	base := context.WithoutCancel(ctx)
-	for _, p := range t.parts {
-		base = context.WithValue(base, tenureKey{t.c, p.name}, t)
+// newHold adds hold h (nil: a new one) to a held tenure; the caller holds
+// t.mu. ctx is the Lock call's context: the hold's context, made by its
+// first Context call, keeps its values but not its cancellation.
+func (t *tenure) newHold(ctx context.Context, h *Hold) *Hold {
+	if h == nil {
+		h = new(Hold)
 	}
-	inner, cancel := context.WithCancelCause(base)
-	h.ctx = &holdCtx{Context: inner, t: t}
-	h.cancel = cancel
-	t.holds = append(t.holds, h)
+	h.t, h.base = t, ctx
+	t.nholds++
 	return h
 }
 
@@ -219,7 +220,7 @@ func (t *tenure) reenter(ctx context.Context) *Hold {
 	if t.state != stateHeld {
 		return nil
 	}
-	return t.newHold(ctx)
+	return t.newHold(ctx, nil)
 }
 
 // mayStillHold reports whether, after a loss for this reason, the server may
@@ -234,30 +235,41 @@ func (t *tenure) mayStillHold(r Reason) bool {
 	return len(t.parts) > 1
 }
 
-// tenureKey finds, in a hold's context, the tenure of one lock of one Client.
-type tenureKey struct {
-	c    *Client
-	name string
-}
+// holdsKey finds, in a context, the innermost hold's context it derives
+// from (its holdValues); each holdValues answers it with itself, and its
+// base leads on to the next one out.
+type holdsKey struct{}
 
-// tenureIn returns the innermost tenure of c on name carried by ctx.
+// tenureIn returns the innermost tenure of c on name carried by ctx. The
+// key is of size zero, so the lookup allocates nothing: every Lock makes it.
 func tenureIn(ctx context.Context, c *Client, name string) *tenure {
-	t, _ := ctx.Value(tenureKey{c, name}).(*tenure)
-	return t
+	for {
+		v, _ := ctx.Value(holdsKey{}).(*holdValues)
+		if v == nil {
+			return nil
+		}
+		if v.t.c == c {
+			for _, p := range v.t.parts {
+				if p.name == name {
+					return v.t
+				}
+			}
+		}
+		ctx = v.base
+	}
 }
 
 // newTenure makes a tenure that is not yet granted.
-// A single name's part, and the entry by which the scheduler will track the
-// tenure, are allocated with it: one allocation instead of three.
+// A single name's part is allocated with it, as are its first hold and the
+// entry by which the scheduler will track it: one allocation instead of four.
 func (c *Client) newTenure(kind driver.Kind, names []string, explicit string, cfg *lockConfig) *tenure {
 	a := &struct {
 		t   tenure
 		one [1]part
-		e   entry
 	}{}
 	t := &a.t
-	*t = tenure{c: c, kind: kind, cfg: cfg, sched: &a.e}
-	a.e.init(t)
+	t.c, t.kind, t.cfg = c, kind, cfg
+	t.sched.init(t)
 	if len(names) == 1 {
 		t.parts = a.one[:]
 	} else {

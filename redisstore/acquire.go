@@ -31,16 +31,16 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			// A starving waiter: its mark is a place in the fair queue,
 			// served by the FairMutex's script (see Starvation).
 			script = acquireFairScript
-			keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
-			args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
+			keys = mutexKeys(n)
+			args = append(make([]any, 0, 4), s.leaseMS(req.Lease), req.Owner, waitMS(req.Wait))
 			break
 		}
 		script = acquireScript
-		keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
-		args = append(make([]any, 0, 3), ms(req.Lease), req.Owner)
+		keys = mutexKeys(n)
+		args = append(make([]any, 0, 3), s.leaseMS(req.Lease), req.Owner)
 	case driver.KindFair:
 		script = acquireFairScript
-		keys = append(make([]string, 0, 5), n, tokenKey(n), fairQueueKey(n), fairPlacesKey(n))
+		keys = mutexKeys(n)
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
 	case driver.KindRead:
 		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
@@ -72,6 +72,12 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		return driver.Grant{}, fmt.Errorf("redisstore: acquire %q: %w", req.Name, err)
 	}
 	return g, nil
+}
+
+// mutexKeys are the KEYS of acquire.lua and acquire_fair.lua, with room
+// for the restart marker that runAcquire appends.
+func mutexKeys(n string) []string {
+	return companions(append(make([]string, 0, 5), n), n, tokenPrefix, fairQueuePrefix, fairPlacesPrefix)
 }
 
 // Starvation implements [driver.StarvationStore]. A starving Mutex

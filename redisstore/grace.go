@@ -206,7 +206,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 		if err != nil {
 			return nil, 0, false, err
 		}
-		args[len(args)-1] = s.graceArg(undo[0].Lease, f)
+		args[len(args)-1] = s.graceArgs.get(graceKey{undo[0].Lease, f}, func(k graceKey) any { return s.graceArg(k.lease, k.f) })
 		var verdict error
 		v, verdict, err = s.runGrant(ctx, script, keys, args)
 		switch {

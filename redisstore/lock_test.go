@@ -407,17 +407,23 @@ func (h scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 
 // evalCalls returns the server's count of EVALSHA and EVAL calls.
 func evalCalls(t testing.TB, rdb *redis.Client) int64 {
+	return int64(evalStat(t, rdb, "calls"))
+}
+
+// evalStat is a field of INFO commandstats ("calls", "usec") summed over
+// EVALSHA and EVAL: what the server counts of script calls so far.
+func evalStat(t testing.TB, rdb *redis.Client, field string) float64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total int64
+	var total float64
 	for _, line := range strings.Split(info, "\n") {
 		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
-			_, rest, _ := strings.Cut(line, "calls=")
+			_, rest, _ := strings.Cut(line, field+"=")
 			v, _, _ := strings.Cut(rest, ",")
-			n, _ := strconv.ParseInt(v, 10, 64)
+			n, _ := strconv.ParseFloat(v, 64)
 			total += n
 		}
 	}

@@ -53,9 +53,13 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 	if p.busy < p.max {
 		p.busy++
 		p.mu.Unlock()
-		v, err := script.Run(ctx, p.rdb, keys, args...).Result()
+		cmd := evalSha(ctx, script, keys, args)
+		_ = p.rdb.Process(ctx, cmd)
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = script.Eval(ctx, p.rdb, keys, args...)
+		}
 		p.next()
-		return v, err
+		return cmd.Result()
 	}
 	c := &call{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
@@ -181,7 +185,8 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 	for k := range n {
 		i := index(k)
 		script, keys, args := at(i)
-		cmds[i] = script.EvalSha(ctx, pipe, keys, args...)
+		cmds[i] = evalSha(ctx, script, keys, args)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	wait := guard.add(ctx, pipe)
 	_, _ = pipe.Exec(ctx) // errors are read per command
@@ -206,6 +211,31 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 	wait = guard.add(ctx, pipe)
 	_, _ = pipe.Exec(ctx)
 	return cmp.Or(verdict, guard.verdict(wait))
+}
+
+// evalSha is script's EVALSHA with keys and args, as script.EvalSha makes
+// it but in three allocations whatever the number of keys (the command, its
+// arguments, the hash): go-redis boxes every key into an interface value, one
+// allocation each. Here the first key stays a string, which go-redis reads to
+// route the command on Cluster, and the others are passed as pointers into
+// keys, which go-redis writes as the strings they point to; keys must not
+// change until the command has been sent.
+func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+	a := make([]any, 3, 3+len(keys)+len(args))
+	a[0], a[1], a[2] = "evalsha", script.Hash(), len(keys)
+	for i := range keys {
+		if i == 0 {
+			a = append(a, keys[0])
+		} else {
+			a = append(a, &keys[i])
+		}
+	}
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 // batchContext is the context a batch is sent with: the first call's values,

@@ -40,11 +40,12 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 	}
 	n := s.key(req.Name)
 	// The latch lives as long as a transport retry of this call may arrive.
+	// In whole seconds, so that its boxed argument is reused (see lastArg).
 	latchTTL := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
-		latchTTL = min(latchTTL, time.Until(dl)+time.Second)
+		latchTTL = min(latchTTL, (time.Until(dl) + 2*time.Second).Truncate(time.Second))
 	}
-	latch := latchKey(n, s.nextRequestID())
+	id := s.nextRequestID()
 	var (
 		script *redis.Script
 		keys   []string
@@ -52,19 +53,19 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 	)
 	switch req.Kind {
 	case driver.KindMutex, driver.KindFair:
-		script, keys = releaseScript, releaseKeys(n, latch)
-		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
+		script, keys = releaseScript, releaseKeys(n, id)
+		args = []any{req.Owner, s.leaseMS(req.Lease), m, s.latchArg.get(latchTTL, msArg)}
 	case driver.KindWrite:
 		script = releaseWriteScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latchKey(n, id)}
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
 	case driver.KindRead:
 		script = releaseReadScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latchKey(n, id)}
 		args = []any{req.Owner, ms(latchTTL)}
 	case driver.KindPermit:
 		script = releasePermitScript
-		keys = []string{n, semChannel(n), latch, semSizeKey(n)}
+		keys = []string{n, semChannel(n), latchKey(n, id), semSizeKey(n)}
 		args = []any{req.Owner, ms(latchTTL)}
 	default:
 		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
@@ -87,9 +88,14 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 	return r == 1, nil
 }
 
-// releaseKeys are the KEYS of release.lua.
-func releaseKeys(name, latch string) []string {
-	return []string{name, channelName(name), latch, fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}
+// releaseKeys are the KEYS of release.lua, with the latch of request id.
+func releaseKeys(name, id string) []string {
+	keys := make([]string, 2, 6)
+	keys[0], keys[1] = name, latchKey(name, id)
+	keys = companions(keys, name, channelPrefix, fairQueuePrefix, fairPlacesPrefix, fairChanPrefix)
+	// The order of release.lua: name, channel, latch, queue, places, fair channel.
+	keys[1], keys[2] = keys[2], keys[1]
+	return keys
 }
 
 // ForceRelease implements [driver.Admin].

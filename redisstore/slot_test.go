@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/leash-go/leash"
@@ -53,4 +54,25 @@ func FuzzCompanionKeysShareSlot(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCompanionsMatchPrefixName checks that the keys a script call builds in
+// one allocation are those prefixName builds one by one, with and without a
+// hash tag in the name.
+func TestCompanionsMatchPrefixName(t *testing.T) {
+	for _, name := range []string{"plain", "with{tag}", "{all}", "é/ü"} {
+		prefixes := []string{tokenPrefix, fairQueuePrefix, fairPlacesPrefix, channelPrefix}
+		got := companions([]string{"x"}, name, prefixes...)
+		want := []string{"x"}
+		for _, p := range prefixes {
+			want = append(want, prefixName(p, name))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("companions(%q) = %q, want %q", name, got, want)
+		}
+		if got, want := releaseKeys(name, "id"), []string{name, channelName(name), prefixName(latchPrefix, name) + ":id",
+			fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}; !slices.Equal(got, want) {
+			t.Errorf("releaseKeys(%q) = %q, want %q", name, got, want)
+		}
+	}
 }

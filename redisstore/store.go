@@ -233,6 +233,10 @@ type Store struct {
 	pipe    pipeliner
 	guard   replicaGuard
 	watch   serverWatch
+	// The last boxed lease and grace arguments (see args.go): they rarely
+	// change, and boxing them anew costs an allocation per script call.
+	leaseArg, latchArg lastArg[time.Duration]
+	graceArgs          lastArg[graceKey]
 	// markerOnly keeps the restart grace's rule of earlier versions (the
 	// marker alone, no server identity): tests' negative control.
 	markerOnly bool
@@ -535,6 +539,40 @@ func prefixName(prefix, name string) string {
 	return prefix + ":{" + name + "}"
 }
 
+// companions appends to dst the companion keys of name for prefixes (see
+// prefixName), as substrings of one string: a script call's keys cost one
+// allocation instead of one each.
+func companions(dst []string, name string, prefixes ...string) []string {
+	tag := len(":{}")
+	if strings.IndexByte(name, '{') >= 0 {
+		tag = len(":")
+	}
+	size := 0
+	for _, p := range prefixes {
+		size += len(p) + tag + len(name)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, p := range prefixes {
+		b.WriteString(p)
+		if tag == len(":") {
+			b.WriteByte(':')
+			b.WriteString(name)
+		} else {
+			b.WriteString(":{")
+			b.WriteString(name)
+			b.WriteByte('}')
+		}
+	}
+	all, at := b.String(), 0
+	for _, p := range prefixes {
+		end := at + len(p) + tag + len(name)
+		dst = append(dst, all[at:end])
+		at = end
+	}
+	return dst
+}
+
 // The prefixes of the companion keys and channels of a name (see
 // prefixName). CheckName refuses names that start with one of them.
 const (
@@ -571,7 +609,12 @@ func writersKey(name string) string    { return prefixName(writersPrefix, name) 
 func rwChannel(name string) string     { return prefixName(rwChanPrefix, name) }
 func semSizeKey(name string) string    { return prefixName(semSizePrefix, name) }
 func semChannel(name string) string    { return prefixName(semChanPrefix, name) }
-func latchKey(name, id string) string  { return prefixName(latchPrefix, name) + ":" + id }
+func latchKey(name, id string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return latchPrefix + ":" + name + ":" + id
+	}
+	return latchPrefix + ":{" + name + "}:" + id
+}
 
 // watchChannel is the channel a watch of kind on name listens to.
 func watchChannel(kind driver.Kind, name string) string {
@@ -589,7 +632,8 @@ func watchChannel(kind driver.Kind, name string) string {
 // nextRequestID returns an id unique to one release call of this Store. A
 // transport retry of the same call reuses it, which is what the latch needs.
 func (s *Store) nextRequestID() string {
-	return string(strconv.AppendUint([]byte(s.reqID), s.reqSeq.Add(1), 16))
+	var buf [48]byte
+	return string(strconv.AppendUint(append(buf[:0], s.reqID...), s.reqSeq.Add(1), 16))
 }
 
 func newRequestPrefix() string {
