@@ -411,41 +411,13 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 		return nil
 	}
 	for range maxAttempts {
-		now, err := s.now(ctx)
+		ops, err := s.addRunsOps(ctx, job, runs, keep)
 		if err != nil {
 			return err
 		}
-		v, err := s.readJob(ctx, job)
-		if err != nil {
-			return err
-		}
-		news := make([]runJSON, len(runs))
-		oldest := runs[0].Tick.UnixMilli()
-		for i, r := range runs {
-			news[i] = toRun(r)
-			if news[i].Started == 0 {
-				news[i].Started = now
-			}
-			if news[i].Ended == 0 {
-				news[i].Ended = now
-			}
-			oldest = min(oldest, news[i].Tick)
-		}
-		top, ok, err := s.readTop(ctx, job, v, oldest)
-		if err != nil {
-			return err
-		}
-		if !ok {
+		if ops == nil {
 			continue // a record went since the job was read
 		}
-		for _, r := range news {
-			i := slices.IndexFunc(top, func(p placed) bool { return p.run.Tick <= r.Tick })
-			if i < 0 {
-				i = len(top)
-			}
-			top = slices.Insert(top, i, placed{run: r})
-		}
-		ops := append([]any{s.writeJob(job, v, jobStateAfter(v, len(runs)))}, s.placeOps(job, v, top, driver.KeepRuns(keep))...)
 		if err := s.multi(ctx, ops); changed(err) {
 			continue
 		} else if err != nil {
@@ -454,6 +426,43 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 		return nil
 	}
 	return fmt.Errorf("zkstore: add runs of job %q: it changed under every one of %d attempts", job, maxAttempts)
+}
+
+// addRunsOps reads the server's clock and the job, and returns AddRuns's
+// multi-operation; nil when a record went between the reads.
+func (s *Store) addRunsOps(ctx context.Context, job string, runs []driver.RunRecord, keep int) ([]any, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.readJob(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	news := make([]runJSON, len(runs))
+	oldest := runs[0].Tick.UnixMilli()
+	for i, r := range runs {
+		news[i] = toRun(r)
+		if news[i].Started == 0 {
+			news[i].Started = now
+		}
+		if news[i].Ended == 0 {
+			news[i].Ended = now
+		}
+		oldest = min(oldest, news[i].Tick)
+	}
+	top, ok, err := s.readTop(ctx, job, v, oldest)
+	if err != nil || !ok {
+		return nil, err
+	}
+	for _, r := range news {
+		i := slices.IndexFunc(top, func(p placed) bool { return p.run.Tick <= r.Tick })
+		if i < 0 {
+			i = len(top)
+		}
+		top = slices.Insert(top, i, placed{run: r})
+	}
+	return append([]any{s.writeJob(job, v, jobStateAfter(v, len(runs)))}, s.placeOps(job, v, top, driver.KeepRuns(keep))...), nil
 }
 
 // readTop reads job's newest records, newest first, down to the first of
