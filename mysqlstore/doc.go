@@ -93,6 +93,7 @@
 //	  `host`       VARBINARY(255)  NOT NULL DEFAULT '',
 //	  `pid`        INT             NOT NULL DEFAULT 0,
 //	  `client`     VARBINARY(255)  NOT NULL DEFAULT '',
+//	  `claim`      VARBINARY(255)  NOT NULL DEFAULT '',  -- the claimer's id of it
 //	  `started_ms` BIGINT          NOT NULL,            -- server clock, Unix ms
 //	  `ended_ms`   BIGINT          NOT NULL DEFAULT 0,  -- 0 while running
 //	  `outcome`    VARBINARY(16)   NOT NULL,

@@ -32,11 +32,12 @@ func invalid(err error) error {
 type runRow struct {
 	tick, started, ended, fence sql.NullInt64
 	attempt, pid, held          sql.NullInt64
-	host, client, outcome, err  []byte
+	host, client, claim         []byte
+	outcome, err                []byte
 }
 
 func (r *runRow) dest() []any {
-	return []any{&r.tick, &r.attempt, &r.host, &r.pid, &r.client, &r.started, &r.ended, &r.outcome, &r.fence, &r.err, &r.held}
+	return []any{&r.tick, &r.attempt, &r.host, &r.pid, &r.client, &r.claim, &r.started, &r.ended, &r.outcome, &r.fence, &r.err, &r.held}
 }
 
 // record is the row's record of job; latest says it is the job's latest
@@ -45,7 +46,7 @@ func (r *runRow) dest() []any {
 // (held 1: the run may be waiting for the lock).
 func (r *runRow) record(job string, latest bool) driver.RunRecord {
 	rec := driver.RunRecord{Job: job, Tick: driver.UnixMilliOrZero(r.tick.Int64), Attempt: int(r.attempt.Int64), Host: string(r.host),
-		PID: int(r.pid.Int64), Client: string(r.client), Started: driver.UnixMilliOrZero(r.started.Int64), Ended: driver.UnixMilliOrZero(r.ended.Int64),
+		PID: int(r.pid.Int64), Client: string(r.client), Claim: string(r.claim), Started: driver.UnixMilliOrZero(r.started.Int64), Ended: driver.UnixMilliOrZero(r.ended.Int64),
 		Fence: r.fence.Int64, Error: string(r.err)}
 	rec.Outcome, _ = driver.ParseOutcome(string(r.outcome))
 	return driver.ReportedRun(rec, r.held.Int64 == 2, r.held.Int64 == 1, latest)
@@ -68,9 +69,9 @@ func (s *Store) checkJob(name string) error {
 
 // checkRun refuses, before any round trip, a record's fields longer than
 // the runs table holds.
-func checkRun(job, host, client string) error {
-	if len(host) > MaxOwnerLen || len(client) > MaxOwnerLen {
-		return invalid(fmt.Errorf("job %q: host of %d bytes, client of %d: want at most %d each", job, len(host), len(client), MaxOwnerLen))
+func checkRun(job, host, client, claim string) error {
+	if len(host) > MaxOwnerLen || len(client) > MaxOwnerLen || len(claim) > MaxOwnerLen {
+		return invalid(fmt.Errorf("job %q: host of %d bytes, client of %d, claim id of %d: want at most %d each", job, len(host), len(client), len(claim), MaxOwnerLen))
 	}
 	return nil
 }
@@ -83,7 +84,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if err := driver.CheckClaim(c); err != nil {
 		return driver.TickResult{}, invalid(err)
 	}
-	if err := checkRun(c.Job, c.Run.Host, c.Run.Client); err != nil {
+	if err := checkRun(c.Job, c.Run.Host, c.Run.Client, c.Run.Claim); err != nil {
 		return driver.TickResult{}, err
 	}
 	st, err := s.ready(ctx)
@@ -91,12 +92,13 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		return driver.TickResult{}, err
 	}
 	var (
-		status string
-		now, n int64
-		row    runRow
+		status   string
+		now, n   int64
+		prevSpec []byte
+		row      runRow
 	)
 	err = st.claimTick.QueryRowContext(ctx, []byte(c.Job), c.Tick.UnixMilli(), c.Attempt, c.Tolerance.Milliseconds(), driver.UntilMilli(c.Until),
-		[]byte(c.Run.Host), c.Run.PID, []byte(c.Run.Client), driver.KeepRuns(c.Keep), []byte(c.Spec)).Scan(append([]any{&status, &now, &n}, row.dest()...)...)
+		[]byte(c.Run.Host), c.Run.PID, []byte(c.Run.Client), []byte(c.Run.Claim), driver.KeepRuns(c.Keep), []byte(c.Spec)).Scan(append([]any{&status, &now, &n, &prevSpec}, row.dest()...)...)
 	if err != nil {
 		return driver.TickResult{}, fmt.Errorf("mysqlstore: claim tick of job %q: %w", c.Job, err)
 	}
@@ -104,6 +106,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if !ok {
 		return driver.TickResult{}, fmt.Errorf("mysqlstore: claim tick of job %q: unexpected status %q", c.Job, status)
 	}
+	res.PrevSpec = string(prevSpec)
 	if res.Status == driver.ClaimTaken && row.tick.Valid {
 		res.Last = row.record(c.Job, true)
 	}
@@ -118,7 +121,7 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	if err := driver.CheckEnd(e); err != nil {
 		return invalid(err)
 	}
-	if err := checkRun(e.Job, "", e.Client); err != nil {
+	if err := checkRun(e.Job, "", e.Client, ""); err != nil {
 		return err
 	}
 	st, err := s.ready(ctx)
@@ -133,8 +136,9 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	return nil
 }
 
-// AddRuns implements [driver.JobStore]: one CALL of <table>_add_runs, the
-// records a JSON array (texts in hex, so that any bytes pass).
+// AddRuns implements [driver.JobStore]: one CALL of <table>_add_runs (which
+// puts each record below the records of later ticks), the records a JSON
+// array (texts in hex, so that any bytes pass).
 func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord, keep int) error {
 	if err := s.checkJob(job); err != nil {
 		return err
@@ -143,7 +147,7 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 		return invalid(err)
 	}
 	for _, r := range runs {
-		if err := checkRun(job, r.Host, r.Client); err != nil {
+		if err := checkRun(job, r.Host, r.Client, r.Claim); err != nil {
 			return err
 		}
 	}
@@ -157,7 +161,8 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 	recs := make([][]any, len(runs))
 	for i, r := range runs {
 		recs[i] = []any{r.Tick.UnixMilli(), r.Attempt, hex.EncodeToString([]byte(r.Host)), r.PID, hex.EncodeToString([]byte(r.Client)),
-			driver.MilliOrZero(r.Started), driver.MilliOrZero(r.Ended), r.Outcome.String(), r.Fence, hex.EncodeToString([]byte(r.Error))}
+			driver.MilliOrZero(r.Started), driver.MilliOrZero(r.Ended), r.Outcome.String(), r.Fence, hex.EncodeToString([]byte(r.Error)),
+			hex.EncodeToString([]byte(r.Claim))}
 	}
 	doc, err := json.Marshal(recs)
 	if err != nil {

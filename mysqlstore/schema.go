@@ -201,7 +201,7 @@ var tables = []struct {
 	{"_clients", []string{"id", "record", "expires_us"}},
 	{"_waiters", []string{"name", "store", "expires_us"}},
 	{"_jobs", []string{"name", "tick", "attempt", "outcome", "client", "spec", "seq"}},
-	{"_runs", []string{"name", "seq", "tick", "attempt", "host", "pid", "client", "started_ms", "ended_ms", "outcome", "fence", "error"}},
+	{"_runs", []string{"name", "seq", "tick", "attempt", "host", "pid", "client", "claim", "started_ms", "ended_ms", "outcome", "fence", "error"}},
 	{"_schema", []string{"app", "version"}},
 }
 

@@ -124,6 +124,7 @@ CREATE TABLE IF NOT EXISTS `leash_locks_runs` (
   `host`       VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the claimer''s host',
   `pid`        INT             NOT NULL DEFAULT 0  COMMENT 'the claimer''s process id',
   `client`     VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the claimer''s leash Client id',
+  `claim`      VARBINARY(255)  NOT NULL DEFAULT '' COMMENT 'the id the claimer gave its claim; empty for none',
   `started_ms` BIGINT          NOT NULL           COMMENT 'claimed, Unix ms by the server''s clock',
   `ended_ms`   BIGINT          NOT NULL DEFAULT 0  COMMENT 'its end recorded, Unix ms; 0 while running',
   `outcome`    VARBINARY(16)   NOT NULL           COMMENT 'running, ok, failed, skipped, missed, cancelled or lost',
@@ -661,13 +662,15 @@ END//
 -- taken (n: the latest claim's tick; r_*: its record, r_held as
 -- leash_locks_job_held says of its claimer), early (n: the tick minus now,
 -- ms), late (p_until > 0 and now after it), else granted (n: the tick
--- claimed before, 0 for none): the claim becomes the job's latest and a
--- record of its run is added, keeping the last p_keep. Returns one row:
--- status, now_ms, n, and the r_* columns (NULL but for taken).
+-- claimed before, 0 for none; prev_spec: the schedule kept before, '' for
+-- none): the claim becomes the job's latest and a record of its run (with
+-- the claim's id p_claim) is added, keeping the last p_keep. Returns one
+-- row: status, now_ms, n, prev_spec, and the r_* columns (NULL but for
+-- taken).
 DROP PROCEDURE IF EXISTS `leash_locks_claim_tick`//
 CREATE PROCEDURE `leash_locks_claim_tick`(IN p_name VARBINARY(512), IN p_tick BIGINT, IN p_attempt INT,
     IN p_tolerance BIGINT, IN p_until BIGINT, IN p_host VARBINARY(255), IN p_pid INT, IN p_client VARBINARY(255),
-    IN p_keep INT, IN p_spec VARBINARY(256))
+    IN p_claim VARBINARY(255), IN p_keep INT, IN p_spec VARBINARY(256))
   MODIFIES SQL DATA
   COMMENT 'leash: claim a job''s tick (github.com/leash-go/leash/mysqlstore)'
 BEGIN
@@ -675,11 +678,12 @@ BEGIN
   DECLARE v_now, v_tick, v_seq, v_n BIGINT DEFAULT 0;
   DECLARE v_attempt INT DEFAULT 0;
   DECLARE v_outcome VARBINARY(16) DEFAULT '';
+  DECLARE v_spec VARBINARY(256) DEFAULT '';
   DECLARE v_status VARCHAR(8) DEFAULT 'granted';
   DECLARE v_nf INT DEFAULT 0;
   DECLARE r_tick, r_started, r_ended, r_fence BIGINT DEFAULT NULL;
   DECLARE r_attempt, r_pid, r_held INT DEFAULT NULL;
-  DECLARE r_host, r_client VARBINARY(255) DEFAULT NULL;
+  DECLARE r_host, r_client, r_claim VARBINARY(255) DEFAULT NULL;
   DECLARE r_outcome VARBINARY(16) DEFAULT NULL;
   DECLARE r_error VARBINARY(1024) DEFAULT NULL;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_nf = 1;
@@ -688,14 +692,14 @@ BEGIN
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
   START TRANSACTION;
   INSERT INTO `leash_locks_jobs` (`name`) VALUES (p_name) ON DUPLICATE KEY UPDATE `name` = `name`;
-  SELECT `tick`, `attempt`, `outcome`, `seq` INTO v_tick, v_attempt, v_outcome, v_seq
+  SELECT `tick`, `attempt`, `outcome`, `spec`, `seq` INTO v_tick, v_attempt, v_outcome, v_spec, v_seq
     FROM `leash_locks_jobs` WHERE `name` = p_name FOR UPDATE;
   IF v_attempt > 0 AND (v_tick > p_tick
       OR (v_tick = p_tick AND (p_attempt <> v_attempt + 1 OR v_outcome NOT IN ('failed', 'cancelled')))
       OR (p_tick > v_tick AND p_attempt <> 1)) THEN
     SET v_status = 'taken', v_n = v_tick;
-    SELECT `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `ended_ms`, `outcome`, `fence`, `error`
-      INTO r_tick, r_attempt, r_host, r_pid, r_client, r_started, r_ended, r_outcome, r_fence, r_error
+    SELECT `tick`, `attempt`, `host`, `pid`, `client`, `claim`, `started_ms`, `ended_ms`, `outcome`, `fence`, `error`
+      INTO r_tick, r_attempt, r_host, r_pid, r_client, r_claim, r_started, r_ended, r_outcome, r_fence, r_error
       FROM `leash_locks_runs` WHERE `name` = p_name AND `tick` = v_tick AND `attempt` = v_attempt ORDER BY `seq` DESC LIMIT 1;
     IF v_nf = 0 THEN
       CALL `leash_locks_job_held`(p_name, r_client, v_now_us, r_held);
@@ -712,14 +716,15 @@ BEGIN
     UPDATE `leash_locks_jobs` SET `tick` = p_tick, `attempt` = p_attempt, `outcome` = 'running', `client` = p_client,
         `spec` = IF(p_spec <> '', p_spec, `spec`), `seq` = v_seq
       WHERE `name` = p_name;
-    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `outcome`)
-      VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, v_now, 'running');
+    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `claim`, `started_ms`, `outcome`)
+      VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, p_claim, v_now, 'running');
     DELETE FROM `leash_locks_runs` WHERE `name` = p_name AND `seq` <= v_seq - p_keep;
     COMMIT;
   ELSE
     ROLLBACK; -- nothing changed but, for a job's first claim, its new row
   END IF;
-  SELECT v_status AS status, v_now AS now_ms, v_n AS n, r_tick, r_attempt, r_host, r_pid, r_client, r_started,
+  SELECT v_status AS status, v_now AS now_ms, v_n AS n, IF(v_status = 'granted', v_spec, '') AS prev_spec,
+    r_tick, r_attempt, r_host, r_pid, r_client, r_claim, r_started,
     r_ended, r_outcome, r_fence, r_error, r_held;
 END//
 
@@ -762,8 +767,13 @@ END//
 -- leash_locks_add_runs: add records of runs never claimed to job p_name's
 -- history, keeping its last p_keep. p_runs is a JSON array of records,
 -- oldest first, each an array: tick, attempt, host (hex), pid, client
--- (hex), started, ended (Unix ms; 0 is now), outcome, fence, error (hex).
--- The job's latest claim is left as it is. Returns nothing.
+-- (hex), started, ended (Unix ms; 0 is now), outcome, fence, error (hex),
+-- claim (hex). Each record goes below the records of later ticks (the
+-- claim that found the ticks missed, recorded before): above the newest
+-- record whose tick is not later, the records over it moving up one seq.
+-- So the history stays newest tick first, and trimming drops the oldest
+-- ticks, never that claim. The job's latest claim is left as it is.
+-- Returns nothing.
 DROP PROCEDURE IF EXISTS `leash_locks_add_runs`//
 CREATE PROCEDURE `leash_locks_add_runs`(IN p_name VARBINARY(512), IN p_keep INT, IN p_runs LONGTEXT)
   MODIFIES SQL DATA
@@ -772,7 +782,7 @@ BEGIN
   DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000;
   DECLARE v_count INT DEFAULT JSON_LENGTH(p_runs);
   DECLARE v_i INT DEFAULT 0;
-  DECLARE v_seq, v_started, v_ended BIGINT DEFAULT 0;
+  DECLARE v_seq, v_at, v_tick, v_started, v_ended BIGINT DEFAULT 0;
   DECLARE v_run LONGTEXT;
   DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
   SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
@@ -780,14 +790,25 @@ BEGIN
   INSERT INTO `leash_locks_jobs` (`name`) VALUES (p_name) ON DUPLICATE KEY UPDATE `name` = `name`;
   SELECT `seq` INTO v_seq FROM `leash_locks_jobs` WHERE `name` = p_name FOR UPDATE;
   WHILE v_i < v_count DO
-    SET v_run = JSON_EXTRACT(p_runs, CONCAT('$[', v_i, ']')), v_seq = v_seq + 1;
-    SET v_started = JSON_EXTRACT(v_run, '$[5]'), v_ended = JSON_EXTRACT(v_run, '$[6]');
-    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `started_ms`, `ended_ms`,
-        `outcome`, `fence`, `error`)
-      VALUES (p_name, v_seq, JSON_EXTRACT(v_run, '$[0]'), JSON_EXTRACT(v_run, '$[1]'),
+    SET v_run = JSON_EXTRACT(p_runs, CONCAT('$[', v_i, ']'));
+    SET v_tick = JSON_EXTRACT(v_run, '$[0]'), v_started = JSON_EXTRACT(v_run, '$[5]'), v_ended = JSON_EXTRACT(v_run, '$[6]');
+    -- Its seq: above the newest record of a tick not later than its own;
+    -- the lowest when every record's tick is later; the next when there is
+    -- none. The records from there up move up one, highest first, so that
+    -- no two ever share a seq.
+    SET v_at = (SELECT MAX(`seq`) + 1 FROM `leash_locks_runs` WHERE `name` = p_name AND `tick` <= v_tick);
+    IF v_at IS NULL THEN
+      SET v_at = (SELECT COALESCE(MIN(`seq`), v_seq + 1) FROM `leash_locks_runs` WHERE `name` = p_name);
+    END IF;
+    UPDATE `leash_locks_runs` SET `seq` = `seq` + 1 WHERE `name` = p_name AND `seq` >= v_at ORDER BY `seq` DESC;
+    SET v_seq = v_seq + 1;
+    INSERT INTO `leash_locks_runs` (`name`, `seq`, `tick`, `attempt`, `host`, `pid`, `client`, `claim`, `started_ms`,
+        `ended_ms`, `outcome`, `fence`, `error`)
+      VALUES (p_name, v_at, v_tick, JSON_EXTRACT(v_run, '$[1]'),
         UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[2]'))), JSON_EXTRACT(v_run, '$[3]'),
-        UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[4]'))), IF(v_started = 0, v_now, v_started),
-        IF(v_ended = 0, v_now, v_ended), JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[7]')), JSON_EXTRACT(v_run, '$[8]'),
+        UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[4]'))), UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[10]'))),
+        IF(v_started = 0, v_now, v_started), IF(v_ended = 0, v_now, v_ended),
+        JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[7]')), JSON_EXTRACT(v_run, '$[8]'),
         UNHEX(JSON_UNQUOTE(JSON_EXTRACT(v_run, '$[9]'))));
     SET v_i = v_i + 1;
   END WHILE;
@@ -811,7 +832,7 @@ BEGIN
   DECLARE v_now BIGINT DEFAULT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6));
   DECLARE v_limit INT DEFAULT IF(p_n > 0, p_n, 2147483647);
   SELECT v_now DIV 1000 AS now_ms, COALESCE(j.`tick`, 0), COALESCE(j.`attempt`, 0), COALESCE(j.`spec`, ''),
-      r.`tick`, r.`attempt`, r.`host`, r.`pid`, r.`client`, r.`started_ms`, r.`ended_ms`, r.`outcome`, r.`fence`, r.`error`,
+      r.`tick`, r.`attempt`, r.`host`, r.`pid`, r.`client`, r.`claim`, r.`started_ms`, r.`ended_ms`, r.`outcome`, r.`fence`, r.`error`,
       IF(r.`outcome` = 'running' AND (
           EXISTS (SELECT 1 FROM `leash_locks` l WHERE l.`name` = p_name AND l.`expires_us` > v_now
                   AND SUBSTRING_INDEX(l.`owner`, ':', 1) = r.`client`)

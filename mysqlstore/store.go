@@ -260,7 +260,7 @@ func (s *Store) prepare(ctx context.Context) (*statements, error) {
 		{&st.getClient, "SELECT `record` FROM " + n.clients + " WHERE `id` = ? AND `expires_us` > " + now},
 		{&st.deleteClient, "DELETE FROM " + n.clients + " WHERE `id` = ?"},
 		{&st.waiting, "CALL " + n.qualified("_waiting") + "(?, ?, ?)"},
-		{&st.claimTick, "CALL " + n.qualified("_claim_tick") + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+		{&st.claimTick, "CALL " + n.qualified("_claim_tick") + "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
 		{&st.endRun, "CALL " + n.qualified("_end_run") + "(?, ?, ?, ?, ?, ?, ?)"},
 		{&st.addRuns, "CALL " + n.qualified("_add_runs") + "(?, ?, ?)"},
 		{&st.jobHistory, "CALL " + n.qualified("_job_history") + "(?, ?)"},

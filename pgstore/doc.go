@@ -62,6 +62,7 @@
 //	    host    text NOT NULL DEFAULT '',
 //	    pid     integer NOT NULL DEFAULT 0,
 //	    client  text NOT NULL DEFAULT '',
+//	    claim   text NOT NULL DEFAULT '',
 //	    started timestamptz NOT NULL,
 //	    ended   timestamptz,
 //	    outcome text NOT NULL CHECK (outcome IN ('running', 'ok', 'failed', 'skipped', 'missed', 'cancelled', 'lost')),

@@ -28,6 +28,7 @@ type runRow struct {
 	tick            *int64
 	attempt         *int32
 	host, client    *string
+	claim           *string
 	pid             *int32
 	started, ended  *int64
 	outcome, errTxt *string
@@ -36,7 +37,7 @@ type runRow struct {
 }
 
 func (r *runRow) dest() []any {
-	return []any{&r.tick, &r.attempt, &r.host, &r.pid, &r.client, &r.started, &r.ended, &r.outcome, &r.fence, &r.errTxt, &r.held}
+	return []any{&r.tick, &r.attempt, &r.host, &r.pid, &r.client, &r.claim, &r.started, &r.ended, &r.outcome, &r.fence, &r.errTxt, &r.held}
 }
 
 func deref[T any](p *T) T {
@@ -53,7 +54,7 @@ func deref[T any](p *T) T {
 // may be waiting for the lock).
 func (r *runRow) record(job string, latest bool) driver.RunRecord {
 	rec := driver.RunRecord{Job: job, Tick: driver.UnixMilliOrZero(deref(r.tick)), Attempt: int(deref(r.attempt)), Host: deref(r.host),
-		PID: int(deref(r.pid)), Client: deref(r.client), Started: driver.UnixMilliOrZero(deref(r.started)), Ended: driver.UnixMilliOrZero(deref(r.ended)),
+		PID: int(deref(r.pid)), Client: deref(r.client), Claim: deref(r.claim), Started: driver.UnixMilliOrZero(deref(r.started)), Ended: driver.UnixMilliOrZero(deref(r.ended)),
 		Fence: deref(r.fence), Error: deref(r.errTxt)}
 	rec.Outcome, _ = driver.ParseOutcome(deref(r.outcome))
 	return driver.ReportedRun(rec, deref(r.held) == 2, deref(r.held) == 1, latest)
@@ -80,12 +81,13 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		return driver.TickResult{}, err
 	}
 	var (
-		status string
-		now, n int64
-		row    runRow
+		status   string
+		now, n   int64
+		prevSpec *string
+		row      runRow
 	)
 	err := s.pool.QueryRow(ctx, s.sql.claimTick, c.Job, c.Tick.UnixMilli(), int32(c.Attempt), c.Tolerance.Milliseconds(), driver.UntilMilli(c.Until),
-		c.Run.Host, int32(c.Run.PID), c.Run.Client, int32(driver.KeepRuns(c.Keep)), c.Spec).Scan(append([]any{&status, &now, &n}, row.dest()...)...)
+		c.Run.Host, int32(c.Run.PID), c.Run.Client, c.Run.Claim, int32(driver.KeepRuns(c.Keep)), c.Spec).Scan(append([]any{&status, &now, &n, &prevSpec}, row.dest()...)...)
 	if err != nil {
 		return driver.TickResult{}, fmt.Errorf("pgstore: claim tick of job %q: %w", c.Job, explain(err))
 	}
@@ -93,6 +95,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if !ok {
 		return driver.TickResult{}, fmt.Errorf("pgstore: claim tick of job %q: unexpected status %q", c.Job, status)
 	}
+	res.PrevSpec = deref(prevSpec)
 	if res.Status == driver.ClaimTaken && row.tick != nil {
 		res.Last = row.record(c.Job, true)
 	}
@@ -118,7 +121,8 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 }
 
 // AddRuns implements [driver.JobStore]: one statement (the add_runs
-// function), the records' fields as arrays.
+// function, which puts each record below the records of later ticks), the
+// records' fields as arrays.
 func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord, keep int) error {
 	if err := driver.CheckRuns(job, runs, keep); err != nil {
 		return invalid(err)
@@ -132,14 +136,16 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 	var (
 		ticks, starteds, endeds, fences []int64
 		attempts, pids                  []int32
-		hosts, clients, outcomes, errs  []string
+		hosts, clients, claims          []string
+		outcomes, errs                  []string
 	)
 	for _, r := range runs {
 		ticks, starteds, endeds, fences = append(ticks, r.Tick.UnixMilli()), append(starteds, driver.MilliOrZero(r.Started)), append(endeds, driver.MilliOrZero(r.Ended)), append(fences, r.Fence)
 		attempts, pids = append(attempts, int32(r.Attempt)), append(pids, int32(r.PID))
-		hosts, clients, outcomes, errs = append(hosts, r.Host), append(clients, r.Client), append(outcomes, r.Outcome.String()), append(errs, r.Error)
+		hosts, clients, claims = append(hosts, r.Host), append(clients, r.Client), append(claims, r.Claim)
+		outcomes, errs = append(outcomes, r.Outcome.String()), append(errs, r.Error)
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.addRuns, job, int32(driver.KeepRuns(keep)), ticks, attempts, hosts, pids, clients, starteds, endeds,
+	if _, err := s.pool.Exec(ctx, s.sql.addRuns, job, int32(driver.KeepRuns(keep)), ticks, attempts, hosts, pids, clients, claims, starteds, endeds,
 		outcomes, fences, errs); err != nil {
 		return fmt.Errorf("pgstore: add runs of job %q: %w", job, explain(err))
 	}

@@ -70,7 +70,7 @@ var expectedColumns = map[string]string{
 	"_clients": "id text, record jsonb, expires timestamp with time zone",
 	"_version": "version integer",
 	"_jobs":    "name text, tick bigint, attempt integer, outcome text, client text, spec text, seq bigint",
-	"_runs": "name text, seq bigint, tick bigint, attempt integer, host text, pid integer, client text, " +
+	"_runs": "name text, seq bigint, tick bigint, attempt integer, host text, pid integer, client text, claim text, " +
 		"started timestamp with time zone, ended timestamp with time zone, outcome text, fence bigint, error text",
 }
 
@@ -303,9 +303,9 @@ func newStatements(schema, table string) statements {
 		INSERT INTO ` + st.clients + ` (id, record, expires) VALUES ($1, $2, clock_timestamp() + $3 * interval '1 microsecond')
 		ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record, expires = EXCLUDED.expires`
 	st.jobs = name("_jobs")
-	st.claimTick = "SELECT * FROM " + name("_claim_tick") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+	st.claimTick = "SELECT * FROM " + name("_claim_tick") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 	st.endRun = "SELECT o_updated FROM " + name("_end_run") + "($1, $2, $3, $4, $5, $6, $7)"
-	st.addRuns = "SELECT " + name("_add_runs") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+	st.addRuns = "SELECT " + name("_add_runs") + "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
 	st.jobHistory = "SELECT * FROM " + name("_job_history") + "($1, $2)"
 	st.jobList = "SELECT name FROM " + st.jobs + ` WHERE name LIKE $1 ESCAPE '\'`
 	st.getClient = "SELECT record FROM " + st.clients + " WHERE id = $1 AND expires > clock_timestamp()"

@@ -541,6 +541,8 @@ CREATE TABLE public.leash_locks_runs (
     host    text NOT NULL DEFAULT '',
     pid     integer NOT NULL DEFAULT 0,
     client  text NOT NULL DEFAULT '',
+    -- The id the claimer gave its claim (driver.RunRecord.Claim); '' for none.
+    claim   text NOT NULL DEFAULT '',
     -- When the run was claimed and when its end was recorded, by the
     -- server's clock; ended is NULL while it runs.
     started timestamptz NOT NULL,
@@ -573,14 +575,16 @@ $$;
 -- 'taken' (o_n: the latest claim's tick; o_r_*: its record, o_r_held as
 -- leash_locks_job_held says of its claimer), 'early' (o_n: the tick minus
 -- now, ms), 'late' (p_until > 0 and now after it), else 'granted' (o_n: the
--- tick claimed before, 0 for none): the claim becomes the job's latest and
--- a record of its run is added, keeping the last p_keep. o_now is now (ms).
+-- tick claimed before, 0 for none; o_prev_spec: the schedule kept before,
+-- '' for none): the claim becomes the job's latest and a record of its run
+-- (with the claim's id p_claim) is added, keeping the last p_keep. o_now is
+-- now (ms).
 CREATE FUNCTION public.leash_locks_claim_tick(
     p_name text, p_tick bigint, p_attempt integer, p_tolerance bigint, p_until bigint,
-    p_host text, p_pid integer, p_client text, p_keep integer, p_spec text,
-    OUT o_status text, OUT o_now bigint, OUT o_n bigint,
+    p_host text, p_pid integer, p_client text, p_claim text, p_keep integer, p_spec text,
+    OUT o_status text, OUT o_now bigint, OUT o_n bigint, OUT o_prev_spec text,
     OUT o_r_tick bigint, OUT o_r_attempt integer, OUT o_r_host text, OUT o_r_pid integer,
-    OUT o_r_client text, OUT o_r_started bigint, OUT o_r_ended bigint, OUT o_r_outcome text,
+    OUT o_r_client text, OUT o_r_claim text, OUT o_r_started bigint, OUT o_r_ended bigint, OUT o_r_outcome text,
     OUT o_r_fence bigint, OUT o_r_error text, OUT o_r_held integer)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
@@ -591,7 +595,7 @@ DECLARE
     v_seq bigint;
 BEGIN
     PERFORM public.leash_locks_isolation();
-    o_now := public.leash_locks_ms(t_now); o_n := 0;
+    o_now := public.leash_locks_ms(t_now); o_n := 0; o_prev_spec := '';
     LOOP
         SELECT * INTO j FROM public.leash_locks_jobs WHERE name = p_name FOR UPDATE;
         have := FOUND;
@@ -604,7 +608,7 @@ BEGIN
                 SELECT * INTO r FROM public.leash_locks_runs
                 WHERE name = p_name AND tick = j.tick AND attempt = j.attempt ORDER BY seq DESC LIMIT 1;
                 IF FOUND THEN
-                    o_r_host := r.host; o_r_pid := r.pid; o_r_client := r.client;
+                    o_r_host := r.host; o_r_pid := r.pid; o_r_client := r.client; o_r_claim := r.claim;
                     o_r_started := public.leash_locks_ms(r.started);
                     o_r_ended := coalesce(public.leash_locks_ms(r.ended), 0);
                     o_r_outcome := r.outcome; o_r_fence := r.fence; o_r_error := r.error;
@@ -629,18 +633,19 @@ BEGIN
         -- when a concurrent call inserted it first, read again, locked.
         INSERT INTO public.leash_locks_jobs (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING;
         IF FOUND THEN
-            j.tick := 0; j.attempt := 0;
+            j.tick := 0; j.attempt := 0; j.spec := '';
             EXIT;
         END IF;
     END LOOP;
     o_status := 'granted';
     o_n := CASE WHEN j.attempt > 0 THEN j.tick ELSE 0 END;
+    o_prev_spec := j.spec;
     UPDATE public.leash_locks_jobs
     SET tick = p_tick, attempt = p_attempt, outcome = 'running', client = p_client,
         spec = CASE WHEN p_spec <> '' THEN p_spec ELSE spec END, seq = seq + 1
     WHERE name = p_name RETURNING seq INTO v_seq;
-    INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, started, outcome)
-    VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, t_now, 'running');
+    INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, claim, started, outcome)
+    VALUES (p_name, v_seq, p_tick, p_attempt, p_host, p_pid, p_client, p_claim, t_now, 'running');
     DELETE FROM public.leash_locks_runs WHERE name = p_name AND seq <= v_seq - p_keep;
 END
 $$;
@@ -681,32 +686,49 @@ $$;
 
 -- leash_locks_add_runs adds records of runs never claimed to job p_name's
 -- history, oldest first (the arrays are the records' fields, in order; a
--- started or ended of 0 is now), keeping its last p_keep records. The
+-- started or ended of 0 is now), keeping its last p_keep records. Each
+-- record goes below the records of later ticks (the claim that found the
+-- ticks missed, recorded before): above the newest record whose tick is not
+-- later, the records over it moving up one seq. So the history stays newest
+-- tick first, and trimming drops the oldest ticks, never that claim. The
 -- job's latest claim is left as it is.
 CREATE FUNCTION public.leash_locks_add_runs(
     p_name text, p_keep integer, p_ticks bigint[], p_attempts integer[], p_hosts text[],
-    p_pids integer[], p_clients text[], p_starteds bigint[], p_endeds bigint[], p_outcomes text[],
-    p_fences bigint[], p_errors text[])
+    p_pids integer[], p_clients text[], p_claims text[], p_starteds bigint[], p_endeds bigint[],
+    p_outcomes text[], p_fences bigint[], p_errors text[])
 RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp SET lock_timeout = '5s' AS $$
 DECLARE
     t_now timestamptz := date_trunc('milliseconds', clock_timestamp());
-    v_seq bigint;
+    v_top bigint;
+    v_at  bigint;
+    i     integer;
 BEGIN
     PERFORM public.leash_locks_isolation();
     INSERT INTO public.leash_locks_jobs (name) VALUES (p_name) ON CONFLICT (name) DO NOTHING;
-    UPDATE public.leash_locks_jobs SET seq = seq + cardinality(p_ticks) WHERE name = p_name
-    RETURNING seq - cardinality(p_ticks) INTO v_seq;
-    INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, started, ended,
-                                         outcome, fence, error)
-    SELECT p_name, v_seq + u.i, u.tick, u.attempt, u.host, u.pid, u.client,
-           CASE WHEN u.started = 0 THEN t_now ELSE to_timestamp(u.started / 1000.0) END,
-           CASE WHEN u.ended = 0 THEN t_now ELSE to_timestamp(u.ended / 1000.0) END,
-           u.outcome, u.fence, u.error
-    FROM unnest(p_ticks, p_attempts, p_hosts, p_pids, p_clients, p_starteds, p_endeds, p_outcomes,
-                p_fences, p_errors) WITH ORDINALITY
-         AS u(tick, attempt, host, pid, client, started, ended, outcome, fence, error, i);
-    DELETE FROM public.leash_locks_runs WHERE name = p_name AND seq <= v_seq + cardinality(p_ticks) - p_keep;
+    SELECT seq INTO v_top FROM public.leash_locks_jobs WHERE name = p_name FOR UPDATE;
+    FOR i IN 1 .. coalesce(cardinality(p_ticks), 0) LOOP
+        -- The new record's seq: above the newest record of a tick not
+        -- later than its own; the lowest when every record's tick is later;
+        -- the next when there is none.
+        SELECT max(seq) + 1 INTO v_at FROM public.leash_locks_runs WHERE name = p_name AND tick <= p_ticks[i];
+        IF v_at IS NULL THEN
+            SELECT coalesce(min(seq), v_top + 1) INTO v_at FROM public.leash_locks_runs WHERE name = p_name;
+        END IF;
+        -- Move the records above it up one, in two steps so that no two rows
+        -- ever share a seq (the key is checked row by row).
+        UPDATE public.leash_locks_runs SET seq = -(seq + 1) WHERE name = p_name AND seq >= v_at;
+        UPDATE public.leash_locks_runs SET seq = -seq WHERE name = p_name AND seq < 0;
+        INSERT INTO public.leash_locks_runs (name, seq, tick, attempt, host, pid, client, claim, started,
+                                             ended, outcome, fence, error)
+        VALUES (p_name, v_at, p_ticks[i], p_attempts[i], p_hosts[i], p_pids[i], p_clients[i], p_claims[i],
+                CASE WHEN p_starteds[i] = 0 THEN t_now ELSE to_timestamp(p_starteds[i] / 1000.0) END,
+                CASE WHEN p_endeds[i] = 0 THEN t_now ELSE to_timestamp(p_endeds[i] / 1000.0) END,
+                p_outcomes[i], p_fences[i], p_errors[i]);
+        v_top := v_top + 1;
+    END LOOP;
+    UPDATE public.leash_locks_jobs SET seq = v_top WHERE name = p_name;
+    DELETE FROM public.leash_locks_runs WHERE name = p_name AND seq <= v_top - p_keep;
 END
 $$;
 
@@ -719,7 +741,7 @@ $$;
 CREATE FUNCTION public.leash_locks_job_history(p_name text, p_n integer)
 RETURNS TABLE (o_now bigint, o_tick bigint, o_attempt integer, o_spec text,
                o_r_tick bigint, o_r_attempt integer, o_r_host text, o_r_pid integer, o_r_client text,
-               o_r_started bigint, o_r_ended bigint, o_r_outcome text, o_r_fence bigint, o_r_error text,
+               o_r_claim text, o_r_started bigint, o_r_ended bigint, o_r_outcome text, o_r_fence bigint, o_r_error text,
                o_r_held integer)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -728,7 +750,7 @@ BEGIN
     PERFORM public.leash_locks_isolation();
     RETURN QUERY
     SELECT public.leash_locks_ms(t_now), coalesce(j.tick, 0), coalesce(j.attempt, 0), coalesce(j.spec, ''),
-           r.tick, r.attempt, r.host, r.pid, r.client, public.leash_locks_ms(r.started),
+           r.tick, r.attempt, r.host, r.pid, r.client, r.claim, public.leash_locks_ms(r.started),
            coalesce(public.leash_locks_ms(r.ended), 0), r.outcome, r.fence, r.error,
            CASE WHEN r.outcome = 'running' THEN public.leash_locks_job_held(p_name, r.client, t_now) ELSE 0 END
     FROM (SELECT 1) AS one

@@ -131,8 +131,14 @@
 // tick less its tolerance by the server's clock; it may be granted up to
 // one round trip after its Until. Whether a running record's claimer still
 // holds the job's lock is whether a hold node of its Client exists in the
-// lock's directory (no time is read for it). Job znodes or children that
-// are not leash's are refused with a NotALockError and never changed.
+// lock's directory (no time is read for it). AddRuns puts each missed
+// tick below the records of later ticks (the claim that found it missed):
+// those records take the seqs above it, each deleted at the version read
+// and created again in the same multi-operation, so an end recorded on one
+// meanwhile makes the operation fail and start over rather than be lost;
+// History reads the job's node again after its records, and reads again
+// when it changed. Job znodes or children that are not leash's are refused
+// with a NotALockError and never changed.
 //
 // # Lease limits
 //

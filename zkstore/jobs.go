@@ -61,6 +61,7 @@ type runJSON struct {
 	Host    string `json:"host"`
 	PID     int    `json:"pid"`
 	Client  string `json:"client"`
+	Claim   string `json:"claim,omitempty"`
 	Started int64  `json:"started"`
 	Ended   int64  `json:"ended"`
 	Outcome string `json:"outcome"`
@@ -69,12 +70,12 @@ type runJSON struct {
 }
 
 func toRun(r driver.RunRecord) runJSON {
-	return runJSON{Tick: r.Tick.UnixMilli(), Attempt: r.Attempt, Host: r.Host, PID: r.PID, Client: r.Client,
+	return runJSON{Tick: r.Tick.UnixMilli(), Attempt: r.Attempt, Host: r.Host, PID: r.PID, Client: r.Client, Claim: r.Claim,
 		Started: driver.MilliOrZero(r.Started), Ended: driver.MilliOrZero(r.Ended), Outcome: r.Outcome.String(), Fence: r.Fence, Error: r.Error}
 }
 
 func (j runJSON) record(job string) driver.RunRecord {
-	r := driver.RunRecord{Job: job, Tick: time.UnixMilli(j.Tick), Attempt: j.Attempt, Host: j.Host, PID: j.PID, Client: j.Client,
+	r := driver.RunRecord{Job: job, Tick: time.UnixMilli(j.Tick), Attempt: j.Attempt, Host: j.Host, PID: j.PID, Client: j.Client, Claim: j.Claim,
 		Started: driver.UnixMilliOrZero(j.Started), Ended: driver.UnixMilliOrZero(j.Ended), Fence: j.Fence, Error: j.Error}
 	r.Outcome, _ = driver.ParseOutcome(j.Outcome)
 	return r
@@ -99,6 +100,7 @@ func runName(seq int64) string { return fmt.Sprintf("%s%019d", runPrefix, seq) }
 type jobView struct {
 	exists  bool
 	version int32
+	czxid   int64
 	state   jobState
 	seqs    []int64 // its records, oldest first
 }
@@ -172,7 +174,7 @@ func (s *Store) readJob(ctx context.Context, job string) (jobView, error) {
 			v.seqs = append(v.seqs, seq)
 		}
 		slices.Sort(v.seqs)
-		v.exists, v.version = true, st.Version
+		v.exists, v.version, v.czxid = true, st.Version, st.Czxid
 		return v, nil
 	}
 	return jobView{}, fmt.Errorf("zkstore: read job %q: it changed under every one of %d reads", job, maxAttempts)
@@ -315,7 +317,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 			res.Status = driver.ClaimLate
 			return res, nil
 		}
-		res.Status = driver.ClaimGranted
+		res.Status, res.PrevSpec = driver.ClaimGranted, j.Spec
 		if j.Attempt > 0 {
 			res.Prev = time.UnixMilli(j.Tick)
 		}
@@ -384,8 +386,20 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	return fmt.Errorf("zkstore: end a run of job %q: it changed under every one of %d attempts", e.Job, maxAttempts)
 }
 
+// placed is one of a job's records as AddRuns orders them: a kept one
+// (its seq, as read, and its node's version) or a new one (seq 0).
+type placed struct {
+	seq     int64
+	version int32
+	run     runJSON
+}
+
 // AddRuns implements [driver.JobStore]: the records and the job's node in
-// one multi-operation conditioned on its version.
+// one multi-operation conditioned on its version. Each record goes below
+// the kept records of later ticks (the claim that found the ticks missed):
+// those are read, newest first, down to the first of a tick not after the
+// oldest new one, and move up (a delete at the version read and a create
+// of the same data, in the same multi-operation) to make room.
 func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord, keep int) error {
 	if err := driver.CheckRuns(job, runs, keep); err != nil {
 		return fmt.Errorf("%w: zkstore: %w", leash.ErrInvalidArgument, err)
@@ -397,33 +411,12 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 		return nil
 	}
 	for range maxAttempts {
-		now, err := s.now(ctx)
+		ops, err := s.addRunsOps(ctx, job, runs, keep)
 		if err != nil {
 			return err
 		}
-		v, err := s.readJob(ctx, job)
-		if err != nil {
-			return err
-		}
-		next := v.state
-		var ops []any
-		for _, r := range runs {
-			j := toRun(r)
-			if j.Started == 0 {
-				j.Started = now
-			}
-			if j.Ended == 0 {
-				j.Ended = now
-			}
-			next.Seq++
-			ops = append(ops, &zk.CreateRequest{Path: s.jobPath(job) + "/" + runName(next.Seq), Data: runData(j), Acl: s.acl})
-		}
-		ops = append([]any{s.writeJob(job, v, next)}, ops...)
-		k := driver.KeepRuns(keep)
-		ops = append(ops, s.trim(job, v.seqs, len(runs), k)...)
-		// Records added beyond keep go at once: delete the oldest new ones.
-		for i := 0; i < len(runs)-k; i++ {
-			ops = append(ops, &zk.DeleteRequest{Path: s.jobPath(job) + "/" + runName(v.state.Seq+1+int64(i)), Version: -1})
+		if ops == nil {
+			continue // a record went since the job was read
 		}
 		if err := s.multi(ctx, ops); changed(err) {
 			continue
@@ -433,6 +426,113 @@ func (s *Store) AddRuns(ctx context.Context, job string, runs []driver.RunRecord
 		return nil
 	}
 	return fmt.Errorf("zkstore: add runs of job %q: it changed under every one of %d attempts", job, maxAttempts)
+}
+
+// addRunsOps reads the server's clock and the job, and returns AddRuns's
+// multi-operation; nil when a record went between the reads.
+func (s *Store) addRunsOps(ctx context.Context, job string, runs []driver.RunRecord, keep int) ([]any, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.readJob(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	news := make([]runJSON, len(runs))
+	oldest := runs[0].Tick.UnixMilli()
+	for i, r := range runs {
+		news[i] = toRun(r)
+		if news[i].Started == 0 {
+			news[i].Started = now
+		}
+		if news[i].Ended == 0 {
+			news[i].Ended = now
+		}
+		oldest = min(oldest, news[i].Tick)
+	}
+	top, ok, err := s.readTop(ctx, job, v, oldest)
+	if err != nil || !ok {
+		return nil, err
+	}
+	for _, r := range news {
+		i := slices.IndexFunc(top, func(p placed) bool { return p.run.Tick <= r.Tick })
+		if i < 0 {
+			i = len(top)
+		}
+		top = slices.Insert(top, i, placed{run: r})
+	}
+	return append([]any{s.writeJob(job, v, jobStateAfter(v, len(runs)))}, s.placeOps(job, v, top, driver.KeepRuns(keep))...), nil
+}
+
+// readTop reads job's newest records, newest first, down to the first of
+// a tick not after tick (or all); ok is false when one of them is gone.
+func (s *Store) readTop(ctx context.Context, job string, v jobView, tick int64) (top []placed, ok bool, err error) {
+	for i := len(v.seqs) - 1; i >= 0; i-- {
+		r, version, found, err := s.readRun(ctx, job, v.seqs[i])
+		if err != nil || !found {
+			return nil, false, err
+		}
+		top = append(top, placed{seq: v.seqs[i], version: version, run: r})
+		if r.Tick <= tick {
+			break
+		}
+	}
+	return top, true, nil
+}
+
+// jobStateAfter is v's state with added more records: its newest record's
+// seq is the one above every kept record's, plus added.
+func jobStateAfter(v jobView, added int) jobState {
+	st := v.state
+	if n := len(v.seqs); n > 0 {
+		st.Seq = max(st.Seq, v.seqs[n-1])
+	}
+	st.Seq += int64(added)
+	return st
+}
+
+// placeOps returns the operations that give job's records their places:
+// top, newest first, are the newest records (read, or new) and take the
+// seqs down from the job's newest, over the records of v not in top;
+// those beyond keep, oldest first, go. A kept record whose seq changes is
+// deleted at the version read and created again at its new seq: every
+// delete comes before every create.
+func (s *Store) placeOps(job string, v jobView, top []placed, keep int) []any {
+	var dels, creates []any
+	path := func(seq int64) string { return s.jobPath(job) + "/" + runName(seq) }
+	rest := v.seqs[:len(v.seqs)-(len(top)-countNew(top))]
+	drop := max(len(rest)+len(top)-keep, 0)
+	for _, seq := range rest[:min(drop, len(rest))] {
+		dels = append(dels, &zk.DeleteRequest{Path: path(seq), Version: -1})
+	}
+	drop -= min(drop, len(rest))
+	seq := jobStateAfter(v, countNew(top)).Seq
+	for i, p := range top {
+		gone := i >= len(top)-drop
+		switch {
+		case p.seq != 0 && gone:
+			dels = append(dels, &zk.DeleteRequest{Path: path(p.seq), Version: -1})
+		case p.seq != 0 && p.seq != seq:
+			dels = append(dels, &zk.DeleteRequest{Path: path(p.seq), Version: p.version})
+			creates = append(creates, &zk.CreateRequest{Path: path(seq), Data: runData(p.run), Acl: s.acl})
+		case p.seq == 0 && !gone:
+			creates = append(creates, &zk.CreateRequest{Path: path(seq), Data: runData(p.run), Acl: s.acl})
+		}
+		seq--
+	}
+	return append(dels, creates...)
+}
+
+// countNew is how many of top are new records.
+func countNew(top []placed) int {
+	n := 0
+	for _, p := range top {
+		if p.seq == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // Jobs implements [driver.JobStore]: the children of Root/jobs whose names
@@ -470,36 +570,32 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 		return driver.JobState{}, err
 	}
 	st := driver.JobState{Job: job, Now: time.UnixMilli(now)}
-	v, err := s.readJob(ctx, job)
-	if err != nil || !v.exists {
-		return st, err
+	var (
+		v      jobView
+		runs   []runJSON
+		stable bool
+	)
+	for range maxAttempts {
+		if v, err = s.readJob(ctx, job); err != nil || !v.exists {
+			return st, err
+		}
+		if runs, stable, err = s.readRuns(ctx, job, v, n); err != nil {
+			return driver.JobState{}, err
+		}
+		if stable {
+			break
+		}
+	}
+	if !stable {
+		return driver.JobState{}, fmt.Errorf("zkstore: history of job %q: it changed under every one of %d reads", job, maxAttempts)
 	}
 	j := v.state
 	st.Attempt, st.Spec = j.Attempt, j.Spec
 	if j.Attempt > 0 {
 		st.Tick = time.UnixMilli(j.Tick)
 	}
-	seqs := slices.Clone(v.seqs)
-	slices.Reverse(seqs)
-	if n > 0 && n < len(seqs) {
-		seqs = seqs[:n]
-	}
-	runs := make([]runJSON, len(seqs))
-	found := make([]bool, len(seqs))
-	errs := make([]error, len(seqs))
-	var wg sync.WaitGroup
-	for i, seq := range seqs {
-		wg.Go(func() { runs[i], _, found[i], errs[i] = s.readRun(ctx, job, seq) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return driver.JobState{}, err
-	}
 	holders := map[string][2]bool{}
-	for i, r := range runs {
-		if !found[i] {
-			continue // trimmed since the job was read
-		}
+	for _, r := range runs {
 		rec := r.record(job)
 		if rec.Outcome == driver.OutcomeRunning {
 			h, ok := holders[r.Client]
@@ -516,4 +612,37 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 		st.Runs = append(st.Runs, rec)
 	}
 	return st, nil
+}
+
+// readRuns reads the last n (n <= 0: all) of the records v saw, newest
+// first, at once, leaving out those trimmed since; stable says the job's
+// node was still at v's version after, so that no record moved (AddRuns)
+// between the reads: the records are in their places.
+func (s *Store) readRuns(ctx context.Context, job string, v jobView, n int) (runs []runJSON, stable bool, err error) {
+	seqs := slices.Clone(v.seqs)
+	slices.Reverse(seqs)
+	if n > 0 && n < len(seqs) {
+		seqs = seqs[:n]
+	}
+	read := make([]runJSON, len(seqs))
+	found := make([]bool, len(seqs))
+	errs := make([]error, len(seqs))
+	var wg sync.WaitGroup
+	for i, seq := range seqs {
+		wg.Go(func() { read[i], _, found[i], errs[i] = s.readRun(ctx, job, seq) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, false, err
+	}
+	st, err := call(ctx, func() (*zk.Stat, error) { _, st, err := s.conn.Exists(s.jobPath(job)); return st, err })
+	if err != nil {
+		return nil, false, wrapErr("read job", job, err)
+	}
+	for i, r := range read {
+		if found[i] {
+			runs = append(runs, r)
+		}
+	}
+	return runs, st != nil && st.Czxid == v.czxid && st.Version == v.version, nil
 }

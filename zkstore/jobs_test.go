@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,5 +86,66 @@ func TestUserZnodesUntouchedByJobs(t *testing.T) {
 	}
 	if children, _, err := conn.Children(other + "/jobs"); err != nil || len(children) != 0 {
 		t.Errorf("the application's %s/jobs got children %q (%v)", other, children, err)
+	}
+}
+
+// TestAddRunsMoveKeepsAnEnd: AddRuns moves the records of later ticks up
+// to put a missed tick below them (a delete and a create of what it read).
+// An end recorded meanwhile on a moved record that is not the job's latest
+// claim (so the job's node is not written) makes the move fail, and
+// AddRuns, started over, keeps the end; the same operation with its
+// deletes at any version (the negative control) loses it.
+func TestAddRunsMoveKeepsAnEnd(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(fmt.Sprintf("any version %v", control), func(t *testing.T) {
+			s := sharedStore(t)
+			ctx := bg(t)
+			job := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
+			base := time.UnixMilli(time.Now().Add(-time.Minute).UnixMilli())
+			a := "00000000-0000-4000-8000-000000000001"
+			for i := 1; i <= 2; i++ {
+				c := driver.TickClaim{Job: job, Tick: base.Add(time.Duration(i) * time.Second), Attempt: 1, Run: driver.RunRecord{Client: a}}
+				if r, err := s.ClaimTick(ctx, c); err != nil || r.Status != driver.ClaimGranted {
+					t.Fatalf("ClaimTick = %+v, %v", r, err)
+				}
+			}
+			missed := []driver.RunRecord{{Tick: base, Outcome: driver.OutcomeMissed}}
+			ops, err := s.AddRunsOps(ctx, job, missed, 0)
+			if err != nil || ops == nil {
+				t.Fatalf("AddRunsOps = %v, %v", ops, err)
+			}
+			// The first tick's run ends between AddRuns's reads and its write.
+			first := driver.RunEnd{Job: job, Tick: base.Add(time.Second), Attempt: 1, Client: a, Outcome: driver.OutcomeOK}
+			if err := s.EndRun(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+			if control {
+				if err := s.Multi(ctx, zkstore.AnyVersion(ops)); err != nil {
+					t.Fatalf("the operation at any version: %v", err)
+				}
+			} else {
+				if err := s.Multi(ctx, ops); !errors.Is(err, zk.ErrBadVersion) {
+					t.Fatalf("the operation read before the end = %v, want ErrBadVersion", err)
+				}
+				if err := s.AddRuns(ctx, job, missed, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := s.History(ctx, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range st.Runs {
+				got = append(got, fmt.Sprintf("%v %v", r.Tick.Sub(base), r.Outcome))
+			}
+			want := []string{"2s lost", "1s ok", "0s missed"}
+			if control {
+				want[1] = "1s lost" // the end is gone: what the check prevents
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("history = %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -1,0 +1,31 @@
+package zkstore
+
+import (
+	"context"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/leash-go/leash/driver"
+)
+
+// AddRunsOps is AddRuns's multi-operation as it would be sent now.
+func (s *Store) AddRunsOps(ctx context.Context, job string, runs []driver.RunRecord, keep int) ([]any, error) {
+	return s.addRunsOps(ctx, job, runs, keep)
+}
+
+// Multi runs ops on the Store's session.
+func (s *Store) Multi(ctx context.Context, ops []any) error { return s.multi(ctx, ops) }
+
+// AnyVersion is ops with every delete made at any version: the negative
+// control of the moves' version check.
+func AnyVersion(ops []any) []any {
+	out := make([]any, len(ops))
+	for i, op := range ops {
+		if d, ok := op.(*zk.DeleteRequest); ok {
+			c := *d
+			c.Version = -1
+			op = &c
+		}
+		out[i] = op
+	}
+	return out
+}
