@@ -209,6 +209,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 		args[len(args)-1] = s.graceArg(undo[0].Lease, f)
 		var verdict error
 		v, verdict, err = s.runGrant(ctx, script, keys, args)
+		s.reloadSlots(ctx, err)
 		switch {
 		case err != nil && s.guard.on() && !isReply(err):
 			// The reply, or WAIT's, was lost: a grant may stand unreplicated.
