@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -21,11 +22,14 @@ func newReplicatedCluster(t *testing.T, opts testserver.ClusterOptions) (*testse
 	t.Helper()
 	opts.Masters, opts.Replicas = 3, 1
 	cl := testserver.NewClusterWith(t, opts)
-	cc := clusterClient(t, cl)
-	if err := redisstore.New(cc, nil).MarkFresh(bg(t)); err != nil {
+	// MarkFresh writes every slot's marker: a client with go-redis's
+	// default timeouts, which a busy machine's pipelines of 500 writes fit.
+	fresh := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer fresh.Close()
+	if err := redisstore.New(fresh, nil).MarkFresh(bg(t)); err != nil {
 		t.Fatal(err)
 	}
-	return cl, cc
+	return cl, clusterClient(t, cl)
 }
 
 // clusterClient returns a ClusterClient on every node of cl, with timeouts
@@ -192,4 +196,185 @@ func TestClusterEveryKindOnEveryMaster(t *testing.T) {
 	renewedSince(t, hs, "held")
 	refused(t, other, hs, "renewed")
 	unlockAll(t, other, hs)
+}
+
+// TestClusterFailoverDuringHolds holds a lock of every kind on every master
+// and makes master 0's replica take over with CLUSTER FAILOVER (the manual
+// failover: the replica has every write before it takes over). Every hold
+// is renewed through the failover (its renewals follow the MOVED reply to
+// the new master) and stays refused to another client. A fresh grant on the
+// promoted shard waits out the restart grace, counted from the promotion
+// (ErrRestartGrace), while the other shards grant at once.
+func TestClusterFailoverDuringHolds(t *testing.T) {
+	const lease = 2 * time.Second
+	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
+	c := clusterLeash(t, cc, lease, nil)
+	// A grace far longer than the test's steps: the check below cannot race
+	// its end on a slow machine.
+	other := clusterLeash(t, cc, lease, &redisstore.Options{RestartGrace: time.Minute})
+	var locks []kindLock
+	for i := range cl.Masters {
+		locks = append(locks, everyKind(t, namesOn(t, cc, lockName(t), len(cl.Masters), i, 5))...)
+	}
+	hs := takeAll(t, c, locks)
+	if err := cl.Failover(cl.Replicas[0][0], false); err != nil {
+		t.Fatal(err)
+	}
+	renewedSince(t, hs, "after the failover")
+	for i := range cl.Masters {
+		fresh := namesOn(t, cc, lockName(t)+"/fresh", len(cl.Masters), i, 1)[0]
+		h, err := other.Mutex(fresh).TryLock(bg(t))
+		switch {
+		case i == 0 && !errors.Is(err, leash.ErrRestartGrace):
+			t.Errorf("fresh lock on the promoted shard: %v; want the restart grace", err)
+		case i != 0 && err != nil:
+			t.Errorf("fresh lock on shard %d, not failed over: %v; want granted", i, err)
+		}
+		if err == nil {
+			_ = h.Unlock(bg(t))
+		}
+	}
+	refused(t, other, hs, "after the failover")
+	renewedSince(t, hs, "after the failover, later")
+	unlockAll(t, c, hs) // c's grace is its lease: Lock waits it out
+}
+
+// TestClusterLaggingPromotionWaitsOutTheGrace promotes a replica that missed
+// a grant: master 0's replica is paused (SIGSTOP) and its link cut, a
+// fixed-lease lock is granted on master 0 (the replica never receives it),
+// master 0 is killed,
+// and its replica, resumed, is promoted with CLUSTER FAILOVER FORCE, as an
+// automatic failover would. The new master has no trace of the grant. A
+// rival client that knew the old slot map then asks for the same lock: it
+// must not be granted before the first holder's validity has ended (the
+// restart grace, counted from the promotion). A lock granted before the
+// pause, which the replica received, is renewed on the new master throughout.
+func TestClusterLaggingPromotionWaitsOutTheGrace(t *testing.T) {
+	if got := laggingPromotion(t, false); got != "" {
+		t.Error(got)
+	}
+}
+
+// TestClusterLaggingPromotionControl is the negative control of
+// TestClusterLaggingPromotionWaitsOutTheGrace: a rival that trusts the
+// restart marker alone (the marker was replicated before the pause, so the
+// promoted node carries its old master's) is granted the lock while its
+// first holder still holds it.
+func TestClusterLaggingPromotionControl(t *testing.T) {
+	if got := laggingPromotion(t, true); got == "" {
+		t.Error("a rival trusting the marker alone waited for the first holder: the scenario does not test the grace")
+	} else {
+		t.Logf("caught, as expected: %s", got)
+	}
+}
+
+// laggingPromotion runs the scenario of
+// TestClusterLaggingPromotionWaitsOutTheGrace, the rival trusting the
+// restart marker alone if markerOnly, and returns a description of two
+// holders if the rival was granted the lost lock within its first holder's
+// validity ("" if not).
+func laggingPromotion(t *testing.T, markerOnly bool) string {
+	const lease, fixed = 2 * time.Second, 15 * time.Second
+	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
+	holder := clusterLeash(t, cc, lease, nil)
+	rivalCC := clusterClient(t, cl)
+	rs := redisstore.New(rivalCC, &redisstore.Options{RestartGrace: fixed})
+	if markerOnly {
+		redisstore.MarkerOnly(rs)
+	}
+	rival, err := leash.New(rs, &leash.Options{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rival.Close() })
+	names := namesOn(t, cc, lockName(t), len(cl.Masters), 0, 2)
+	kept, lostName := names[0], names[1]
+
+	// A lease the failover fits in: the holder keeps it through the
+	// promotion and renews it on the new master.
+	k, err := holder.Mutex(kept, &leash.LockOptions{Lease: 30 * time.Second}).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rival knows the slot map and master 0's process.
+	if _, err := rival.Mutex(kept).TryLock(bg(t)); !errors.Is(err, leash.ErrNotAcquired) {
+		t.Fatalf("rival's try of a held lock: %v; want not acquired", err)
+	}
+	onReplica := redis.NewClient(&redis.Options{Addr: cl.Replicas[0][0].Addr,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+	defer onReplica.Close()
+	waitFor(t, "the kept grant on master 0's replica", func() bool {
+		n, err := onReplica.Exists(bg(t), kept).Result()
+		return err == nil && n == 1
+	})
+	onReplica.Close()
+	replica := cl.Replicas[0][0]
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = replica.Resume()
+		}
+	}()
+	// A paused replica still receives what its master sends (the kernel
+	// buffers it): cut the link, so the master's next writes stay behind.
+	master := redis.NewClient(&redis.Options{Addr: cl.Masters[0].Addr})
+	defer master.Close()
+	if err := master.ClientKillByFilter(bg(t), "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := holder.Mutex(lostName, &leash.LockOptions{Lease: fixed, RenewInterval: leash.NoRenewal}).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Masters[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	if err := cl.Failover(replica, true); err != nil {
+		t.Fatal(err)
+	}
+	k.Touch()
+	valid := k.ValidUntil()
+
+	// Until the rival's client reloads its slot map, its acquires go to the
+	// dead master and fail (a dial error): Lock reports that at once, and a
+	// caller tries again, as here.
+	var g *leash.Hold
+	waitFor(t, "the rival's Lock to reach the new master", func() bool {
+		g, err = rival.Mutex(lostName).Lock(bg(t))
+		if err != nil && !errors.Is(err, leash.ErrNotAcquired) {
+			t.Logf("rival's Lock: %v", err)
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("rival's Lock after the promotion: %v", err)
+	}
+	defer g.Unlock(bg(t))
+	// g.ValidUntil() - lease is no later than the rival's acquire was sent,
+	// and so than the grant.
+	var twoHolders string
+	if grantedBy := g.ValidUntil().Add(-lease); grantedBy.Before(h.ValidUntil()) {
+		twoHolders = fmt.Sprintf("the rival was granted %s (token %d) %v before the first holder's validity ended (token %d)",
+			lostName, g.Fence(), h.ValidUntil().Sub(grantedBy), h.Fence())
+	}
+	if g.Fence() <= h.Fence() {
+		t.Errorf("rival's token %d, want > the first holder's %d", g.Fence(), h.Fence())
+	}
+	for !k.ValidUntil().After(valid) { // its next renewal, within a third of its lease
+		select {
+		case <-k.Lost():
+			t.Fatalf("the kept lock, which the replica had, was lost: %v", k.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return twoHolders
 }
