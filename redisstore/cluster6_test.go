@@ -378,3 +378,228 @@ func laggingPromotion(t *testing.T, markerOnly bool) string {
 	}
 	return twoHolders
 }
+
+// TestClusterKilledMasterOnlyItsLocks holds three locks on each master (one
+// renewal round spans the three nodes) and kills master 2 (SIGKILL; the
+// node timeout is longer than the test, so its replica is not promoted).
+// Only master 2's holders are told, each with "store unreachable"; the
+// others are renewed after the kill and never told anything. Master 2 then
+// restarts empty (no persistence): its locks are granted again only after
+// the restart grace, with larger tokens.
+func TestClusterKilledMasterOnlyItsLocks(t *testing.T) {
+	const lease = 2 * time.Second
+	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
+	c := clusterLeash(t, cc, lease, nil)
+	other := clusterLeash(t, cc, lease, &redisstore.Options{RestartGrace: time.Minute})
+	var healthy, doomed []held
+	for i := range cl.Masters {
+		for _, name := range namesOn(t, cc, lockName(t), len(cl.Masters), i, 3) {
+			l := kindLock{what: fmt.Sprintf("mutex %s on master %d", name, i),
+				take:  func(c *leash.Client) (*leash.Hold, error) { return c.Mutex(name).Lock(bg(t)) },
+				rival: func(c *leash.Client) (*leash.Hold, error) { return c.Mutex(name).TryLock(bg(t)) }}
+			if i == 2 {
+				doomed = append(doomed, takeAll(t, c, []kindLock{l})...)
+			} else {
+				healthy = append(healthy, takeAll(t, c, []kindLock{l})...)
+			}
+		}
+	}
+	if err := cl.Masters[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range doomed {
+		select {
+		case <-h.h.Lost():
+		case <-time.After(20 * lease): // a hang, not a slow machine
+			t.Fatalf("%s not told within %v of its master's death", h.lock.what, 20*lease)
+		}
+		var lost *leash.LostError
+		if !errors.As(h.h.Err(), &lost) || lost.Reason != leash.ReasonUnreachable {
+			t.Errorf("%s: %v; want lost, store unreachable", h.lock.what, h.h.Err())
+		}
+	}
+	// Every doomed hold's validity has passed: the healthy ones have been
+	// renewed since the kill (on a busy machine too).
+	renewedSince(t, healthy, "master 2 dead")
+	refused(t, other, healthy, "master 2 dead")
+
+	if err := cl.Masters[2].Start(); err != nil { // its data is gone
+		t.Fatal(err)
+	}
+	if err := cl.WaitHealthy(); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range doomed {
+		g, err := h.lock.rival(other)
+		for err != nil && !errors.Is(err, leash.ErrNotAcquired) {
+			// A dial error until the client's pool reconnects.
+			g, err = h.lock.rival(other)
+		}
+		if !errors.Is(err, leash.ErrRestartGrace) {
+			t.Errorf("%s after its master restarted empty: %v; want the restart grace", h.lock.what, err)
+		}
+		if err == nil {
+			_ = g.Unlock(bg(t))
+		}
+		if g, err = h.lock.take(c); err != nil { // c's grace is the lease: Lock waits it out
+			t.Errorf("%s after the grace: %v", h.lock.what, err)
+			continue
+		}
+		if g.Fence() <= h.h.Fence() {
+			t.Errorf("%s: token %d after the restart, want > %d", h.lock.what, g.Fence(), h.h.Fence())
+		}
+		_ = g.Unlock(bg(t))
+	}
+	unlockAll(t, other, healthy)
+}
+
+// TestClusterSlotMigrationUnderHolds holds a lock of every kind in one hash
+// slot (names sharing a hash tag) and migrates the slot to another master
+// while they are held, as redis-cli --cluster reshard does. At each step —
+// the slot MIGRATING/IMPORTING with the keys still on the source, the keys
+// moved (the source answers ASK), the slot reassigned (MOVED) — every hold
+// is renewed explicitly (Hold.Renew), and another client tries to take each.
+// A renewal may fail while the slot is half-way (a script whose keys are
+// split between the nodes gets TRYAGAIN), but no hold is told it is lost,
+// no other client gets a held lock, and after the migration every hold is
+// renewed on the new master. One more lock, unlocked while its key is on the
+// target and the slot still the source's, is free afterwards (its release
+// went through, or leash's background retry of it did) with a larger token.
+func TestClusterSlotMigrationUnderHolds(t *testing.T) {
+	const lease = 6 * time.Second
+	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
+	c, other := clusterLeash(t, cc, lease, nil), clusterLeash(t, cc, lease, nil)
+	tag := namesOn(t, cc, "tag", len(cl.Masters), 0, 1)[0]
+	slot, err := cc.ClusterKeySlot(bg(t), tag).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i := range 6 {
+		names = append(names, fmt.Sprintf("{%s}/%s/%d", tag, lockName(t), i))
+	}
+	hs := takeAll(t, c, everyKind(t, names))
+	released, err := c.Mutex(names[5]).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(when string) {
+		t.Helper()
+		for _, h := range hs {
+			if err := h.h.Renew(bg(t)); err != nil {
+				t.Logf("%s: renewal of %s: %v", when, h.lock.what, err)
+			}
+			select {
+			case <-h.h.Lost():
+				t.Errorf("%s: %s lost: %v", when, h.lock.what, h.h.Err())
+			default:
+			}
+			g, err := h.lock.rival(other)
+			switch {
+			case err == nil:
+				t.Errorf("%s: another client got %s while it was held", when, h.lock.what)
+				_ = g.Unlock(bg(t))
+			case !errors.Is(err, leash.ErrNotAcquired):
+				t.Logf("%s: another client's try of %s: %v", when, h.lock.what, err)
+			}
+		}
+	}
+	err = cl.MigrateSlot(int(slot), cl.Masters[0], cl.Masters[1], func(when string) {
+		step(when)
+		if when == "moved" {
+			if err := released.Unlock(bg(t)); err != nil {
+				t.Logf("Unlock while the keys are on the target: %v", err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step("migrated")
+	for _, h := range hs {
+		if err := h.h.Renew(bg(t)); err != nil {
+			t.Errorf("migrated: renewal of %s on the new master: %v", h.lock.what, err)
+		}
+	}
+	renewedSince(t, hs, "migrated")
+	g, err := other.Mutex(names[5]).Lock(bg(t))
+	if err != nil {
+		t.Fatalf("the lock unlocked during the migration: %v", err)
+	}
+	if g.Fence() <= released.Fence() {
+		t.Errorf("token %d after the migration, want > %d", g.Fence(), released.Fence())
+	}
+	_ = g.Unlock(bg(t))
+	unlockAll(t, other, hs)
+	if m, err := cl.MasterOf(int(slot)); err != nil || m != cl.Masters[1] {
+		t.Errorf("slot %d served by %v (%v) after the migration, want master 1", slot, m, err)
+	}
+}
+
+// TestClusterWaitersWokenAcrossNodes has one client wait for a lock on each
+// master, all through its one pub/sub connection, and releases them: by
+// leash, and by a raw Redisson-style release (DEL and PUBLISH "0" on the
+// lock's channel, which a Cluster forwards to every node). The holders'
+// leases are 30s, so a waiter woken by its fallback timer would take about
+// that; each is woken by the release.
+func TestClusterWaitersWokenAcrossNodes(t *testing.T) {
+	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
+	holder, waiter := clusterLeash(t, cc, 30*time.Second, nil), clusterLeash(t, cc, 30*time.Second, nil)
+	for _, redisson := range []bool{false, true} {
+		var names []string
+		for i := range cl.Masters {
+			names = append(names, namesOn(t, cc, fmt.Sprintf("%s/redisson=%v", lockName(t), redisson), len(cl.Masters), i, 1)[0])
+		}
+		holds := make([]*leash.Hold, len(names))
+		for i, name := range names {
+			var err error
+			if holds[i], err = holder.Mutex(name).Lock(bg(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]<-chan *leash.Hold, len(names))
+		for i, name := range names {
+			got[i] = lockAsync(t, waiter, name)
+		}
+		for _, name := range names {
+			channel := "redisson_lock__channel:{" + name + "}"
+			waitFor(t, "the waiter's subscription to "+channel, func() bool {
+				var subs int64
+				_ = cc.ForEachMaster(bg(t), func(ctx context.Context, m *redis.Client) error {
+					n, err := m.PubSubNumSub(ctx, channel).Result()
+					subs += n[channel]
+					return err
+				})
+				return subs > 0
+			})
+		}
+		released := time.Now()
+		for i, name := range names {
+			if !redisson {
+				if err := holds[i].Unlock(bg(t)); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			// The Redisson way, with the hold forgotten by leash first:
+			// it was never released by leash, only deleted under it.
+			if err := cc.Del(bg(t), name).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cc.Publish(bg(t), "redisson_lock__channel:{"+name+"}", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, ch := range got {
+			h := <-ch
+			if h == nil {
+				t.FailNow()
+			}
+			// Half the fallback is a hang, not a slow machine.
+			if d := time.Since(released); d > 15*time.Second {
+				t.Errorf("redisson=%v: the waiter on master %d woke %v after the release, want at once", redisson, i, d)
+			}
+			_ = h.Unlock(bg(t))
+		}
+	}
+}
