@@ -378,13 +378,16 @@ func slotOwners(addr string) ([]string, error) {
 // spaces or be empty), and returns its reply: a string for a status, an
 // integer's decimal or a bulk string, nil for a nil bulk, []any for an
 // array. An error reply is an error.
-func call(addr string, args ...string) (any, error) {
+func call(addr string, args ...string) (any, error) { return callWithin(10*time.Second, addr, args...) }
+
+// callWithin is call, the exchange bounded by d.
+func callWithin(d time.Duration, addr string, args ...string) (any, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(d))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -411,26 +414,19 @@ func readReply(rd *bufio.Reader) (any, error) {
 		return line[1:], nil
 	case '-':
 		return nil, errors.New(line[1:])
-	case '$':
+	case '$', '*':
 		n, err := strconv.Atoi(line[1:])
-		if err != nil {
+		switch {
+		case err != nil:
 			return nil, fmt.Errorf("testserver: bad reply %q", line)
-		}
-		if n < 0 {
+		case n < 0:
 			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil {
-			return nil, fmt.Errorf("testserver: bad reply %q", line)
-		}
-		if n < 0 {
-			return nil, nil
+		case line[0] == '$':
+			buf := make([]byte, n+2)
+			if _, err := io.ReadFull(rd, buf); err != nil {
+				return nil, err
+			}
+			return string(buf[:n]), nil
 		}
 		out := make([]any, n)
 		for i := range out {
