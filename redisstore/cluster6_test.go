@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -430,11 +431,12 @@ func TestClusterKilledMasterOnlyItsLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range doomed {
-		g, err := h.lock.rival(other)
-		for err != nil && !errors.Is(err, leash.ErrNotAcquired) {
-			// A dial error until the client's pool reconnects.
-			g, err = h.lock.rival(other)
-		}
+		var g *leash.Hold
+		var err error
+		waitFor(t, "an answer from the restarted master", func() bool {
+			g, err = h.lock.rival(other) // a dial error until the client reconnects
+			return err == nil || errors.Is(err, leash.ErrNotAcquired)
+		})
 		if !errors.Is(err, leash.ErrRestartGrace) {
 			t.Errorf("%s after its master restarted empty: %v; want the restart grace", h.lock.what, err)
 		}
@@ -564,13 +566,13 @@ func TestClusterWaitersWokenAcrossNodes(t *testing.T) {
 		for _, name := range names {
 			channel := "redisson_lock__channel:{" + name + "}"
 			waitFor(t, "the waiter's subscription to "+channel, func() bool {
-				var subs int64
+				var subs atomic.Int64 // ForEachMaster asks the masters concurrently
 				_ = cc.ForEachMaster(bg(t), func(ctx context.Context, m *redis.Client) error {
 					n, err := m.PubSubNumSub(ctx, channel).Result()
-					subs += n[channel]
+					subs.Add(n[channel])
 					return err
 				})
-				return subs > 0
+				return subs.Load() > 0
 			})
 		}
 		released := time.Now()
