@@ -209,6 +209,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 		args[len(args)-1] = s.graceArgs.get(graceKey{undo[0].Lease, f}, func(k graceKey) any { return s.graceArg(k.lease, k.f) })
 		var verdict error
 		v, verdict, err = s.runGrant(ctx, script, keys, args)
+		s.reloadSlots(ctx, err)
 		switch {
 		case err != nil && s.guard.on() && !isReply(err):
 			// The reply, or WAIT's, was lost: a grant may stand unreplicated.

@@ -33,6 +33,8 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 		var st []driver.RenewStatus
 		if err == nil {
 			st, err = parseRenew(v, len(b.idx))
+		} else {
+			s.reloadSlots(ctx, err)
 		}
 		for j, k := range b.idx {
 			switch {

@@ -241,7 +241,22 @@ func (s *Store) usable(ctx context.Context, key *redis.Client, c redis.Universal
 		f = s.watch.refresh(ctx, key, c)
 		err = s.check(ctx, c, f)
 	}
+	s.reloadSlots(ctx, err)
 	return f, err
+}
+
+// reloadSlots asks a Cluster client to reload its slot map, in the
+// background, when err is a transport error (not a reply from Redis).
+// go-redis reloads it on a MOVED or ASK reply, but not when a node cannot be
+// reached: a master that died and whose replica was promoted would be asked
+// again by every acquire and renewal of its slots until the client's
+// periodic reload (ClusterStateReloadInterval, a minute by default), and the
+// holders of the locks that survived on the promoted replica would be told
+// they lost them.
+func (s *Store) reloadSlots(ctx context.Context, err error) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok && err != nil && !isReply(err) && ctx.Err() == nil {
+		cc.ReloadState(ctx)
+	}
 }
 
 // check returns why the Store must not grant on the process f describes,

@@ -1,10 +1,7 @@
 package testserver
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -46,37 +43,16 @@ func NewReplica(t TB, addr string) *Redis {
 	return r
 }
 
-// query sends one inline command and returns its reply: a status, an
-// integer or a bulk string.
+// query sends one command, its words separated by spaces, and returns its
+// reply: a status, an integer or a bulk string (see call), within a second.
 func query(addr, cmd string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	v, err := callWithin(time.Second, addr, strings.Fields(cmd)...)
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
-		return "", err
+	reply, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("testserver: %s answered %v", cmd, v)
 	}
-	rd := bufio.NewReader(c)
-	line, err := rd.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	switch {
-	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
-		return line[1:], nil
-	case strings.HasPrefix(line, "$"):
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("testserver: %s answered %q", cmd, line)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return "", fmt.Errorf("testserver: %s answered %q", cmd, line)
+	return reply, nil
 }
