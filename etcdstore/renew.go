@@ -46,9 +46,14 @@ const renewParallel = 8
 // leases not kept that long, an unknown outcome. A failed request makes its
 // own requests' outcomes unknown and no other's.
 //
-// The server answers LeaseTimeToLive from its leader once the leader has
-// applied every entry committed, as it answers a keep-alive; the keys it
-// lists are attached by this Store's acquires alone.
+// What the lease check relies on: etcd answers LeaseTimeToLive on its
+// leader once the leader has applied every entry it knows to be committed
+// (a member that is not the leader forwards it), so the keys listed
+// include every write acknowledged before the request was sent — but for a
+// leader cut off from its cluster that has not stepped down yet, which
+// answers from its older state, as it answers keep-alives; and only this
+// Store attaches keys to a lease it granted (a key another program put on
+// it would be taken for the lock its name says).
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))
 	s.checkEach(ctx, reqs, res, s.checkLeases(ctx, reqs, res))
