@@ -50,6 +50,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a short smoke run (1 run, short windows, 1,000 renewed locks) that writes nothing unless -out is given")
 	flag.StringVar(&cfg.out, "out", "", "markdown file to write (default ../BENCHMARKS.md; none with -quick)")
 	stores := flag.Bool("stores", false, "measure leash on each store beside the database peers (3 runs unless -runs), and rewrite only the stores section")
+	renewalOnly := flag.String("renewal", "", "with -stores: run only the renewal case, of the libraries whose name contains this (\"leash on etcd\"), and write nothing")
 	flag.Parse()
 	if *stores {
 		runsSet := false
@@ -59,10 +60,11 @@ func main() {
 		if runsSet {
 			sc.runs = cfg.runs
 		}
+		sc.renewalOnly = *renewalOnly
 		if *quick {
 			sc.runs, sc.uncontended, sc.handoffs, sc.budget = 1, 300*time.Millisecond, 3, 2*time.Second
 			sc.renewN, sc.renewBig, sc.settle, sc.window, sc.pollN = 1_000, 2_000, 2*time.Second, 2*time.Second, 2
-		} else if sc.out == "" {
+		} else if sc.out == "" && sc.renewalOnly == "" {
 			sc.out = filepath.Join("..", "BENCHMARKS.md")
 		}
 		if err := runStores(sc); err != nil {

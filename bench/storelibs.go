@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"regexp"
 	"sync"
 	"time"
 
@@ -383,10 +385,27 @@ type renewObserver struct {
 	mu     sync.Mutex
 	on     bool
 	rounds []leash.Event
+	lost   map[string]int // "reason: first error" → locks lost so
 }
 
-// Observe keeps the renewal rounds while on.
+// Observe keeps the renewal rounds while on, and counts the locks lost by
+// reason and error.
 func (o *renewObserver) Observe(e leash.Event) {
+	if e.Op == leash.OpLost {
+		why := e.Reason.String()
+		if e.Err != nil {
+			// Names and numbers (lock names, lease ids) out, so that one
+			// cause is one line.
+			why += ": " + lossDetail.ReplaceAllString(e.Err.Error(), "…")
+		}
+		o.mu.Lock()
+		if o.lost == nil {
+			o.lost = map[string]int{}
+		}
+		o.lost[why]++
+		o.mu.Unlock()
+		return
+	}
 	if e.Op != leash.OpRenewed {
 		return
 	}
@@ -395,6 +414,16 @@ func (o *renewObserver) Observe(e leash.Event) {
 		o.rounds = append(o.rounds, e)
 	}
 	o.mu.Unlock()
+}
+
+// lossDetail matches what differs between the errors of one cause.
+var lossDetail = regexp.MustCompile(`"[^"]*"|[0-9a-f]*[0-9][0-9a-f]*`)
+
+// losses returns the locks lost so far, by reason and error.
+func (o *renewObserver) losses() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.lost)
 }
 
 func (o *renewObserver) record(on bool) []leash.Event {

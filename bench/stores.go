@@ -35,6 +35,7 @@ type storesConfig struct {
 	window      time.Duration
 	pollN       int // hand-offs per row of the mysqlstore polling table
 	out         string
+	renewalOnly string // when set, only the renewal case of the libraries whose name contains it
 }
 
 // storesGoroutines are the uncontended runs' goroutine counts.
@@ -350,6 +351,10 @@ func runStores(cfg storesConfig) error {
 		return err
 	}
 	res.libs = storeLibs(env)
+	if cfg.renewalOnly != "" {
+		res.libs = slices.DeleteFunc(res.libs, func(sl storeLib) bool { return !strings.Contains(sl.name, cfg.renewalOnly) })
+		cfg.runs = 0
+	}
 	log.Printf("redis-server %s, PostgreSQL %s, MariaDB %s, etcd %s, ZooKeeper %s; %d runs", res.redis, res.postgres, res.mariadb, res.etcd, res.zookeeper, cfg.runs)
 	for r := range cfg.runs {
 		order := rotated(res.libs, r)
@@ -378,7 +383,7 @@ func runStores(cfg storesConfig) error {
 		}
 		res.handoff = append(res.handoff, m)
 	}
-	if i := libIndex(res.libs, "leash on MySQL"); i >= 0 {
+	if i := libIndex(res.libs, "leash on MySQL"); i >= 0 && cfg.renewalOnly == "" {
 		for _, row := range []pollRow{
 			{what: "another client", gap: 50 * time.Millisecond},
 			{what: "another client", gap: 500 * time.Millisecond},

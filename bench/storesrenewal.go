@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -124,6 +125,9 @@ func runStoreRenewal(sl storeLib, env *storeEnv, sc serverCounter, n int, settle
 		slices.Sort(took)
 		res.rounds = float64(len(rounds)) / secs * res.interval.Seconds()
 		res.roundP50, res.roundMax = pct(took, 0.5), took[len(took)-1]
+	}
+	for why, n := range obs.losses() {
+		log.Printf("renewal %s: %d locks lost: %s", sl.name, n, why)
 	}
 	if lost := h.lostCount(); lost > 0 {
 		if res.short != "" {

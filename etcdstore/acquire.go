@@ -81,9 +81,11 @@ func (s *Store) acquire(ctx context.Context, reqs []driver.Request) (driver.Mult
 		if err != nil {
 			return driver.MultiGrant{}, err
 		}
+		s.claims.begin(reqs)
 		resp, err := s.cli.Txn(ctx).If(s.grantIf(reqs, states, fenceMarked)...).
 			Then(s.grantOps(reqs, states, l.id)...).
 			Else(s.elseOps(reqs, states, l.id)...).Commit()
+		fences := s.granted(reqs, states, resp, err, true)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			s.forget(client, l) // expired or revoked since its last keep-alive
 			continue
@@ -93,21 +95,9 @@ func (s *Store) acquire(ctx context.Context, reqs []driver.Request) (driver.Mult
 		}
 		gets := resp.Responses
 		if !resp.Succeeded && s.hasUnknown(states) {
-			nested := resp.Responses[0].GetResponseTxn()
-			if nested.Succeeded {
-				resp.Succeeded = true
-			}
-			gets = nested.Responses
+			gets = resp.Responses[0].GetResponseTxn().Responses
 		}
-		if resp.Succeeded {
-			fences := make([]int64, len(reqs))
-			for i, st := range states {
-				if st.own != nil {
-					fences[i] = st.own.CreateRevision
-				} else {
-					fences[i] = resp.Header.Revision
-				}
-			}
+		if fences != nil {
 			return driver.MultiGrant{Acquired: true, Fences: fences}, nil
 		}
 		remaining, err := s.learn(reqs, states, gets)
@@ -115,6 +105,29 @@ func (s *Store) acquire(ctx context.Context, reqs []driver.Request) (driver.Mult
 			return driver.MultiGrant{Remaining: remaining}, err
 		}
 	}
+}
+
+// granted ends the claims' record of an exclusive acquire transaction of
+// reqs (begun with claims.begin), which answered resp, err, and returns the
+// tokens it granted: each lock key's create revision (nil when it granted
+// nothing, or its outcome is unknown). nested says whether a refused
+// transaction grants in a nested one (see elseOps).
+func (s *Store) granted(reqs []driver.Request, states []nameState, resp *clientv3.TxnResponse, err error, nested bool) []int64 {
+	var fences []int64
+	if err == nil && (resp.Succeeded || nested && s.hasUnknown(states) && resp.Responses[0].GetResponseTxn().GetSucceeded()) {
+		fences = make([]int64, len(reqs))
+		for i, st := range states {
+			if st.own != nil {
+				fences[i] = st.own.CreateRevision
+			} else {
+				fences[i] = resp.Header.Revision
+			}
+		}
+	}
+	// A lease the server did not find refused the whole transaction; any
+	// other error leaves its outcome unknown.
+	s.claims.end(reqs, fences, err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound))
+	return fences
 }
 
 // checkRequests refuses, before any round trip, requests acquire cannot

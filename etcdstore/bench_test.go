@@ -50,11 +50,12 @@ func BenchmarkLockUnlock(b *testing.B) {
 }
 
 // BenchmarkKeepAlive10000 holds 10,000 locks through one leash Client and
-// counts, over a few renewal intervals, the keep-alives and the
-// transactions the watchdog sends per interval: one keep-alive (the
-// client's one lease) and ceil(10,000/100) checks, not 10,000 renewals,
-// plus the holder record's publications (a read, a transaction and the
-// refresh of the record's own lease each).
+// counts, over a few renewal intervals, what the watchdog sends per
+// interval: one keep-alive (the client's one lease) and one check of the
+// lease's keys (a LeaseTimeToLive), not 10,000 renewals, and no
+// transaction reading lock keys one by one, plus the holder record's
+// publications (a read, a transaction and the refresh of the record's own
+// lease each).
 func BenchmarkKeepAlive10000(b *testing.B) {
 	const (
 		locks    = 10000
@@ -96,6 +97,7 @@ func BenchmarkKeepAlive10000(b *testing.B) {
 		per := float64(time.Since(start)) / float64(interval)
 		b.ReportMetric(float64(after.keepAlive-before.keepAlive)/per, "keepalives/interval")
 		b.ReportMetric(float64(after.txn-before.txn)/per, "txns/interval")
+		b.ReportMetric(float64(after.ttl-before.ttl)/per, "lease-checks/interval")
 		// A holder record publication reads its key (a Range) and puts it
 		// (a Txn), refreshing the record's own lease.
 		b.ReportMetric(float64(after.rng-before.rng)/per, "record-reads/interval")
@@ -119,11 +121,12 @@ func benchClient(b *testing.B, srv *testserver.Etcd, opts *leash.Options) *leash
 }
 
 // rpcCounts are the server's counts of handled requests, by method.
-type rpcCounts struct{ txn, keepAlive, rng, grant int64 }
+type rpcCounts struct{ txn, keepAlive, rng, grant, ttl int64 }
 
 // rpcs reads the server's gRPC counters from its /metrics endpoint: Txn
-// requests handled, and LeaseKeepAlive streams started (one per
-// LeaseKeepAliveOnce).
+// requests handled, LeaseKeepAlive streams started (one per
+// LeaseKeepAliveOnce), Range, LeaseGrant and LeaseTimeToLive requests
+// handled.
 func rpcs(b *testing.B, srv *testserver.Etcd) rpcCounts {
 	b.Helper()
 	resp, err := http.Get(srv.Endpoint + "/metrics")
@@ -145,6 +148,8 @@ func rpcs(b *testing.B, srv *testserver.Etcd) rpcCounts {
 			into = &c.rng
 		case strings.HasPrefix(line, "grpc_server_handled_total{") && strings.Contains(line, `grpc_method="LeaseGrant"`):
 			into = &c.grant
+		case strings.HasPrefix(line, "grpc_server_handled_total{") && strings.Contains(line, `grpc_method="LeaseTimeToLive"`):
+			into = &c.ttl
 		default:
 			continue
 		}

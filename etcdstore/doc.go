@@ -57,9 +57,14 @@
 // LeaseKeepAliveOnce per lease each renewal round (KeepAlive), not with
 // clientv3's background keep-alive: the watchdog decides, and learns at once
 // when a keep-alive fails. So 100,000 locks held with one lease cost one
-// keep-alive per interval, plus a check of each lock — read-only
-// transactions of 100 key reads, 8 in flight (Renew) — that reports a lock
-// deleted or forced free on that lock alone.
+// keep-alive per interval, plus one check of the lease's keys (Renew: a
+// LeaseTimeToLive that lists them) that reports a lock deleted or forced
+// free on that lock alone. A lock key's presence on the Client's lease is
+// taken as its owner's only when the Store's record of the Client's grants
+// of the name proves it (two owners of one Client put the same key on the
+// same lease when one takes the name after the other lost it); a lock not
+// settled so — absent from the lease, or not proved — is read on its own,
+// in read-only transactions of 100 key reads, 8 in flight.
 //
 // Read leases and permits join the session the same way.
 //

@@ -151,9 +151,11 @@ func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states [
 	}
 	els = append(els, s.readOps(reqs)...)
 	els = append(els, reads...)
+	s.claims.begin(reqs)
 	resp, err := s.cli.Txn(ctx).If(append(s.grantIf(reqs, states, fenceMarked), cmps...)...).
 		Then(append(s.grantOps(reqs, states, l.id), dropPlaceOp(place, a.value))...).
 		Else(els...).Commit()
+	fences := s.granted(reqs, states, resp, err, false)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		// The lock lease (Then) or the place lease (Else): etcd checks
 		// only the lease of the branch that runs, so which one is gone is
@@ -170,11 +172,8 @@ func (s *Store) waitingAttempt(ctx context.Context, req driver.Request, states [
 		return a, fmt.Errorf("etcdstore: acquire %q: %w", req.Name, err)
 	}
 	a.rev = resp.Header.Revision
-	if resp.Succeeded {
-		a.granted, a.fence = true, resp.Header.Revision
-		if own := states[0].own; own != nil {
-			a.fence = own.CreateRevision
-		}
+	if fences != nil {
+		a.granted, a.fence = true, fences[0]
 		if drop := resp.Responses[len(resp.Responses)-1].GetResponseTxn(); !drop.Succeeded &&
 			only(drop.Responses[0]) != nil {
 			// A place this attempt did not put (another Wait's, or

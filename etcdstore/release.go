@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/leash-go/leash/driver"
@@ -16,6 +17,15 @@ import (
 // is ErrNotHeld; one that holds something else is ErrNotHeld and a
 // *driver.NotALockError, left as it is.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
+	err := s.release(ctx, req)
+	if err == nil || errors.Is(err, driver.ErrNotHeld) {
+		s.claims.drop(req) // the owner holds the key no more
+	}
+	return err
+}
+
+// release is Release, without the claims' record.
+func (s *Store) release(ctx context.Context, req driver.Request) error {
 	key := s.heldKey(req)
 	cmp := clientv3.Compare(clientv3.Value(key), "=", encode(req))
 	for range maxAttempts {

@@ -27,6 +27,16 @@ type lease struct {
 	until time.Time
 }
 
+// granted reports whether l's grant has answered, granting it.
+func (l *lease) granted() bool {
+	select {
+	case <-l.ready:
+		return l.err == nil
+	default:
+		return false
+	}
+}
+
 // grantTimeout bounds a lease grant, which is not bound to any one
 // caller's context.
 const grantTimeout = 10 * time.Second
@@ -172,6 +182,7 @@ func (s *Store) drop(client string, l *lease) {
 		if len(byTTL) == 0 {
 			delete(s.sessions, client)
 			delete(s.rounds, client)
+			s.claims.forget(client)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,6 +40,13 @@ type Store struct {
 	rounds   map[string]time.Time        // client id → send time of its last KeepAlive that succeeded
 	minTTL   int64                       // the server's minimum lease TTL, once a grant showed it (0: not seen)
 	sweepAt  time.Time                   // when session next drops the leases nobody kept alive
+
+	claims claims       // which owner of a client holds each lock key it put (see Renew)
+	slow   atomic.Int64 // requests Renew has checked by reading their keys
+
+	// presenceOnly makes Renew take any key on a client's lease as its
+	// owner's, the claims aside: set by tests only, as a negative control.
+	presenceOnly bool
 }
 
 var (

@@ -93,7 +93,11 @@
 // not connected; it returns an error matching driver.ErrNotHeld once the
 // session ended (and for a client with no session here), and the Client's
 // next Acquire opens a new one. Renew checks each lock (its node exists,
-// created by the Client's live session) and extends nothing.
+// created by the Client's live session) and extends nothing: a lock the
+// Store granted by a watch on its node, set on the Client's session by the
+// first check's read, which proves the node is there, after one write on the
+// session, as long as it has not fired and the connection has not changed
+// since it was set (see Store.Renew).
 //
 // What happens when things fail:
 //
@@ -193,8 +197,10 @@
 // three (children, the node's data, delete). A contended acquire adds one
 // round of pipelined reads of the other nodes (and a write to /leash/clock
 // when there are waiting places). A renewal round is one write per Client
-// (KeepAlive) and, for Renew's check, one pipelined read per lock the
-// Store granted (two for a lock it did not: its directory first).
+// (KeepAlive) and, for Renew's check, one more write per Client: a lock
+// whose watch is set costs nothing more; one read per lock the Store granted
+// whose watch is not set (its first check, after a reconnect, after its
+// node changed), two for a lock it did not (its directory first).
 // BenchmarkLockUnlock and BenchmarkRenewalRound10k measure both.
 //
 // # Opening by URL

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
 )
 
@@ -17,23 +18,96 @@ const renewConcurrency = 64
 // each lock: Renewed while the owner's hold node exists under its Client's
 // live session; RenewTaken when, instead, another owner's hold is there
 // (for the exclusive kinds); RenewGone otherwise, and for a name that holds
-// something that is not a lock. A lock this Store granted costs one
-// pipelined read (its node's existence); another, two (its directory's
-// children first).
+// something that is not a lock.
+//
+// A lock this Store granted is checked by a watch on its hold node, set on
+// its Client's session when the lock is first checked: after one write on
+// that session (the barrier, a keep-alive's write), a watch set in the same
+// connection that has not fired proves the node is there. ZooKeeper
+// applies writes in order, and sends the events a write's predecessors
+// fired before the write's answer, on the connection they were set on; a
+// hold node's name is its owner's alone, so no other grant recreates it.
+// So a round costs one write per Client, however many locks it holds. A
+// lock whose watch fired, was set in an earlier connection (events may have
+// been missed across a reconnect), or is not set yet, costs one pipelined
+// read, which sets its watch; one this Store did not grant, two (its
+// directory's children first).
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(reqs))
+	rest := s.renewWatched(ctx, reqs, res)
+	s.slow.Add(int64(len(rest)))
 	sem := make(chan struct{}, renewConcurrency)
 	var wg sync.WaitGroup
-	for i, req := range reqs {
+	for _, i := range rest {
 		sem <- struct{}{}
 		// Owner: Renew, which waits for it (wg.Wait); ctx bounds it.
 		wg.Go(func() {
 			defer func() { <-sem }()
-			res[i] = s.check(ctx, req)
+			res[i] = s.check(ctx, reqs[i])
 		})
 	}
 	wg.Wait()
 	return res
+}
+
+// renewWatched settles, into res, each request whose hold node's watch
+// proves it held (see Renew), after one barrier write per client session,
+// and returns the indexes of the others.
+func (s *Store) renewWatched(ctx context.Context, reqs []driver.Request, res []driver.RenewResult) []int {
+	var rest []int
+	byClient := make(map[string][]int)
+	var clients []string
+	for i, r := range reqs {
+		c := driver.OwnerClient(r.Owner)
+		if _, ok := byClient[c]; !ok {
+			clients = append(clients, c)
+		}
+		byClient[c] = append(byClient[c], i)
+	}
+	for _, c := range clients {
+		idx := byClient[c]
+		cs := s.sessionOf(c)
+		if cs == nil || !s.ready(cs) || !s.live(cs) || !cs.connected() {
+			rest = append(rest, idx...)
+			continue
+		}
+		gen := cs.watches.generation()
+		if _, err := call(ctx, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) }); err != nil {
+			rest = append(rest, idx...)
+			continue
+		}
+		for _, i := range idx {
+			if path, ok := s.heldPath(cs, reqs[i]); ok && cs.watches.holds(path, gen, s.ignoreEvents) {
+				res[i].Status = driver.Renewed
+				continue
+			}
+			rest = append(rest, i)
+		}
+	}
+	return rest
+}
+
+// heldPath is the path of r's hold node, when this Store granted it in
+// cs's session.
+func (s *Store) heldPath(cs *clientSession, r driver.Request) (string, bool) {
+	s.mu.Lock()
+	node, ok := s.held[heldKey{r.Name, r.Owner}]
+	s.mu.Unlock()
+	n, parsed := parseNode(node)
+	if !ok || !parsed || n.epoch != cs.epoch() {
+		return "", false
+	}
+	return s.dir(r.Name) + "/" + node, true
+}
+
+// ready reports whether cs's opening has ended, established.
+func (s *Store) ready(cs *clientSession) bool {
+	select {
+	case <-cs.ready:
+		return cs.err == nil
+	default:
+		return false
+	}
 }
 
 // heldKey names a lock of an owner.
@@ -45,6 +119,11 @@ func (s *Store) hold(name, owner, node string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if node == "" {
+		if old, ok := s.held[heldKey{name, owner}]; ok {
+			if cs := s.sessions[driver.OwnerClient(owner)]; cs != nil {
+				cs.watches.forget(s.dir(name) + "/" + old)
+			}
+		}
 		delete(s.held, heldKey{name, owner})
 		return
 	}
@@ -58,7 +137,7 @@ func (s *Store) check(ctx context.Context, req driver.Request) driver.RenewResul
 	node, ok := s.held[heldKey{req.Name, req.Owner}]
 	s.mu.Unlock()
 	if n, parsed := parseNode(node); ok && parsed {
-		held, err := s.holds(ctx, req.Name, n)
+		held, err := s.holdsWatched(ctx, req.Name, n)
 		if err != nil {
 			return driver.RenewResult{Err: err}
 		}
@@ -95,6 +174,24 @@ func (s *Store) check(ctx context.Context, req driver.Request) driver.RenewResul
 		}
 	}
 	return driver.RenewResult{Status: driver.RenewGone}
+}
+
+// holdsWatched is holds for a hold node this Store granted: read on its
+// session's connection, when connected, with a watch set (see Renew).
+func (s *Store) holdsWatched(ctx context.Context, name string, own lockNode) (bool, error) {
+	cs := s.sessionOf(driver.OwnerClient(own.owner))
+	if cs == nil || !s.ready(cs) || !cs.connected() || cs.epoch() != own.epoch || !s.live(cs) {
+		return s.holds(ctx, name, own)
+	}
+	path := s.dir(name) + "/" + own.name
+	gen := cs.watches.asking(path)
+	ok, err := call(ctx, func() (bool, error) { ok, _, _, err := cs.conn.ExistsW(path); return ok, err })
+	if err != nil {
+		cs.watches.forget(path)
+		return false, err
+	}
+	cs.watches.answered(path, gen, ok)
+	return ok, nil
 }
 
 // holds reports whether own, a hold node, is alive: it was created by its

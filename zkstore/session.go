@@ -30,6 +30,9 @@ type clientSession struct {
 	ready chan struct{}
 	err   error
 
+	// watches are the watches on the hold nodes of the session's locks.
+	watches heldWatches
+
 	// Guarded by the Store's mu.
 	ttl      time.Duration // the longest lease (or wait) the session kept
 	deadline time.Time     // when the Store closes it, by the monotonic clock
@@ -126,6 +129,7 @@ func (s *Store) establish(ctx context.Context, cs *clientSession) {
 		}
 	}()
 	conn, err := s.connect(func(ev zk.Event) {
+		cs.watches.event(ev)
 		if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
 			// Owner: the expired session; end closes its connection, which
 			// cannot be done from go-zookeeper's event callback.

@@ -81,6 +81,12 @@ type Store struct {
 	sessions map[string]*clientSession // by client id: its ZooKeeper session
 	dirs     map[string]dirData        // lock directory → its data, as last read or written
 	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released
+
+	slow atomic.Int64 // requests Renew has checked by reading their nodes
+
+	// ignoreEvents makes Renew take a hold node's watch as proof even after
+	// it fired: set by tests only, as a negative control.
+	ignoreEvents bool
 }
 
 var (
