@@ -23,8 +23,8 @@ type revokes struct {
 	// listening is closed once revocations flow (for tests).
 	listening chan struct{}
 	mu        sync.Mutex
-	closed  bool
-	wg      sync.WaitGroup // the listener and acknowledgements in flight
+	closed    bool
+	wg        sync.WaitGroup // the listener and acknowledgements in flight
 }
 
 // listen starts the revocation listener once, on the first grant. It costs

@@ -34,8 +34,8 @@ type Store struct {
 	names    map[string]*name
 	watchers map[watchKey][]*watch
 	revokes  map[string][]*revokeWatch // client id -> its revocation listeners (revoke.go)
-	clients  map[string]client // holder records: client id -> record
-	jobs     map[string]*job   // scheduled jobs' claims and records (jobs.go)
+	clients  map[string]client         // holder records: client id -> record
+	jobs     map[string]*job           // scheduled jobs' claims and records (jobs.go)
 	// sessions is nil in a Store from New, which renews each lock in
 	// Renew; in one from NewSessions, it is every client's session, which
 	// KeepAlive renews, and Renew only checks (see session.go).
