@@ -2,6 +2,7 @@ package leash
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,12 @@ func (c *Client) revokeLoop() {
 		if err == nil {
 			close(c.revokes.listening)
 			<-ctx.Done()
-			stop()
+			if _, ok := c.store.(io.Closer); !ok {
+				// A store that Close closes drops the watch with its
+				// connection, without a round trip that a dead server
+				// would hold up.
+				stop()
+			}
 			return
 		}
 		c.log.Warn("cannot listen for revocations; revoked locks are learnt at their next renewal",

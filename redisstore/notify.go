@@ -357,6 +357,10 @@ func (n *notifier) replace(old *redis.PubSub) {
 }
 
 func (n *notifier) close() {
+	// Cancel first: a replacement subscribing under n.mu (replace) to a
+	// server that does not answer gives up at once, instead of holding
+	// the lock, and Close, for its SubscribeTimeout.
+	n.cancel()
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
