@@ -3,8 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -67,23 +65,7 @@ func (s *Store) WatchRevokes(ctx context.Context, client string, revoked func(dr
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &revokeWatch{revoked: revoked}
-	s.mu.Lock()
-	s.revokes[client] = append(s.revokes[client], w)
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			ws := slices.DeleteFunc(s.revokes[client], func(x *revokeWatch) bool { return x == w })
-			if len(ws) == 0 {
-				delete(s.revokes, client)
-			} else {
-				s.revokes[client] = ws
-			}
-		})
-	}, nil
+	return listen(&s.mu, s.revokes, client, &revokeWatch{revoked: revoked}), nil
 }
 
 // revokesLocked returns the calls that tell the owner's client of rv.

@@ -501,24 +501,28 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, n string, wake func
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	k := watchKeyOf(kind, n)
-	w := &watch{wake: wake}
-	s.mu.Lock()
-	s.watchers[k] = append(s.watchers[k], w)
-	s.mu.Unlock()
+	return listen(&s.mu, s.watchers, watchKeyOf(kind, n), &watch{wake: wake}), nil
+}
+
+// listen adds w to m[k] under mu, and returns the call that removes it,
+// once.
+func listen[K comparable, W any](mu *sync.Mutex, m map[K][]*W, k K, w *W) func() {
+	mu.Lock()
+	m[k] = append(m[k], w)
+	mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			ws := slices.DeleteFunc(s.watchers[k], func(x *watch) bool { return x == w })
+			mu.Lock()
+			defer mu.Unlock()
+			ws := slices.DeleteFunc(m[k], func(x *W) bool { return x == w })
 			if len(ws) == 0 {
-				delete(s.watchers, k)
+				delete(m, k)
 			} else {
-				s.watchers[k] = ws
+				m[k] = ws
 			}
 		})
-	}, nil
+	}
 }
 
 // Inspect implements [driver.Admin].
