@@ -172,8 +172,9 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
 // ForceUnlockNow deletes the lock name whoever holds it and wakes its
 // waiters, at once. It reports whether there was a lock to delete. The
 // name may be granted to another at once, while the old holder, which
-// hears of it at once on a [driver.Revoker] store (ReasonRevoked) and
-// otherwise at its next renewal, may still be acting on it: use it only
+// hears of it at once on a [driver.Revoker] store and otherwise at its
+// next renewal (ReasonReleasedElsewhere either way), may still be acting
+// on it: use it only
 // when the holder is known to be gone, or when freeing the name matters
 // more than the overlap; otherwise use ForceUnlock. A name that holds
 // something other than a lock is never deleted: ForceUnlockNow returns an

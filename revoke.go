@@ -82,7 +82,9 @@ func (c *Client) revokeLoop() {
 }
 
 // revoked handles one revocation: the tenure it names, if the Client still
-// holds it, is lost at once. It is called by the store and must not block.
+// holds it, is lost at once (ReasonRevoked, or ReasonReleasedElsewhere for a
+// lock the store freed at once). It is called by the store and must not
+// block.
 func (c *Client) revoked(rv driver.Revocation) {
 	var t *tenure
 	s := &c.sched
@@ -104,9 +106,16 @@ func (c *Client) revoked(rv driver.Revocation) {
 	if r.closed {
 		return
 	}
+	// A lock freed at once (ForceRelease) was released elsewhere, as the
+	// next renewal would have said; one kept by a tombstone was revoked,
+	// and lose acknowledges it.
+	reason := ReasonRevoked
+	if rv.Freed {
+		reason = ReasonReleasedElsewhere
+	}
 	// Owner: the Client. Lose runs the observer, which must not hold up
 	// the store's notifications; revocations are rare.
-	r.wg.Go(func() { t.lose(ReasonRevoked, nil) })
+	r.wg.Go(func() { t.lose(reason, nil) })
 }
 
 // ackRevoke acknowledges the revocation of t, which has been told (its

@@ -45,20 +45,10 @@ func TestForceUnlockRevokes(t *testing.T) {
 	}
 }
 
-// noWatch hides a store's revocation listening (but not its renewals'
-// answer), as a lost message would.
-type noWatch struct {
-	*memstore.Store
-}
-
-func (noWatch) WatchRevokes(context.Context, string, func(driver.Revocation)) (func(), error) {
-	return nil, errors.New("no revocation listening in this test")
-}
-
 // A holder that does not hear the revocation learns at its next renewal,
 // with the same reason, and the tombstone holds the name until then.
 func TestRevokeHeardAtRenewal(t *testing.T) {
-	s := noWatch{memstore.New()}
+	s := deafStore{newFaultStore(t)}
 	holder := newClient(t, s, &leash.Options{Lease: 3 * time.Second, RenewInterval: 100 * time.Millisecond})
 	defer holder.Close()
 	h := mustLock(t, holder.Mutex("job"), context.Background())
@@ -71,7 +61,8 @@ func TestRevokeHeardAtRenewal(t *testing.T) {
 	wantLost(t, h, leash.ReasonRevoked)
 }
 
-// ForceUnlockNow frees the name at once, and the holder is still told.
+// ForceUnlockNow frees the name at once, and the holder is still told at
+// once, that its lock was released elsewhere.
 func TestForceUnlockNow(t *testing.T) {
 	s := memstore.New()
 	holder := newClient(t, s, &leash.Options{Lease: time.Hour})
@@ -84,5 +75,5 @@ func TestForceUnlockNow(t *testing.T) {
 	if heldBy(t, s, "job") != "" {
 		t.Error("the name is still held after ForceUnlockNow")
 	}
-	wantLost(t, h, leash.ReasonRevoked)
+	wantLost(t, h, leash.ReasonReleasedElsewhere)
 }
