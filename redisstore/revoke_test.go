@@ -1,8 +1,10 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -133,6 +135,9 @@ func TestForceUnlockSilentHolder(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer func() { _ = child.Signal(syscall.SIGCONT) }()
+				// kill returns before the signal is acted on: a child still
+				// running could hear the revocation, which is not this test.
+				waitFor(t, "the holder to stop", func() bool { return stopped(t, child.Pid()) })
 			}
 			end := leaseEnd(t, rdb, name)
 			force := c.ForceUnlock
@@ -235,4 +240,16 @@ func TestRevokedInspectAndNow(t *testing.T) {
 	if info, _ := c.Inspect(bg(t), name); info.Held || len(info.Revoked) > 0 {
 		t.Errorf("Inspect after ForceUnlockNow = %+v, want free", info)
 	}
+}
+
+// stopped reports whether process pid is stopped (state T in /proc).
+func stopped(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
 }

@@ -7,7 +7,7 @@
 -- Returns  1 when a hold was revoked; 0 when there was none (a free name, or one already
 --          revoked); {-2, what} when the name is held by readers or permits, which are not
 --          revoked (nothing is changed); {-1, what} when KEYS[1] holds something that is
---          not a lock, or KEYS[2] what leash does not write there: nothing is changed.
+--          not a lock: nothing is changed.
 -- The tombstone is the lock hash itself, its TTL (the holder's remaining lease) unchanged:
 -- the owner fields are replaced by "revoked" = the revoked owners, one a line. Every leash
 -- script and Redisson's RLock see the key and grant nothing; a Redisson holder's watchdog
@@ -20,15 +20,13 @@ local what = not_lock(KEYS[1], nil, KEYS[3])
 if what then
     return {-1, what}
 end
-local bad = foreign(KEYS[2], 'owners')
-if bad then
-    return bad
-end
 local typ = redis.call('type', KEYS[1]).ok
 if typ == 'zset' then
     return {-2, 'a semaphore'}
 end
-if purge(KEYS[2], now_ms()) > 0 then
+-- A readers key that holds a user's data holds no readers: it is left alone, as force.lua
+-- leaves it.
+if not companion(KEYS[2], 'owners') and purge(KEYS[2], now_ms()) > 0 then
     return {-2, 'a read lock'}
 end
 if typ == 'none' then
