@@ -97,7 +97,7 @@ func runUnlock(e *env, argv []string) int {
 	if len(info.Owners) > 0 {
 		holder = info.Owners[0].Owner
 	}
-	if rv, ok := admin.(driver.Revoker); ok && !now {
+	if rv, ok := admin.(driver.Revoker); ok && !now && !tailOnly(ctx, conn.store, info) {
 		revoked, err := rv.Revoke(ctx, names[0])
 		switch {
 		case err == nil && revoked:
@@ -126,4 +126,21 @@ func runUnlock(e *env, argv []string) int {
 	}
 	fmt.Fprintf(e.stdout, "unlocked %q: it was held by %s (fence %d)\n", names[0], holder, info.Fence)
 	return exitOK
+}
+
+// tailOnly reports whether every holder of info's lock has ended its work
+// and only left the lock to expire (leash run's --at-least tail), by its
+// Client's record: no one acts under the lock, so it can be freed at once.
+func tailOnly(ctx context.Context, store driver.Store, info driver.Info) bool {
+	if len(info.Owners) == 0 {
+		return false
+	}
+	hs := readHolders(ctx, store, func(error) {}, info)
+	for _, o := range info.Owners {
+		h := hs[o.Owner]
+		if h == nil || !h.listed || h.lock.TailSince.IsZero() {
+			return false
+		}
+	}
+	return true
 }
