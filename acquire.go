@@ -467,6 +467,7 @@ func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Ho
 		c.observeEnd(t, OpLost, ReasonClosed, ErrClosed)
 		return nil, ErrClosed
 	}
+	c.listenRevokes()
 	if c.debugOn() {
 		c.log.Debug("lock acquired", slog.String(attrLock, t.name()), slog.String(attrKind, t.kind.String()),
 			slog.String(attrOwner, t.owner), slog.Int64(attrToken, t.fence()))

@@ -17,6 +17,7 @@ type caps struct {
 	permits  driver.PermitSetter
 	session  driver.SessionStore
 	drift    driver.Drifter
+	revoke   driver.Revoker
 	starve   bool                        // a driver.StarvationStore that keeps starving waiters' marks
 	kinds    [driver.KindPermit + 1]bool // the kinds the store grants
 }
@@ -32,6 +33,7 @@ func discover(store driver.Store) (caps, error) {
 	c.permits, _ = store.(driver.PermitSetter)
 	c.session, _ = store.(driver.SessionStore)
 	c.drift, _ = store.(driver.Drifter)
+	c.revoke, _ = store.(driver.Revoker)
 	if ss, ok := store.(driver.StarvationStore); ok && c.withdraw != nil {
 		c.starve = ss.Starvation() // a mark needs withdrawing when its waiter gives up
 	}

@@ -47,6 +47,7 @@ type Client struct {
 	rec     recorder
 	owners  owners
 	retries retries
+	revokes revokes
 }
 
 // New returns a Client that takes locks on store. A nil opts means all
@@ -83,6 +84,7 @@ func New(store driver.Store, opts *Options) (*Client, error) {
 		done:  make(chan struct{}),
 	}
 	c.owners.m = make(map[ownedKey]*owned)
+	c.revokes.listening = make(chan struct{})
 	c.waiters.init(c)
 	c.rec.init(c, opts)
 	c.sched.start(c)
@@ -128,28 +130,81 @@ func (c *Client) Inspect(ctx context.Context, name string) (driver.Info, error) 
 	return info, nil
 }
 
-// ForceUnlock deletes the lock name whoever holds it and wakes its waiters.
-// It reports whether there was a lock to delete. It is an operator's tool for
-// a lock whose holder is known to be gone: a live holder learns of it only at
-// its next renewal, and may meanwhile keep working. A name that holds
-// something other than a lock (another application's data) is never
-// deleted: ForceUnlock returns an error matching ErrNotALock.
+// ForceUnlock takes the lock name from whoever holds it: an operator's tool
+// for a lock whose holder is stuck or gone. It reports whether there was a
+// lock to take.
+//
+// On a store that can revoke (a [driver.Revoker]: redisstore and memstore),
+// the holder is told at once: its Lost fires and its Err is a *LostError
+// with ReasonRevoked (errors.Is(err, ErrRevoked)). The name is granted to
+// no one else until the holder's Client has heard of it and acknowledged,
+// which takes a few round trips, or until the lease the holder had runs
+// out, whichever comes first: a holder that is paused or cut off keeps the
+// name out of use until its lease would have ended, as it would have
+// without the force. A name held by readers or permits (many holders) is
+// freed at once instead, as by ForceUnlockNow. On a store that cannot
+// revoke, ForceUnlock is ForceUnlockNow.
+//
+// A name that holds something other than a lock (another application's
+// data) is never changed: ForceUnlock returns an error matching
+// ErrNotALock.
 func (c *Client) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	if c.closed.Load() {
-		return false, ErrClosed
-	}
-	if err := checkName(c.store, name); err != nil {
+	a, err := c.forceOp(name)
+	if err != nil {
 		return false, err
 	}
-	a, err := c.caps.adminOp()
-	if err != nil {
-		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
+	if rv := c.caps.revoke; rv != nil {
+		ok, err := rv.Revoke(ctx, name)
+		if !errors.Is(err, ErrUnsupported) {
+			if err != nil {
+				return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
+			}
+			return ok, nil
+		}
 	}
 	ok, err := a.ForceRelease(ctx, name)
 	if err != nil {
 		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
 	}
 	return ok, nil
+}
+
+// ForceUnlockNow deletes the lock name whoever holds it and wakes its
+// waiters, at once. It reports whether there was a lock to delete. The
+// name may be granted to another at once, while the old holder, which
+// hears of it at once on a [driver.Revoker] store and otherwise at its
+// next renewal (ReasonReleasedElsewhere either way), may still be acting
+// on it: use it only
+// when the holder is known to be gone, or when freeing the name matters
+// more than the overlap; otherwise use ForceUnlock. A name that holds
+// something other than a lock is never deleted: ForceUnlockNow returns an
+// error matching ErrNotALock.
+func (c *Client) ForceUnlockNow(ctx context.Context, name string) (bool, error) {
+	a, err := c.forceOp(name)
+	if err != nil {
+		return false, err
+	}
+	ok, err := a.ForceRelease(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("leash: force unlock %q: %w", name, err)
+	}
+	return ok, nil
+}
+
+// forceOp checks a force unlock's name and returns the store's
+// administration.
+func (c *Client) forceOp(name string) (driver.Admin, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := checkName(c.store, name); err != nil {
+		return nil, err
+	}
+	a, err := c.caps.adminOp()
+	if err != nil {
+		return nil, fmt.Errorf("leash: force unlock %q: %w", name, err)
+	}
+	return a, nil
 }
 
 // Close releases every lock the Client still holds, after telling their
@@ -189,6 +244,7 @@ func (c *Client) close() error {
 			errs = append(errs, fmt.Errorf("leash: release %q on close: %w", reqs[i].Name, err))
 		}
 	}
+	c.closeRevokes()
 	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {

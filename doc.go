@@ -66,6 +66,17 @@
 // ForceUnlock, Inspect — ever deletes, alters or extends it. A hold whose
 // lock is replaced by other data is lost (released elsewhere).
 //
+// # Force unlock
+//
+// An operator who must take a lock from a stuck holder calls
+// [Client.ForceUnlock] (leash unlock --force). On a store that revokes (a
+// driver.Revoker: Redis, memstore) the holder is told at once — its hold is
+// lost with ReasonRevoked, errors.Is(err, ErrRevoked) — and the name is
+// granted to no one else until the holder's Client has acknowledged, a few
+// round trips later, or until the holder's lease runs out: a paused or
+// cut-off holder never overlaps the next. [Client.ForceUnlockNow] frees the
+// name at once, for a holder known to be dead.
+//
 // # Waiting
 //
 // Waiters do not poll on a store that notifies (a driver.Watcher: Redis,

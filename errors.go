@@ -35,6 +35,11 @@ var (
 	// believed it held it.
 	ErrLost = errors.New("leash: lock lost")
 
+	// ErrRevoked matches a [*LostError] whose Reason is ReasonRevoked: an
+	// operator force-unlocked the lock and the store told the holder at
+	// once (see [Client.ForceUnlock]).
+	ErrRevoked = errors.New("leash: lock revoked")
+
 	// ErrReleased is the cause of a hold's context after a successful Unlock.
 	ErrReleased = errors.New("leash: lock released")
 
@@ -171,6 +176,10 @@ const (
 	ReasonStalled
 	// ReasonClosed: the Client was closed while the lock was held.
 	ReasonClosed
+	// ReasonRevoked: an operator force-unlocked the lock and the store told
+	// the holder (see [Client.ForceUnlock]), by a message heard at once or
+	// at the next renewal. errors.Is(err, ErrRevoked) matches it.
+	ReasonRevoked
 )
 
 var reasonText = [...]string{
@@ -181,6 +190,7 @@ var reasonText = [...]string{
 	ReasonMaxHold:           "max hold reached",
 	ReasonStalled:           "holder stalled",
 	ReasonClosed:            "client closed",
+	ReasonRevoked:           "revoked",
 }
 
 // String returns the reason in a few words, as used in logs and by the CLI.
@@ -214,8 +224,10 @@ func (e *LostError) Error() string {
 	return msg
 }
 
-// Is reports whether target is ErrLost.
-func (e *LostError) Is(target error) bool { return target == ErrLost }
+// Is reports whether target is ErrLost, or ErrRevoked for a lock revoked.
+func (e *LostError) Is(target error) bool {
+	return target == ErrLost || (target == ErrRevoked && e.Reason == ReasonRevoked)
+}
 
 // Unwrap returns the underlying cause, if any.
 func (e *LostError) Unwrap() error { return e.Err }

@@ -328,7 +328,7 @@ func (c *Client) renewAll(ctx context.Context, reqs []driver.Request) []driver.R
 // (err). part is the index of the part the outcome is about. The zero value
 // is a renewal of every part.
 type renewal struct {
-	lost Reason // ReasonReleasedElsewhere or ReasonTakenOver; 0 if not lost
+	lost Reason // ReasonReleasedElsewhere, ReasonTakenOver or ReasonRevoked; 0 if not lost
 	err  error
 	part int
 }
@@ -345,6 +345,8 @@ func fold(res []driver.RenewResult) renewal {
 			return renewal{lost: ReasonReleasedElsewhere, part: i}
 		case r.Err == nil && r.Status == driver.RenewTaken:
 			return renewal{lost: ReasonTakenOver, part: i}
+		case r.Err == nil && r.Status == driver.RenewRevoked:
+			return renewal{lost: ReasonRevoked, part: i}
 		case r.Err != nil:
 			out = renewal{err: r.Err, part: i}
 		case r.Status != driver.Renewed && out.err == nil:

@@ -187,6 +187,9 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.c.sched.remove(t)
 	t.c.forget(t)
 	t.c.endKept(t, reason)
+	if reason == ReasonRevoked {
+		t.c.ackRevoke(t) // told: the store may free the name
+	}
 	t.c.observeEnd(t, OpLost, reason, cause)
 	lvl := slog.LevelError
 	if reason == ReasonClosed {

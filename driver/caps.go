@@ -99,7 +99,8 @@ type Admin interface {
 	// ForceRelease deletes every lock, lease, permit and queue place on name
 	// whoever holds them, and wakes every waiter. It reports whether there
 	// was anything to delete. Holders learn of it at their next renewal at
-	// the latest.
+	// the latest (at once on a [Revoker], which can also take a lock from a
+	// live holder safely).
 	ForceRelease(ctx context.Context, name string) (bool, error)
 }
 
@@ -131,6 +132,11 @@ type Info struct {
 	// keeps: a starving Mutex waiter's client watches both the Mutex's
 	// release and the fair queue's.
 	Waiters int
+	// Revoked lists the owners whose lock on the name was revoked and who
+	// have not acknowledged it yet (see [Revoker]): while it is not empty,
+	// Held is false and the name is granted to no one until Remaining runs
+	// out or the last of them acknowledges.
+	Revoked []string
 }
 
 // OwnerHolds is one owner of a lock and its hold count.

@@ -41,6 +41,9 @@
 //   - [MultiStore]: several names in one atomic step (MultiLock).
 //   - [Admin]: inspect a name, list locks by pattern, force one free: what
 //     the leash CLI's show, ls and unlock need.
+//   - [Revoker]: take a lock from a live holder safely: the holder's client
+//     is told at once, and a tombstone grants the name to no one else until
+//     the holder acknowledged or its lease ran out (leash unlock --force).
 //   - [SessionStore]: a server that keeps every lock of a client alive with
 //     one keep-alive (an etcd lease, a ZooKeeper session); the core then
 //     renews the session, not each lock.

@@ -155,6 +155,9 @@ const (
 	RenewGone
 	// RenewTaken: the lock exists but the owner does not hold it.
 	RenewTaken
+	// RenewRevoked: the owner's lock was revoked (see [Revoker]): the name
+	// is kept for it by a tombstone it should acknowledge.
+	RenewRevoked
 )
 
 // RenewResult is the outcome of renewing one lock. When Err is non-nil the

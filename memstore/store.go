@@ -33,8 +33,9 @@ type Store struct {
 	mu       sync.Mutex
 	names    map[string]*name
 	watchers map[watchKey][]*watch
-	clients  map[string]client // holder records: client id -> record
-	jobs     map[string]*job   // scheduled jobs' claims and records (jobs.go)
+	revokes  map[string][]*revokeWatch // client id -> its revocation listeners (revoke.go)
+	clients  map[string]client         // holder records: client id -> record
+	jobs     map[string]*job           // scheduled jobs' claims and records (jobs.go)
 	// sessions is nil in a Store from New, which renews each lock in
 	// Renew; in one from NewSessions, it is every client's session, which
 	// KeepAlive renews, and Renew only checks (see session.go).
@@ -61,6 +62,10 @@ type excl struct {
 	owner   string
 	expires time.Time
 	write   bool
+	// revoked: the lock was revoked (see Revoke) and is now the owner's
+	// tombstone: it blocks every grant until it expires or the owner
+	// acknowledges, and the owner holds nothing.
+	revoked bool
 }
 
 type place struct {
@@ -82,7 +87,7 @@ type watch struct{ wake func(driver.Wake) }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch), clients: make(map[string]client), jobs: make(map[string]*job)}
+	return &Store{names: make(map[string]*name), watchers: make(map[watchKey][]*watch), revokes: make(map[string][]*revokeWatch), clients: make(map[string]client), jobs: make(map[string]*job)}
 }
 
 var (
@@ -95,6 +100,7 @@ var (
 	_ driver.Admin           = (*Store)(nil)
 	_ driver.ClientRecorder  = (*Store)(nil)
 	_ driver.StarvationStore = (*Store)(nil)
+	_ driver.Revoker         = (*Store)(nil)
 )
 
 // Starvation implements [driver.StarvationStore]: a starving Mutex
@@ -210,7 +216,7 @@ func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, 
 		}
 		return driver.Grant{Remaining: until.Sub(now)}, nil
 	}
-	if e := st.excl; e != nil && e.owner == req.Owner && req.Kind != driver.KindRead {
+	if e := st.excl; e != nil && e.owner == req.Owner && !e.revoked && req.Kind != driver.KindRead {
 		// A retry of a granted acquire: the same tenure, its lease refreshed.
 		e.expires = now.Add(req.Lease)
 		return driver.Grant{Acquired: true, Fence: st.fence}, nil
@@ -332,6 +338,8 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 		switch {
 		case st.hold(r.Kind, r.Owner, until):
 			res[i].Status = driver.Renewed
+		case st.excl != nil && st.excl.revoked && st.excl.owner == r.Owner:
+			res[i].Status = driver.RenewRevoked
 		case r.Kind != driver.KindRead && r.Kind != driver.KindPermit && (st.excl != nil || len(st.readers) > 0):
 			res[i].Status = driver.RenewTaken
 		default:
@@ -355,7 +363,7 @@ func (st *name) hold(kind driver.Kind, owner string, until time.Time) bool {
 		}
 		leases = st.sem.permits
 	default:
-		if st.excl == nil || st.excl.owner != owner {
+		if st.excl == nil || st.excl.owner != owner || st.excl.revoked {
 			return false
 		}
 		if !until.IsZero() {
@@ -436,7 +444,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		notes = append(notes, note{driver.KindPermit, driver.Wake{To: driver.WakeOne}})
 	default:
 		e := st.excl
-		if e == nil || e.owner != req.Owner {
+		if e == nil || e.owner != req.Owner || e.revoked {
 			s.mu.Unlock()
 			return notHeld(req.Name)
 		}
@@ -493,24 +501,28 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, n string, wake func
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	k := watchKeyOf(kind, n)
-	w := &watch{wake: wake}
-	s.mu.Lock()
-	s.watchers[k] = append(s.watchers[k], w)
-	s.mu.Unlock()
+	return listen(&s.mu, s.watchers, watchKeyOf(kind, n), &watch{wake: wake}), nil
+}
+
+// listen adds w to m[k] under mu, and returns the call that removes it,
+// once.
+func listen[K comparable, W any](mu *sync.Mutex, m map[K][]*W, k K, w *W) func() {
+	mu.Lock()
+	m[k] = append(m[k], w)
+	mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			ws := slices.DeleteFunc(s.watchers[k], func(x *watch) bool { return x == w })
+			mu.Lock()
+			defer mu.Unlock()
+			ws := slices.DeleteFunc(m[k], func(x *W) bool { return x == w })
 			if len(ws) == 0 {
-				delete(s.watchers, k)
+				delete(m, k)
 			} else {
-				s.watchers[k] = ws
+				m[k] = ws
 			}
 		})
-	}, nil
+	}
 }
 
 // Inspect implements [driver.Admin].
@@ -539,7 +551,10 @@ func (s *Store) Inspect(ctx context.Context, n string) (driver.Info, error) {
 		info.Kind, info.Permits = driver.KindPermit, st.sem.size
 		leases(driver.KindPermit, st.sem.permits)
 	default:
-		if e := st.excl; e != nil {
+		if e := st.excl; e != nil && e.revoked {
+			info.Revoked = []string{e.owner}
+			info.Remaining = e.expires.Sub(now)
+		} else if e != nil {
 			info.Kind = driver.KindMutex
 			if e.write {
 				info.Kind = driver.KindWrite
@@ -564,6 +579,14 @@ func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 	st := s.get(n, time.Now())
 	any := st.excl != nil || len(st.readers) > 0 || len(st.writers) > 0 || len(st.queue) > 0 ||
 		(st.sem != nil && len(st.sem.permits) > 0)
+	var holders []string
+	if st.excl != nil && !st.excl.revoked {
+		holders = append(holders, st.excl.owner)
+	}
+	holders = append(holders, slices.Collect(maps.Keys(st.readers))...)
+	if st.sem != nil {
+		holders = append(holders, slices.Collect(maps.Keys(st.sem.permits))...)
+	}
 	st.excl, st.queue = nil, nil
 	clear(st.readers)
 	clear(st.writers)
@@ -574,6 +597,9 @@ func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 	if any {
 		wakes = s.wakesLocked(n, []note{{driver.KindMutex, driver.Wake{To: driver.WakeAll}}, {driver.KindFair, driver.Wake{To: driver.WakeAll}},
 			{driver.KindWrite, driver.Wake{To: driver.WakeAll}}, {driver.KindPermit, driver.Wake{To: driver.WakeAll}}})
+	}
+	for _, o := range holders {
+		wakes = append(wakes, s.revokesLocked(driver.Revocation{Name: n, Owner: o, Freed: true})...)
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
@@ -626,7 +652,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		if st.sem != nil {
 			return driver.MultiGrant{}, wrongType(r.Name)
 		}
-		if st.excl != nil && st.excl.owner == r.Owner {
+		if st.excl != nil && st.excl.owner == r.Owner && !st.excl.revoked {
 			continue
 		}
 		if b := st.blocked(); !b.IsZero() && (until.IsZero() || b.Before(until)) {

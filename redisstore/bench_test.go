@@ -361,3 +361,61 @@ func BenchmarkScriptCost(b *testing.B) {
 	b.ReportMetric((u2-u1)/float64(b.N), "release-redis-µs/call")
 	b.ReportMetric((u2-u0)/float64(b.N), "redis-µs/lock")
 }
+
+// BenchmarkForceUnlockTold measures a force unlock (revocation) of a lock
+// held by another Client: ns/op is the whole cycle (Lock, ForceUnlock, the
+// holder told, the name free again); told-µs is the time from the start of
+// ForceUnlock to the holder's Lost firing, and free-µs to the waiting
+// third Client's grant (after the holder's acknowledgement).
+func BenchmarkForceUnlockTold(b *testing.B) {
+	_, rdb := benchRedis(b)
+	holder := benchClient(b, rdb, &leash.Options{Lease: time.Minute})
+	op := benchClient(b, rdb, nil)
+	waiter := benchClient(b, rdb, &leash.Options{Lease: time.Minute})
+	ctx := context.Background()
+	name := "bench/revoke"
+	var told, free time.Duration
+	listening := false
+	for b.Loop() {
+		h, err := holder.Mutex(name).Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !listening { // the holder's Client listens from its first grant on
+			ch := "leash_revoke__channel:" + holder.ID()
+			for {
+				if m, _ := rdb.PubSubNumSub(ctx, ch).Result(); m[ch] == 1 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			listening = true
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			wh, err := waiter.Mutex(name).Lock(ctx)
+			if err != nil {
+				b.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			_ = wh.Unlock(ctx)
+		}()
+		for { // the waiter has tried once and watches
+			if m, _ := rdb.PubSubNumSub(ctx, "redisson_lock__channel:{"+name+"}").Result(); m["redisson_lock__channel:{"+name+"}"] >= 1 {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		start := time.Now()
+		if _, err := op.ForceUnlock(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		<-h.Lost()
+		told += time.Since(start)
+		free += (<-got).Sub(start)
+	}
+	b.ReportMetric(float64(told.Microseconds())/float64(b.N), "told-µs")
+	b.ReportMetric(float64(free.Microseconds())/float64(b.N), "free-µs")
+}

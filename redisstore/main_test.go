@@ -105,6 +105,16 @@ func runHolder() int {
 		return 2
 	}
 	fmt.Println("acquired", h.Fence())
+	if os.Getenv("LEASH_TEST_TOLD") == "1" {
+		// When the hold was lost, by this process's clock, for a test that
+		// checks it against the next grant.
+		go func() {
+			<-h.Lost()
+			var le *leash.LostError
+			errors.As(h.Err(), &le)
+			fmt.Println("told", time.Now().UnixNano(), strings.ReplaceAll(le.Reason.String(), " ", "_"))
+		}()
+	}
 	for {
 		if err := h.Err(); err != nil {
 			var le *leash.LostError
@@ -179,14 +189,15 @@ func startWaiter(t *testing.T, addr, name string, kind string) *holder {
 	return startChild(t, addr, name, time.Second, kind, true)
 }
 
-func startChild(t *testing.T, addr, name string, lease time.Duration, kind string, waiter bool) *holder {
+func startChild(t *testing.T, addr, name string, lease time.Duration, kind string, waiter bool, env ...string) *holder {
 	t.Helper()
 	w := "0"
 	if waiter {
 		w = "1"
 	}
-	h := &holder{Child: testkit.StartSelf(t, "holder", helperEnv+"=1", "LEASH_TEST_ADDR="+addr, "LEASH_TEST_WAITER="+w,
-		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String(), "LEASH_TEST_KIND="+kind)}
+	env = append(env, helperEnv+"=1", "LEASH_TEST_ADDR="+addr, "LEASH_TEST_WAITER="+w,
+		"LEASH_TEST_NAME="+name, "LEASH_TEST_LEASE="+lease.String(), "LEASH_TEST_KIND="+kind)
+	h := &holder{Child: testkit.StartSelf(t, "holder", env...)}
 	if waiter {
 		if l := h.next(t, 30*time.Second); l != "waiting" {
 			t.Fatalf("waiter said %q, want waiting", l)

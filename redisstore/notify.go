@@ -40,7 +40,13 @@ type channel struct {
 	idleSince   time.Time // when the last watcher left; zero while watched
 }
 
-type watcher struct{ wake func(driver.Wake) }
+// A watcher is one Watch's, which hears wake messages, or one
+// WatchRevokes's, which hears raw payloads (revocations) and nothing of a
+// reconnect.
+type watcher struct {
+	wake func(driver.Wake)
+	raw  func(payload string)
+}
 
 func (n *notifier) init(s *Store) {
 	n.s = s
@@ -61,7 +67,11 @@ func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake f
 }
 
 func (n *notifier) watch(ctx context.Context, ch string, wake func(driver.Wake)) (func(), error) {
-	w := &watcher{wake: wake}
+	return n.add(ctx, ch, &watcher{wake: wake})
+}
+
+// add subscribes w to ch and returns once the subscription is confirmed.
+func (n *notifier) add(ctx context.Context, ch string, w *watcher) (func(), error) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -229,7 +239,7 @@ func (n *notifier) read() {
 				n.confirmed(m.Channel)
 			}
 		case *redis.Message:
-			n.deliver(m.Channel, wakeOf(m.Payload))
+			n.deliver(m.Channel, m.Payload)
 		}
 	}
 }
@@ -254,7 +264,7 @@ func (n *notifier) confirmed(ch string) {
 	n.dropIfIdleLocked(ch, c)
 	n.mu.Unlock()
 	if resub {
-		n.deliver(ch, driver.Wake{To: driver.WakeAll})
+		n.wakeAll(ch)
 	}
 }
 
@@ -283,21 +293,37 @@ func wakeOf(payload string) driver.Wake {
 	return driver.Wake{To: driver.WakeHead, Head: payload}
 }
 
-// deliver passes msg to the watchers of ch. The leash core turns it into the
-// local waiters it is for: one, all, the readers, one writer, a queue head.
-func (n *notifier) deliver(ch string, msg driver.Wake) {
-	n.mu.Lock()
-	c := n.chans[ch]
-	var wakes []func(driver.Wake)
-	if c != nil {
-		for _, w := range c.watchers {
-			wakes = append(wakes, w.wake)
+// deliver passes a message to the watchers of ch: a wake message, decoded,
+// to Watch's (the leash core turns it into the local waiters it is for:
+// one, all, the readers, one writer, a queue head), and the payload as it
+// is to WatchRevokes's.
+func (n *notifier) deliver(ch, payload string) {
+	for _, w := range n.watchers(ch) {
+		if w.raw != nil {
+			w.raw(payload)
+		} else {
+			w.wake(wakeOf(payload))
 		}
 	}
-	n.mu.Unlock()
-	for _, wake := range wakes {
-		wake(msg)
+}
+
+// wakeAll wakes every Watch of ch: messages may have been missed.
+func (n *notifier) wakeAll(ch string) {
+	for _, w := range n.watchers(ch) {
+		if w.wake != nil {
+			w.wake(driver.Wake{To: driver.WakeAll})
+		}
 	}
+}
+
+// watchers returns the watchers of ch.
+func (n *notifier) watchers(ch string) []*watcher {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c := n.chans[ch]; c != nil {
+		return slices.Clone(c.watchers)
+	}
+	return nil
 }
 
 // replace closes a dead pub/sub connection and subscribes every watched
@@ -326,11 +352,15 @@ func (n *notifier) replace(old *redis.PubSub) {
 	}
 	n.mu.Unlock()
 	for _, ch := range chans {
-		n.deliver(ch, driver.Wake{To: driver.WakeAll})
+		n.wakeAll(ch)
 	}
 }
 
 func (n *notifier) close() {
+	// Cancel first: a replacement subscribing under n.mu (replace) to a
+	// server that does not answer gives up at once, instead of holding
+	// the lock, and Close, for its SubscribeTimeout.
+	n.cancel()
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()

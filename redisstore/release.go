@@ -98,7 +98,8 @@ func releaseKeys(name, id string) []string {
 	return keys
 }
 
-// ForceRelease implements [driver.Admin].
+// ForceRelease implements [driver.Admin]. Each holder deleted is told on
+// its client's revocation channel (see Revoke).
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	if s.err != nil {
 		return false, s.err
@@ -106,7 +107,7 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	k := s.key(name)
 	keys := []string{k, fairQueueKey(k), fairPlacesKey(k), readersKey(k), writersKey(k),
 		channelName(k), fairChannel(k), rwChannel(k), semChannel(k), semSizeKey(k)}
-	v, err := forceScript.Run(ctx, s.rdb, keys).Result()
+	v, err := forceScript.Run(ctx, s.rdb, keys, s.revokeChannel(""), name).Result()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -74,6 +75,8 @@ func parseRenew(v any, n int) ([]driver.RenewStatus, error) {
 			out[i] = driver.RenewGone
 		case int64(2):
 			out[i] = driver.RenewTaken
+		case int64(3):
+			out[i] = driver.RenewRevoked
 		default:
 			return nil, fmt.Errorf("unexpected renew status %#v for key %d", x, i)
 		}
@@ -163,6 +166,10 @@ func parseInfo(name string, v any) (driver.Info, error) {
 			if !ok1 || !ok2 {
 				return info, &leash.NotALockError{Name: name, Found: "a hash without lock fields"}
 			}
+			if field == "revoked" {
+				info.Revoked = strings.Split(value, "\n")
+				continue
+			}
 			if field == "mode" {
 				switch value {
 				case "write":
@@ -184,7 +191,7 @@ func parseInfo(name string, v any) (driver.Info, error) {
 			holders[i].Kind = info.Kind
 		}
 		info.Owners = holders
-		if len(holders) > 0 && pttl >= 0 {
+		if (len(holders) > 0 || len(info.Revoked) > 0) && pttl >= 0 {
 			info.Remaining = time.Duration(pttl) * time.Millisecond
 		}
 		if err := leases(driver.KindRead, readers); err != nil {

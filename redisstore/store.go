@@ -275,6 +275,10 @@ var (
 	withdrawLua string
 	//go:embed lua/force.lua
 	forceLua string
+	//go:embed lua/revoke.lua
+	revokeLua string
+	//go:embed lua/ack_revoke.lua
+	ackRevokeLua string
 	//go:embed lua/inspect.lua
 	inspectLua string
 	//go:embed lua/is_lock.lua
@@ -297,6 +301,8 @@ var (
 	releasePermitScript = withLib(releasePermitLua)
 	withdrawScript      = withLib(withdrawLua)
 	forceScript         = withLib(forceLua)
+	revokeScript        = withLib(revokeLua)
+	ackRevokeScript     = withLib(ackRevokeLua)
 	inspectScript       = withLib(inspectLua)
 	isLockScript        = withLib(isLockLua)
 	setPermitsScript    = withLib(setPermitsLua)

@@ -354,11 +354,11 @@ func TestForceReleaseKeepsForeignCompanions(t *testing.T) {
 	queue := "leash_fair_queue:{" + name + "}"
 	rdb.Set(ctx, queue, "not leash's", 0)
 	before := stateOf(t, rdb, queue)
-	if freed, err := c.ForceUnlock(ctx, name); err != nil || !freed {
-		t.Fatalf("ForceUnlock = %v, %v; want true, nil", freed, err)
+	if freed, err := c.ForceUnlockNow(ctx, name); err != nil || !freed {
+		t.Fatalf("ForceUnlockNow = %v, %v; want true, nil", freed, err)
 	}
 	if n := rdb.Exists(ctx, name).Val(); n != 0 {
-		t.Errorf("the lock is still there after ForceUnlock")
+		t.Errorf("the lock is still there after ForceUnlockNow")
 	}
 	checkUnchanged(t, rdb, queue, before)
 }

@@ -20,6 +20,8 @@
 //   - multi: several names in one step ([driver.MultiStore]).
 //   - admin: Inspect, List and ForceRelease ([driver.Admin]), and the
 //     data-safety rules the suite can check through them.
+//   - revoke: revocation ([driver.Revoker]): a force release that tells
+//     the holder at once and grants the name to no one else first.
 //   - records: holder records ([driver.ClientRecorder]).
 //   - session: session renewal ([driver.SessionStore]).
 //   - jobs: scheduled jobs' tick claims and run records ([driver.JobStore]),
@@ -159,6 +161,7 @@ var sections = []section{
 	{"semaphore", []capability{capPermit}, semaphoreTests},
 	{"multi", []capability{capMulti}, multiTests},
 	{"admin", []capability{capAdmin}, adminTests},
+	{"revoke", []capability{capAdmin, capRevoke}, revokeTests},
 	{"records", []capability{capRecords}, recordTests},
 	{"session", []capability{capSessions}, sessionTests},
 	{"jobs", []capability{capJobs}, jobTests},

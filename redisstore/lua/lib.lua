@@ -79,7 +79,8 @@ end
 -- and otherwise a few words saying what key holds (for the Go side's NotALockError). fam is
 -- 'lock' (Mutex, FairMutex, RWMutex, Redisson's RLock and RReadWriteLock: a hash with an
 -- expiry whose fields are owners (see owner_shaped) with positive hold counts, and perhaps
--- "mode" = "read" or "write"), 'semaphore' (a zset whose lowest-scored member is an owner,
+-- "mode" = "read" or "write", and "revoked" = revoked owners, one a line: a tombstone, see
+-- revoke.lua), 'semaphore' (a zset whose lowest-scored member is an owner,
 -- with leash's permit count at sizekey), or nil for either. sizekey may be nil outside
 -- semaphore scripts: a zset is then not a lock. Of a hash of more than 256 fields (a
 -- Redisson read lock has one per reading thread) only the first HSCAN page is read: a
@@ -103,6 +104,12 @@ local function not_lock(key, fam, sizekey)
             if f[i] == 'mode' then
                 if f[i + 1] ~= 'read' and f[i + 1] ~= 'write' then
                     return 'a hash without lock fields'
+                end
+            elseif f[i] == 'revoked' then
+                for o in string.gmatch(f[i + 1], '[^\n]+') do
+                    if not owner_shaped(o) then
+                        return 'a hash without lock fields'
+                    end
                 end
             elseif not owner_shaped(f[i]) or not string.find(f[i + 1], '^[1-9]%d*$') then
                 return 'a hash without lock fields'
@@ -130,6 +137,21 @@ end
 -- no such field or is not a hash.
 local function lock_mode(key)
     return try('hget', key, 'mode') or false
+end
+
+-- revoked_of reports whether owner is among the revoked owners of lock's tombstone (the
+-- field "revoked", one owner a line: see revoke.lua).
+local function revoked_of(lock, owner)
+    local r = try('hget', lock, 'revoked')
+    if not r then
+        return false
+    end
+    for o in string.gmatch(r, '[^\n]+') do
+        if o == owner then
+            return true
+        end
+    end
+    return false
 end
 
 -- companion returns nil when key, one of a name's companion keys, is absent or holds what

@@ -5,7 +5,8 @@
 -- ARGV[2i]     lease of KEYS[i] in milliseconds
 -- Returns      an array with one entry per key: 1 renewed; 0 the lock is gone (the key is
 --              absent, or holds something that is not a lock: see not_lock); 2 the key is a
---              lock the owner does not hold.
+--              lock the owner does not hold; 3 the owner's lock was revoked (the key is its
+--              tombstone, see revoke.lua).
 -- Never creates a key, and never touches one the owner does not hold, so a renewal that
 -- arrives after a release, or finds a user's data under the name, changes nothing.
 -- Redisson's watchdog script does the same check (HEXISTS, then PEXPIRE) per key.
@@ -15,6 +16,8 @@ for i, key in ipairs(KEYS) do
     if held == 1 then
         redis.call('pexpire', key, ARGV[2 * i])
         out[i] = 1
+    elseif held == 0 and revoked_of(key, ARGV[2 * i - 1]) then
+        out[i] = 3
     elseif held == 0 and redis.call('exists', key) == 1 and not not_lock(key, 'lock') then
         out[i] = 2
     else

@@ -6,7 +6,8 @@
 -- ARGV[2i-1]   owner field of lock i
 -- ARGV[2i]     lease of lock i in milliseconds
 -- Returns      one entry per lock, as renew.lua: 1 renewed; 0 the lock is gone (absent, or
---              not a lock: see not_lock); 2 the key is a lock the owner does not hold. Never
+--              not a lock: see not_lock); 2 the key is a lock the owner does not hold; 3 the
+--              owner's lock was revoked (see revoke.lua). Never
 --              creates a key, nor touches one the owner does not hold. A readers key holding
 --              a user's data (see companion) is neither read nor touched: the lease is
 --              renewed as if no reader held. Touches only KEYS.
@@ -19,6 +20,8 @@ for i = 1, #KEYS, 2 do
     elseif held == 1 then
         hold_for(KEYS[i], KEYS[i + 1], ARGV[i + 1], now_ms())
         out[#out + 1] = 1
+    elseif held == 0 and revoked_of(KEYS[i], ARGV[i]) then
+        out[#out + 1] = 3
     elseif held == 0 and redis.call('exists', KEYS[i]) == 1 and not not_lock(KEYS[i], 'lock') then
         out[#out + 1] = 2
     else

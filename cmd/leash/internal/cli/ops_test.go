@@ -194,9 +194,9 @@ func testShowLsUnlock(t *testing.T, st testStore) {
 			t.Errorf("ls --json with no match = %q, want []", out)
 		}
 	})
-	t.Run("unlock --force", func(t *testing.T) {
+	t.Run("unlock --force --now", func(t *testing.T) {
 		forced := time.Now()
-		status, out, stderr := run(t, "unlock", "--force", held)
+		status, out, stderr := run(t, "unlock", "--force", "--now", held)
 		if status != 0 || !strings.Contains(out, "unlocked") || !strings.Contains(out, h.Owner()) {
 			t.Fatalf("unlock --force = %d, %q, %q", status, out, stderr)
 		}
@@ -213,7 +213,7 @@ func testShowLsUnlock(t *testing.T, st testStore) {
 		if status, out, _ := run(t, "unlock", "--force", held); status != 0 || !strings.Contains(out, "was not held") {
 			t.Errorf("unlock --force of a free lock = %d, %q", status, out)
 		}
-		// The holder learns at its next renewal.
+		// The holder learns (at once, or at its next renewal).
 		if err := h.Renew(ctx); !errorsIsLost(err) {
 			t.Errorf("the force-unlocked holder's Renew = %v, want a loss", err)
 		}

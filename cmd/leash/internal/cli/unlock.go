@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -11,44 +14,61 @@ import (
 func cmdUnlock() *command {
 	return &command{
 		name:  "unlock",
-		usage: "unlock --force [store flags] NAME",
-		short: "delete a lock whoever holds it, and wake its waiters",
+		usage: "unlock --force [--now] [store flags] NAME",
+		short: "take a lock from whoever holds it, and wake its waiters",
 		long: `
-Unlock --force deletes the lock NAME whoever holds it, and wakes its waiters
-at once: the next one takes it without waiting for the lease to run out. It
-is the operator's tool for a lock whose holder is known to be gone or stuck.
+Unlock --force takes the lock NAME from whoever holds it. It is the
+operator's tool for a lock whose holder is stuck or gone.
 
---force is required, because the lock may still have a live holder: that
-holder learns of it at its next renewal (within a third of its lease) and, if
-it is 'leash run', stops its command; meanwhile both may run. The holder's
-writes carry an older fencing token, which fenced resources reject.
+On a store that can revoke (Redis, mem), the holder is told at once: a leash
+holder's Lost fires with the reason "revoked", and 'leash run' stops its
+command (SIGTERM) within a few round trips. The name is granted to no one
+else until the holder's client has heard and acknowledged, or until the
+lease the holder had runs out, whichever comes first: a holder that is
+paused or cut off keeps the name out of use until its lease would have
+ended anyway, so two holders never overlap. Waiters are woken as soon as
+the name is free. A lock held by readers or permits (many holders) is
+deleted at once instead, as with --now. On other stores --force is --now.
 
-Unlock prints who held the lock. Unlocking a free lock is not an error. A
-name that holds something other than a lock (another application's key, a
-plain hash, a sorted set) is never deleted: unlock says what it holds and
-exits 65.
+--now deletes the lock at once and wakes its waiters, whether or not the
+holder has heard: the next waiter takes it while a holder that is paused or
+cut off may still act on it, until it learns (at once when it hears the
+revocation, otherwise at its next renewal, within a third of its lease).
+Use it when the holder is known to be dead, or when freeing the name matters
+more than the overlap. Fenced resources reject the old holder's writes,
+which carry an older token. --now also clears a revoked lock that waits for
+its holder.
 
-  --force  required: delete the lock whoever holds it
+--force is required in both cases. Unlock prints who held the lock.
+Unlocking a free lock is not an error. A name that holds something other
+than a lock (another application's key, a plain hash, a sorted set) is
+never changed: unlock says what it holds and exits 65.
+
+  --force  required: take the lock whoever holds it
+  --now    delete it at once, without waiting for the holder to hear
 ` + storeHelp + `
 
-Exit status: 0 when the lock was deleted or was already free; 64 without
+Exit status: 0 when the lock was taken or was already free; 64 without
 --force, for a bad name or URL, or a store without administration, 65 when
-the name holds something that is not a lock (nothing was deleted), 69 when
+the name holds something that is not a lock (nothing was changed), 69 when
 the store cannot be reached, 77 when it refuses the credentials.
 
 Examples:
 
   $ leash unlock --force nightly-report
-  unlocked "nightly-report": it was held by 3f0c9a4e1b2d4c6f8a9b0c1d2e3f4a5b:1 (fence 1763800000123456)`,
+  revoked "nightly-report": it was held by 3f0c9a4e-1b2d-4c6f-8a9b-0c1d2e3f4a5b:1 (fence 1763800000123456); its holder is told, and no one else gets it before the holder acknowledges or within 27.3s
+  $ leash unlock --force --now nightly-report
+  unlocked "nightly-report": it was held by 3f0c9a4e-1b2d-4c6f-8a9b-0c1d2e3f4a5b:1 (fence 1763800000123456)`,
 		run: runUnlock,
 	}
 }
 
 func runUnlock(e *env, argv []string) int {
 	c := cmdUnlock()
-	var force bool
+	var force, now bool
 	sf, names, err := parseOperator(e, c, argv, func(fs *flag.FlagSet) {
-		fs.BoolVar(&force, "force", false, "delete the lock whoever holds it")
+		fs.BoolVar(&force, "force", false, "take the lock whoever holds it")
+		fs.BoolVar(&now, "now", false, "delete it at once, without waiting for the holder to hear")
 	})
 	if err != nil {
 		return exitParse(err)
@@ -57,7 +77,7 @@ func runUnlock(e *env, argv []string) int {
 	case len(names) != 1:
 		return e.fail("unlock", usageErrorf("unlock takes one lock name, got %d: leash %s", len(names), c.usage))
 	case !force:
-		return e.fail("unlock", usageErrorf("unlock needs --force: it deletes %q whoever holds it, and a live holder keeps running until its next renewal", names[0]))
+		return e.fail("unlock", usageErrorf("unlock needs --force: it takes %q from whoever holds it", names[0]))
 	}
 	ctx := context.Background()
 	var admin driver.Admin
@@ -73,6 +93,29 @@ func runUnlock(e *env, argv []string) int {
 	if err != nil {
 		return e.fail("unlock", conn.fail(err))
 	}
+	holder := "another owner"
+	if len(info.Owners) > 0 {
+		holder = info.Owners[0].Owner
+	}
+	if rv, ok := admin.(driver.Revoker); ok && !now && !tailOnly(ctx, conn.store, info) {
+		revoked, err := rv.Revoke(ctx, names[0])
+		switch {
+		case err == nil && revoked:
+			fmt.Fprintf(e.stdout, "revoked %q: it was held by %s (fence %d); its holder is told, and no one else gets it before the holder acknowledges or within %v\n",
+				names[0], holder, info.Fence, info.Remaining.Round(time.Millisecond))
+			return exitOK
+		case err == nil && len(info.Revoked) > 0:
+			fmt.Fprintf(e.stdout, "lock %q is revoked already, waiting for %s to acknowledge or for %v more; --now frees it at once\n",
+				names[0], strings.Join(info.Revoked, ", "), info.Remaining.Round(time.Millisecond))
+			return exitOK
+		case err == nil:
+			fmt.Fprintf(e.stdout, "lock %q was not held\n", names[0])
+			return exitOK
+		case !errors.Is(err, driver.ErrUnsupported):
+			return e.fail("unlock", conn.fail(err))
+		}
+		// Readers or permits: many holders, deleted at once.
+	}
 	deleted, err := admin.ForceRelease(ctx, names[0])
 	if err != nil {
 		return e.fail("unlock", conn.fail(err))
@@ -81,10 +124,23 @@ func runUnlock(e *env, argv []string) int {
 		fmt.Fprintf(e.stdout, "lock %q was not held\n", names[0])
 		return exitOK
 	}
-	holder := "another owner"
-	if len(info.Owners) > 0 {
-		holder = info.Owners[0].Owner
-	}
 	fmt.Fprintf(e.stdout, "unlocked %q: it was held by %s (fence %d)\n", names[0], holder, info.Fence)
 	return exitOK
+}
+
+// tailOnly reports whether every holder of info's lock has ended its work
+// and only left the lock to expire (leash run's --at-least tail), by its
+// Client's record: no one acts under the lock, so it can be freed at once.
+func tailOnly(ctx context.Context, store driver.Store, info driver.Info) bool {
+	if len(info.Owners) == 0 {
+		return false
+	}
+	hs := readHolders(ctx, store, func(error) {}, info)
+	for _, o := range info.Owners {
+		h := hs[o.Owner]
+		if h == nil || !h.listed || h.lock.TailSince.IsZero() {
+			return false
+		}
+	}
+	return true
 }

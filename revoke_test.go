@@ -1,0 +1,79 @@
+package leash_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/memstore"
+)
+
+// A force unlock on a store that revokes tells the holder (ErrRevoked)
+// before anyone else is granted the name, and the holder's acknowledgement
+// frees it without waiting out the lease.
+func TestForceUnlockRevokes(t *testing.T) {
+	s := memstore.New()
+	holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+	defer holder.Close()
+	other := newClient(t, s, nil)
+	defer other.Close()
+	h := mustLock(t, holder.Mutex("job"), context.Background())
+	<-leash.RevokesHeard(holder)
+
+	told := make(chan time.Time, 1)
+	go func() { <-h.Lost(); told <- time.Now() }()
+	granted := grantedAt(t, other.Mutex("job"), context.Background())
+	if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+		t.Fatalf("ForceUnlock = %v, %v; want true, nil", ok, err)
+	}
+	le := wantLost(t, h, leash.ReasonRevoked)
+	if !errors.Is(le, leash.ErrRevoked) || le.Reason.String() != "revoked" {
+		t.Errorf("lost error %v: want it to match ErrRevoked and say revoked", le)
+	}
+	tTold, tGranted := <-told, <-granted
+	if tGranted.IsZero() {
+		t.Fatal("the waiter was not granted the name after the holder acknowledged")
+	}
+	if tGranted.Before(tTold) {
+		t.Errorf("the name was granted %v before the holder was told", tTold.Sub(tGranted))
+	}
+	if err := h.Unlock(context.Background()); !errors.Is(err, leash.ErrRevoked) {
+		t.Errorf("Unlock of a revoked hold = %v, want ErrRevoked", err)
+	}
+}
+
+// A holder that does not hear the revocation learns at its next renewal,
+// with the same reason, and the tombstone holds the name until then.
+func TestRevokeHeardAtRenewal(t *testing.T) {
+	s := deafStore{newFaultStore(t)}
+	holder := newClient(t, s, &leash.Options{Lease: 3 * time.Second, RenewInterval: 100 * time.Millisecond})
+	defer holder.Close()
+	h := mustLock(t, holder.Mutex("job"), context.Background())
+	if ok, err := s.Revoke(context.Background(), "job"); err != nil || !ok {
+		t.Fatalf("Revoke = %v, %v", ok, err)
+	}
+	if g, err := s.Acquire(context.Background(), driver.Request{Name: "job", Owner: "0b0d0f00-0000-4000-8000-000000000001:1", Lease: time.Second}); err != nil || g.Acquired {
+		t.Fatalf("Acquire beside the tombstone = %+v, %v; want refused", g, err)
+	}
+	wantLost(t, h, leash.ReasonRevoked)
+}
+
+// ForceUnlockNow frees the name at once, and the holder is still told at
+// once, that its lock was released elsewhere.
+func TestForceUnlockNow(t *testing.T) {
+	s := memstore.New()
+	holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+	defer holder.Close()
+	h := mustLock(t, holder.Mutex("job"), context.Background())
+	<-leash.RevokesHeard(holder)
+	if ok, err := holder.ForceUnlockNow(context.Background(), "job"); err != nil || !ok {
+		t.Fatalf("ForceUnlockNow = %v, %v", ok, err)
+	}
+	if heldBy(t, s, "job") != "" {
+		t.Error("the name is still held after ForceUnlockNow")
+	}
+	wantLost(t, h, leash.ReasonReleasedElsewhere)
+}
