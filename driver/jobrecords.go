@@ -1,6 +1,9 @@
 package driver
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // KeepRuns resolves TickClaim.Keep and AddRuns's keep for a [JobStore]:
 // DefaultKeepRuns for n <= 0, at most MaxKeepRuns.
@@ -13,14 +16,35 @@ func KeepRuns(n int) int {
 
 // ReportedRun is rec as [JobStore.History] (and a taken claim's Last)
 // reports it: a record still OutcomeRunning is OutcomeLost unless its
-// claimer holds a lock or permit on the job's name (mine), or it is the
-// job's latest claim (latest) and someone holds one (held: the run may be
-// waiting for the lock).
-func ReportedRun(rec RunRecord, mine, held, latest bool) RunRecord {
-	if rec.Outcome == OutcomeRunning && !mine && !(latest && held) {
+// claimer holds a lock or permit on the job's name (mine), or it may still
+// be waiting for one (waiting: see [ReportedRuns]; the job's latest claim
+// always may) and someone holds one (held).
+func ReportedRun(rec RunRecord, mine, held, waiting bool) RunRecord {
+	if rec.Outcome == OutcomeRunning && !mine && !(waiting && held) {
 		rec.Outcome = OutcomeLost
 	}
 	return rec
+}
+
+// ReportedRuns rewrites a job's records, newest first, as
+// [JobStore.History] reports them (see [ReportedRun]). A run that waits for
+// the job's lock (queued behind a run still running, or a retry) waits at
+// most until its tick's window ends, when it records itself skipped; so a
+// record still running may be waiting for as long as no newer record has
+// ended, even once later ticks were claimed (they queue behind it). Below a
+// record that ended, a running record whose claimer holds nothing is lost.
+// holds says, for recs[i] still running, whether its claimer holds a lock or
+// permit on the job's name (mine) and whether anyone does (held).
+func ReportedRuns(recs []RunRecord, holds func(i int) (mine, held bool)) {
+	waiting := true
+	for i, rec := range recs {
+		if rec.Outcome != OutcomeRunning {
+			waiting = false
+			continue
+		}
+		mine, held := holds(i)
+		recs[i] = ReportedRun(rec, mine, held, waiting)
+	}
 }
 
 // UnixMilliOrZero is the time ms milliseconds after the Unix epoch, and
@@ -70,4 +94,19 @@ func UntilMilli(until time.Time) int64 {
 		return 0
 	}
 	return max(until.UnixMilli(), 1)
+}
+
+// TruncateRunError keeps a run's error text within MaxRunError bytes: a
+// longer text is cut on a UTF-8 boundary (never inside a rune) and ends in
+// "…". Every caller that records a run's error (RunEnd.Error,
+// RunRecord.Error) passes it through this first.
+func TruncateRunError(s string) string {
+	if len(s) <= MaxRunError {
+		return s
+	}
+	cut := MaxRunError - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

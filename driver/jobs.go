@@ -79,11 +79,11 @@ type JobStore interface {
 	// History returns job's latest claim and its last n records, newest
 	// first (n <= 0: every record kept). A record still OutcomeRunning is
 	// reported as OutcomeLost unless its claimer (its Client) holds a lock
-	// or permit on the job's name, or it is the job's latest claim and
-	// someone holds one (the run may be waiting for it): the claimer
-	// stopped without saying how the run ended (killed, cut off past its
-	// lease). A run read in the round trip between its claim and its lock
-	// reads lost too. A job with no claim and no record returns a zero
+	// or permit on the job's name, or someone holds one and no newer record
+	// has ended (the run may be waiting for it, queued: see
+	// [ReportedRuns]): the claimer stopped without saying how the run ended
+	// (killed, cut off past its lease). A run read in the round trip
+	// between its claim and its lock reads lost too. A job with no claim and no record returns a zero
 	// JobState with the job's name, and no error.
 	History(ctx context.Context, job string, n int) (JobState, error)
 }

@@ -140,8 +140,8 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 			return nil, fmt.Errorf("%w: gocronleash: job %q: %w", leash.ErrInvalidArgument, name, err)
 		}
 		l.scheds[name] = s
-		if len(spec) <= driver.MaxSpecLen {
-			l.specs[name] = spec
+		if text := schedule.SpecText(spec, nil); len(text) <= driver.MaxSpecLen {
+			l.specs[name] = text
 		}
 	}
 	if len(l.scheds) > 0 {
@@ -274,9 +274,7 @@ func (l *Locker) missed(ctx context.Context, name string, s schedule.Schedule, p
 
 // end records how a claimed run ended.
 func (l *Locker) end(ctx context.Context, lk *lock, outcome driver.Outcome, text string) {
-	if len(text) > driver.MaxRunError {
-		text = text[:driver.MaxRunError]
-	}
+	text = driver.TruncateRunError(text)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = l.jobs.EndRun(rctx, driver.RunEnd{Job: lk.run.Name, Tick: lk.run.Tick, Attempt: 1, Client: l.base.Client,

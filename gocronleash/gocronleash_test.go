@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/jonboulle/clockwork"
@@ -453,5 +455,42 @@ func TestChangedScheduleRecordsNoMissedTicks(t *testing.T) {
 	}
 	if n > 0 || len(st.Runs) != 2 {
 		t.Errorf("%d records, %d of them missed ticks; want the two runs only", len(st.Runs), n)
+	}
+}
+
+// TestLongErrorKeptWhole: a task's error longer than the store keeps is
+// recorded cut on a rune boundary, not inside a rune (which the store's
+// JSON would turn into U+FFFD, or keep as invalid UTF-8).
+func TestLongErrorKeptWhole(t *testing.T) {
+	addr := shared.Redis(t).Addr
+	ctx := context.Background()
+	name := jobName(t)
+	c := newClient(t, addr)
+	l, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{name: "@every 1h"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := l.Lock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "é" is two bytes, the first of them at the last byte kept.
+	long := strings.Repeat("x", driver.MaxRunError-1) + strings.Repeat("é", 10)
+	_ = l.Task(name, func(context.Context) error { return errors.New(long) })(ctx)
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Store().(driver.JobStore).History(ctx, name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Runs) != 1 || st.Runs[0].Outcome != driver.OutcomeFailed {
+		t.Fatalf("history: %+v, want one failed run", st.Runs)
+	}
+	got := st.Runs[0].Error
+	if !utf8.ValidString(got) || strings.ContainsRune(got, utf8.RuneError) || len(got) > driver.MaxRunError ||
+		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("recorded error ends %q (%d bytes), want a prefix of the task's cut on a rune boundary, at most %d bytes",
+			got[max(len(got)-8, 0):], len(got), driver.MaxRunError)
 	}
 }

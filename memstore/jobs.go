@@ -88,7 +88,7 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 		res.Status = driver.ClaimTaken
 		res.Last = driver.RunRecord{Job: c.Job, Tick: j.tick, Attempt: j.attempt, Outcome: j.outcome}
 		if i := j.find(j.tick, j.attempt); i >= 0 {
-			res.Last = s.reported(c.Job, j, j.runs[i], now)
+			res.Last = s.reported(c.Job, j.runs[i], now)
 		}
 		return res, nil
 	case j.attempt == 0 && c.Attempt != 1:
@@ -205,25 +205,16 @@ func (s *Store) History(ctx context.Context, name string, n int) (driver.JobStat
 	if n > 0 && n < len(runs) {
 		runs = runs[:n]
 	}
-	for _, r := range runs {
-		st.Runs = append(st.Runs, s.reported(name, j, r, now))
-	}
+	st.Runs = append(st.Runs, runs...)
+	driver.ReportedRuns(st.Runs, func(i int) (mine, held bool) { return s.holdersLocked(name, st.Runs[i].Client, now) })
 	return st, nil
 }
 
-// reported is rec as History reports it: a run still recorded as running
-// is lost unless its claimer holds a lock on the job's name, or it is the
-// job's latest claim and someone holds it (the run may be waiting for the
-// lock). The caller holds s.mu.
-func (s *Store) reported(name string, j *job, rec driver.RunRecord, now time.Time) driver.RunRecord {
-	if rec.Outcome != driver.OutcomeRunning {
-		return rec
-	}
-	latest := rec.Tick.Equal(j.tick) && rec.Attempt == j.attempt
-	if mine, any := s.holdersLocked(name, rec.Client, now); !mine && !(latest && any) {
-		rec.Outcome = driver.OutcomeLost
-	}
-	return rec
+// reported is rec, the job's latest claim, as a taken claim's Last reports
+// it (driver.ReportedRun). The caller holds s.mu.
+func (s *Store) reported(name string, rec driver.RunRecord, now time.Time) driver.RunRecord {
+	mine, held := s.holdersLocked(name, rec.Client, now)
+	return driver.ReportedRun(rec, mine, held, true)
 }
 
 // holdersLocked reports whether the client with id holds a lock or a permit

@@ -40,16 +40,23 @@ func (r *runRow) dest() []any {
 	return []any{&r.tick, &r.attempt, &r.host, &r.pid, &r.client, &r.claim, &r.started, &r.ended, &r.outcome, &r.fence, &r.err, &r.held}
 }
 
-// record is the row's record of job; latest says it is the job's latest
-// claim. A record still running reads lost unless its claimer holds a lock
-// on the job's name (held 2), or it is the latest claim and anyone does
-// (held 1: the run may be waiting for the lock).
-func (r *runRow) record(job string, latest bool) driver.RunRecord {
+// record is the row's record of job, as the table keeps it; History and
+// ClaimTick report it with driver.ReportedRuns and driver.ReportedRun
+// (see holds).
+func (r *runRow) record(job string) driver.RunRecord {
 	rec := driver.RunRecord{Job: job, Tick: driver.UnixMilliOrZero(r.tick.Int64), Attempt: int(r.attempt.Int64), Host: string(r.host),
 		PID: int(r.pid.Int64), Client: string(r.client), Claim: string(r.claim), Started: driver.UnixMilliOrZero(r.started.Int64), Ended: driver.UnixMilliOrZero(r.ended.Int64),
 		Fence: r.fence.Int64, Error: string(r.err)}
 	rec.Outcome, _ = driver.ParseOutcome(string(r.outcome))
-	return driver.ReportedRun(rec, r.held.Int64 == 2, r.held.Int64 == 1, latest)
+	return rec
+}
+
+// holds is what the row says of a running record's claimer (2: it holds a
+// lock or permit on the job's name; 1: someone else does; 0: no one does):
+// whether it holds one (mine), and whether anyone does.
+func (r *runRow) holds() (mine, held bool) {
+	h := r.held.Int64
+	return h == 2, h > 0
 }
 
 // checkJob checks a job's name as the core checks a lock's, and that the
@@ -108,7 +115,8 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	}
 	res.PrevSpec = string(prevSpec)
 	if res.Status == driver.ClaimTaken && row.tick.Valid {
-		res.Last = row.record(c.Job, true)
+		mine, held := row.holds()
+		res.Last = driver.ReportedRun(row.record(c.Job), mine, held, true) // the latest claim
 	}
 	return res, nil
 }
@@ -198,6 +206,7 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 	}
 	defer rows.Close()
 	js := driver.JobState{Job: job}
+	var holds [][2]bool // of each record, as row.holds says
 	for rows.Next() {
 		var (
 			now, tick int64
@@ -210,12 +219,14 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 		}
 		js.Now, js.Tick, js.Attempt, js.Spec = time.UnixMilli(now), driver.UnixMilliOrZero(tick), attempt, string(spec)
 		if row.tick.Valid {
-			latest := row.tick.Int64 == tick && int(row.attempt.Int64) == attempt
-			js.Runs = append(js.Runs, row.record(job, latest))
+			js.Runs = append(js.Runs, row.record(job))
+			mine, held := row.holds()
+			holds = append(holds, [2]bool{mine, held})
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return driver.JobState{}, fmt.Errorf("mysqlstore: history of job %q: %w", job, err)
 	}
+	driver.ReportedRuns(js.Runs, func(i int) (mine, held bool) { return holds[i][0], holds[i][1] })
 	return js, nil
 }

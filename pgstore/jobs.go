@@ -48,16 +48,23 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// record is the row's record of job; latest says it is the job's latest
-// claim. A record still running reads lost unless its claimer holds a lock
-// on the job's name, or it is the latest claim and anyone does (the run
-// may be waiting for the lock).
-func (r *runRow) record(job string, latest bool) driver.RunRecord {
+// record is the row's record of job, as the table keeps it; History and
+// ClaimTick report it with driver.ReportedRuns and driver.ReportedRun
+// (see holds).
+func (r *runRow) record(job string) driver.RunRecord {
 	rec := driver.RunRecord{Job: job, Tick: driver.UnixMilliOrZero(deref(r.tick)), Attempt: int(deref(r.attempt)), Host: deref(r.host),
 		PID: int(deref(r.pid)), Client: deref(r.client), Claim: deref(r.claim), Started: driver.UnixMilliOrZero(deref(r.started)), Ended: driver.UnixMilliOrZero(deref(r.ended)),
 		Fence: deref(r.fence), Error: deref(r.errTxt)}
 	rec.Outcome, _ = driver.ParseOutcome(deref(r.outcome))
-	return driver.ReportedRun(rec, deref(r.held) == 2, deref(r.held) == 1, latest)
+	return rec
+}
+
+// holds is what the row says of a running record's claimer (2: it holds a
+// lock or permit on the job's name; 1: someone else does; 0: no one does):
+// whether it holds one (mine), and whether anyone does.
+func (r *runRow) holds() (mine, held bool) {
+	h := deref(r.held)
+	return h == 2, h > 0
 }
 
 // checkJob checks a job's name as the core checks a lock's, and the schema.
@@ -97,7 +104,8 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	}
 	res.PrevSpec = deref(prevSpec)
 	if res.Status == driver.ClaimTaken && row.tick != nil {
-		res.Last = row.record(c.Job, true)
+		mine, held := row.holds()
+		res.Last = driver.ReportedRun(row.record(c.Job), mine, held, true) // the latest claim
 	}
 	return res, nil
 }
@@ -171,6 +179,7 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 	}
 	defer rows.Close()
 	st := driver.JobState{Job: job}
+	var holds [][2]bool // of each record, as row.holds says
 	for rows.Next() {
 		var (
 			now, tick int64
@@ -182,12 +191,14 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 		}
 		st.Now, st.Tick, st.Attempt = time.UnixMilli(now), driver.UnixMilliOrZero(tick), int(attempt)
 		if row.tick != nil {
-			latest := *row.tick == tick && int(deref(row.attempt)) == st.Attempt
-			st.Runs = append(st.Runs, row.record(job, latest))
+			st.Runs = append(st.Runs, row.record(job))
+			mine, held := row.holds()
+			holds = append(holds, [2]bool{mine, held})
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return driver.JobState{}, fmt.Errorf("pgstore: history of job %q: %w", job, explain(err))
 	}
+	driver.ReportedRuns(st.Runs, func(i int) (mine, held bool) { return holds[i][0], holds[i][1] })
 	return st, nil
 }

@@ -135,7 +135,9 @@ func keepRuns(n int) int {
 	return min(n, driver.MaxKeepRuns)
 }
 
-// ClaimTick implements [driver.JobStore] with one script (claim_tick.lua).
+// ClaimTick implements [driver.JobStore] with one script (claim_tick.lua),
+// sent through the Store's pipeliner as acquires are: when many jobs are due
+// at once, their claims share round trips.
 func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
 	if err := s.checkJob(c.Job); err != nil {
 		return driver.TickResult{}, err
@@ -151,8 +153,8 @@ func (s *Store) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickR
 	if !c.Until.IsZero() {
 		until = max(c.Until.UnixMilli(), 1)
 	}
-	v, err := claimTickScript.Run(ctx, s.rdb, s.jobKeys(c.Job), c.Tick.UnixMilli(), c.Attempt, c.Tolerance.Milliseconds(),
-		until, rec, keepRuns(c.Keep), c.Job, c.Spec).Result()
+	v, err := s.pipe.run(ctx, claimTickScript, s.jobKeys(c.Job), c.Tick.UnixMilli(), c.Attempt, c.Tolerance.Milliseconds(),
+		until, rec, keepRuns(c.Keep), c.Job, c.Spec)
 	if err != nil {
 		return driver.TickResult{}, fmt.Errorf("redisstore: claim tick of job %q: %w", c.Job, err)
 	}
@@ -208,7 +210,7 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 			if err != nil {
 				return driver.TickResult{}, err
 			}
-			res.Last = reported(rec, ints(5) > 0) // the latest claim: waiting, if not holding
+			res.Last = driver.ReportedRun(rec, ints(5) == 2, ints(5) > 0, true) // the latest claim: waiting, if not holding
 		}
 	default:
 		return driver.TickResult{}, fmt.Errorf("unexpected claim reply %#v", v)
@@ -216,16 +218,8 @@ func parseClaim(job string, v any) (driver.TickResult, error) {
 	return res, nil
 }
 
-// reported is rec as History reports it: running while its claimer holds
-// the job's lock, lost otherwise.
-func reported(rec driver.RunRecord, held bool) driver.RunRecord {
-	if rec.Outcome == driver.OutcomeRunning && !held {
-		rec.Outcome = driver.OutcomeLost
-	}
-	return rec
-}
-
-// EndRun implements [driver.JobStore] with one script (end_run.lua).
+// EndRun implements [driver.JobStore] with one script (end_run.lua),
+// through the pipeliner, as ClaimTick.
 func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	if err := s.checkJob(e.Job); err != nil {
 		return err
@@ -233,8 +227,8 @@ func (s *Store) EndRun(ctx context.Context, e driver.RunEnd) error {
 	if err := driver.CheckEnd(e); err != nil {
 		return fmt.Errorf("%w: redisstore: %w", leash.ErrInvalidArgument, err)
 	}
-	v, err := endRunScript.Run(ctx, s.rdb, s.jobKeys(e.Job)[:2], e.Tick.UnixMilli(), e.Attempt, e.Client,
-		e.Outcome.String(), strconv.FormatInt(e.Fence, 10), e.Error).Result()
+	v, err := s.pipe.run(ctx, endRunScript, s.jobKeys(e.Job)[:2], e.Tick.UnixMilli(), e.Attempt, e.Client,
+		e.Outcome.String(), strconv.FormatInt(e.Fence, 10), e.Error)
 	if err != nil {
 		return fmt.Errorf("redisstore: end run of job %q: %w", e.Job, err)
 	}
@@ -312,14 +306,17 @@ func parseHistory(job string, v any) (driver.JobState, error) {
 	if tick > 0 {
 		st.Tick = time.UnixMilli(tick)
 	}
-	for i, r := range recs {
+	for _, r := range recs {
 		rec, err := parseRun(job, r)
 		if err != nil {
 			return driver.JobState{}, err
 		}
-		h, _ := held[i].(int64)
-		st.Runs = append(st.Runs, reported(rec, h == 1))
+		st.Runs = append(st.Runs, rec)
 	}
+	driver.ReportedRuns(st.Runs, func(i int) (mine, anyone bool) {
+		h, _ := held[i].(int64)
+		return h == 2, h > 0
+	})
 	return st, nil
 }
 

@@ -8,6 +8,8 @@ require (
 )
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/leash-go/leash/pgstore v0.1.0
 	github.com/leash-go/leash/redisstore v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -18,7 +17,7 @@ import (
 // Set by Add and never changed, but for ctx and stop, set when it starts.
 type job struct {
 	name  string
-	spec  string // as the store keeps it (specText)
+	spec  string // as the store keeps it (SpecText; empty when too long)
 	sched Schedule
 	fn    Func
 	opts  JobOptions
@@ -51,6 +50,8 @@ func (s *Scheduler) newJob(name, spec string, fn Func, opts *JobOptions) (*job, 
 		return nil, bad("JobOptions durations must not be negative")
 	case o.Retries < 0:
 		return nil, bad("JobOptions.Retries %d is negative", o.Retries)
+	case o.Location == time.Local:
+		return nil, bad("%s", localZone("JobOptions.Location"))
 	}
 	if o.RetryDelay == 0 {
 		o.RetryDelay = DefaultRetryDelay
@@ -74,21 +75,11 @@ func (s *Scheduler) newJob(name, spec string, fn Func, opts *JobOptions) (*job, 
 	if errors.Is(err, leash.ErrInvalidArgument) {
 		return nil, fmt.Errorf("schedule: job %q: %w", name, err)
 	}
-	return &job{name: name, spec: specText(spec, loc), sched: sched, fn: fn, opts: o, lock: lock}, nil
-}
-
-// specText is spec as the store keeps it for operators: with its zone when
-// it is a cron expression read in loc, so that Parse(text, nil) gives the
-// same ticks; empty when too long to keep.
-func specText(spec string, loc *time.Location) string {
-	spec = strings.TrimSpace(spec)
-	if !strings.HasPrefix(spec, "@every") && !strings.HasPrefix(spec, "CRON_TZ=") && loc != time.UTC && loc != time.Local {
-		spec = "CRON_TZ=" + loc.String() + " " + spec
+	text := SpecText(spec, loc)
+	if len(text) > driver.MaxSpecLen {
+		text = "" // too long to keep: the claims leave the kept one as it is
 	}
-	if len(spec) > driver.MaxSpecLen {
-		return ""
-	}
-	return spec
+	return &job{name: name, spec: text, sched: sched, fn: fn, opts: o, lock: lock}, nil
 }
 
 // canceled is a context that has ended: a lock taken with it checks its
@@ -162,10 +153,11 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 	c.Run.Claim = rand.Text()
 	backoff := 50 * time.Millisecond
 	unknown := false // a claim was sent whose outcome is unknown
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && s.slot(ctx) {
 		rctx, cancel := s.bounded(ctx)
 		res, err := s.store.ClaimTick(rctx, c)
 		cancel()
+		s.unslot()
 		switch {
 		case err != nil:
 			unknown = true
@@ -232,6 +224,8 @@ func (s *Scheduler) reportMissed(ctx context.Context, j *job, prev, tick time.Ti
 		missed[0].Error = fmt.Sprintf("no instance claimed the tick in time; %d earlier ticks since %s were missed too",
 			n-len(missed), prev.UTC().Format(time.RFC3339Nano))
 	}
+	s.slot(context.WithoutCancel(ctx)) // seen through on shutdown, as the round trip is
+	defer s.unslot()
 	rctx, cancel := s.bounded(ctx)
 	defer cancel()
 	if err := s.store.AddRuns(rctx, j.name, missed, s.opts.Keep); err != nil {
@@ -258,7 +252,7 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 		case errors.As(err, &na) && errors.Is(na.Err, context.DeadlineExceeded):
 			end.Outcome, end.Error = driver.OutcomeSkipped, "the previous run held the job's lock until the next tick"
 		default:
-			end.Outcome, end.Error = driver.OutcomeFailed, truncate("taking the job's lock: "+err.Error())
+			end.Outcome, end.Error = driver.OutcomeFailed, driver.TruncateRunError("taking the job's lock: "+err.Error())
 		}
 		s.record(ctx, j, end)
 		return end.Outcome
@@ -279,12 +273,12 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	case errors.Is(cause, ErrShutdown):
 		end.Outcome, end.Error = driver.OutcomeCancelled, ErrShutdown.Error()
 	case ferr != nil:
-		end.Outcome, end.Error = driver.OutcomeFailed, truncate(ferr.Error())
+		end.Outcome, end.Error = driver.OutcomeFailed, driver.TruncateRunError(ferr.Error())
 	default:
 		end.Outcome = driver.OutcomeOK
 	}
 	if ferr != nil && end.Outcome != driver.OutcomeFailed {
-		end.Error = truncate(end.Error + ": " + ferr.Error())
+		end.Error = driver.TruncateRunError(end.Error + ": " + ferr.Error())
 	}
 	// The end is recorded before the lock is released: a reader never sees
 	// a run that ended well, lock free and end not yet told, as lost.
@@ -293,7 +287,7 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 		end.Outcome != driver.OutcomeCancelled {
 		// The store had lost the lock before the run ended (freed by
 		// force, say) and the Client had not noticed yet.
-		end.Outcome, end.Error = driver.OutcomeLost, truncate(lost.Error())
+		end.Outcome, end.Error = driver.OutcomeLost, driver.TruncateRunError(lost.Error())
 		s.record(ctx, j, end)
 	}
 	if end.Outcome == driver.OutcomeLost {
@@ -343,6 +337,8 @@ func (s *Scheduler) lockRun(ctx context.Context, j *job, retry bool, wait time.D
 // same fields each time) until Options.Timeout has passed: a run whose end
 // is not recorded reads lost once its lock is free.
 func (s *Scheduler) record(ctx context.Context, j *job, end driver.RunEnd) {
+	s.slot(context.WithoutCancel(ctx)) // a run's end is recorded on shutdown too
+	defer s.unslot()
 	rctx, cancel := s.bounded(ctx)
 	defer cancel()
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
@@ -366,19 +362,6 @@ func call(ctx context.Context, fn Func, run Run) (err error) {
 		}
 	}()
 	return fn(ctx, run)
-}
-
-// truncate keeps an error text within driver.MaxRunError bytes, cut at a
-// UTF-8 boundary.
-func truncate(s string) string {
-	if len(s) <= driver.MaxRunError {
-		return s
-	}
-	cut := driver.MaxRunError - len("…")
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.

@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(scaleEnv) != "" {
+		os.Exit(runScaleChild())
+	}
 	code := m.Run()
 	shared.Close()
 	os.Exit(leakcheck.Check(code))

@@ -54,7 +54,8 @@ func TestNewAndAddRejectBadInput(t *testing.T) {
 		t.Errorf("New on a store without JobStore = %v, want ErrUnsupported", err)
 	}
 	c := newClient(t, memstore.New(), nil)
-	for _, o := range []schedule.Options{{Tolerance: -1}, {Grace: -2}, {Keep: -1}, {Keep: driver.MaxKeepRuns + 1}, {Timeout: -1}} {
+	for _, o := range []schedule.Options{{Tolerance: -1}, {Grace: -2}, {Keep: -1}, {Keep: driver.MaxKeepRuns + 1}, {Timeout: -1},
+		{Location: time.Local}} {
 		if _, err := schedule.New(c, &o); !errors.Is(err, leash.ErrInvalidArgument) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidArgument", o, err)
 		}
@@ -83,6 +84,7 @@ func TestNewAndAddRejectBadInput(t *testing.T) {
 		{"other", "@every 1s", nop, &schedule.JobOptions{MaxRun: -time.Second}, leash.ErrInvalidArgument},
 		{"other", "@every 1s", nop, &schedule.JobOptions{Lease: time.Nanosecond}, leash.ErrInvalidArgument},
 		{"other", "@every 1s", nop, &schedule.JobOptions{Misfire: 7}, leash.ErrInvalidArgument},
+		{"other", "0 * * * * *", nop, &schedule.JobOptions{Location: time.Local}, leash.ErrInvalidArgument},
 	} {
 		if err := s.Add(tc.name, tc.spec, tc.fn, tc.opts); !errors.Is(err, tc.want) {
 			t.Errorf("Add(%q, %q, fn nil %v, %+v) = %v, want %v", tc.name, tc.spec, tc.fn == nil, tc.opts, err, tc.want)

@@ -52,7 +52,7 @@ type Options struct {
 	// Location is the time zone of cron expressions that name none with
 	// CRON_TZ. Default UTC: instances of one service may run with
 	// different local zones, and a job must tick at the same instants on
-	// all of them.
+	// all of them; for that reason time.Local is refused (name the zone).
 	Location *time.Location
 	// Tolerance is how long before a tick, by the store's clock, it may be
 	// claimed. An instance whose clock runs ahead of the store's is told to
@@ -67,8 +67,9 @@ type Options struct {
 	// Keep is how many records of each job the store keeps. Default
 	// driver.DefaultKeepRuns (100); at most driver.MaxKeepRuns.
 	Keep int
-	// Timeout bounds each claim and record round trip. Default
-	// DefaultTimeout (5s).
+	// Timeout bounds each claim and record round trip, counted from when
+	// it is sent: at most MaxInFlight are in flight at once, and the others
+	// wait for their turn first. Default DefaultTimeout (5s).
 	Timeout time.Duration
 	// Now is the instance's wall clock, from which it computes when its
 	// ticks are due. Default time.Now. Tests set it to run instances whose
@@ -153,7 +154,8 @@ type JobOptions struct {
 	// RetryDelay is the pause before each retry. Default DefaultRetryDelay
 	// (1s).
 	RetryDelay time.Duration
-	// Location overrides Options.Location for this job.
+	// Location overrides Options.Location for this job; time.Local is
+	// refused, as there.
 	Location *time.Location
 }
 
@@ -214,7 +216,10 @@ type Scheduler struct {
 	done bool            // Run returned
 	due  dueHeap         // each started job's next tick (dispatch.go)
 	wake chan struct{}   // tells the dispatcher the earliest tick may have changed
-	wg   sync.WaitGroup  // the dispatcher and the ticks it fired
+	// inFlight holds a token per round trip of the Scheduler's own in
+	// flight (slot, unslot); it needs no lock.
+	inFlight chan struct{}
+	wg       sync.WaitGroup // the dispatcher and the ticks it fired
 }
 
 // New returns a Scheduler on c's store, which must keep job records (a
@@ -243,6 +248,8 @@ func New(c *leash.Client, opts *Options) (*Scheduler, error) {
 		return nil, fmt.Errorf("%w: schedule.New: Options.Keep %d: want 0 (the default) to %d", leash.ErrInvalidArgument, o.Keep, driver.MaxKeepRuns)
 	case o.Timeout < 0:
 		return nil, badOption("Options.Timeout", o.Timeout)
+	case o.Location == time.Local:
+		return nil, fmt.Errorf("%w: schedule.New: %s", leash.ErrInvalidArgument, localZone("Options.Location"))
 	}
 	if o.Location == nil {
 		o.Location = time.UTC
@@ -268,9 +275,15 @@ func New(c *leash.Client, opts *Options) (*Scheduler, error) {
 	}
 	host, _ := os.Hostname()
 	s := &Scheduler{c: c, store: js, opts: o, log: log, jobs: map[string]*job{}, wake: make(chan struct{}, 1),
-		base: driver.RunRecord{Host: host, PID: os.Getpid(), Client: c.ID()}}
+		inFlight: make(chan struct{}, MaxInFlight),
+		base:     driver.RunRecord{Host: host, PID: os.Getpid(), Client: c.ID()}}
 	s.hard, s.hardStop = context.WithCancelCause(context.Background())
 	return s, nil
+}
+
+// localZone says why a Location of time.Local is refused.
+func localZone(field string) string {
+	return field + " is time.Local: name the zone (such as Europe/Berlin or UTC): the instances' local zones may differ"
 }
 
 func badOption(field string, d time.Duration) error {
@@ -436,3 +449,26 @@ func (s *Scheduler) now() time.Time { return s.opts.Now() }
 func (s *Scheduler) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 }
+
+// MaxInFlight is how many round trips of its own (claims, records of a
+// run's end, of missed ticks) a Scheduler has in flight at once; the others
+// wait for their turn before Options.Timeout starts to count. Without it,
+// the 10,000 claims of 10,000 jobs due at once queue in the store client's
+// connection pool, each with its clock running, and past the Timeout a
+// run's end goes unrecorded (the run reads lost) on a store that is merely
+// busy.
+const MaxInFlight = 256
+
+// slot waits until fewer than MaxInFlight round trips are in flight and
+// reports true, or until ctx ends (false). The caller gives the slot back
+// with unslot once its round trip (and its retries) ended.
+func (s *Scheduler) slot(ctx context.Context) bool {
+	select {
+	case s.inFlight <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Scheduler) unslot() { <-s.inFlight }

@@ -36,7 +36,8 @@ const MinInterval = 10 * time.Millisecond
 //     (@yearly, @monthly, @weekly, @daily, @hourly), optionally preceded by
 //     "CRON_TZ=<zone> " (an IANA zone name such as Europe/Berlin; not
 //     Local, which differs between hosts); without it, the expression is
-//     read in loc (nil means UTC). A day-of-month
+//     read in loc (nil means UTC; time.Local is refused, as CRON_TZ=Local
+//     is). A day-of-month
 //     and a day-of-week given together must both match (AND), as
 //     netresearch/go-cron reads them.
 //
@@ -69,6 +70,9 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 	if strings.HasPrefix(spec, "TZ=") {
 		return nil, fmt.Errorf("%w %q: write CRON_TZ=, not TZ=", ErrBadSpec, spec)
 	}
+	if loc == time.Local && !strings.HasPrefix(spec, "CRON_TZ=") {
+		return nil, fmt.Errorf("%w %q: read in time.Local: name the zone (such as Europe/Berlin or UTC): the instances' local zones may differ", ErrBadSpec, spec)
+	}
 	if zone, _, _ := strings.Cut(strings.TrimPrefix(spec, "CRON_TZ="), " "); strings.HasPrefix(spec, "CRON_TZ=") && zone == "Local" {
 		// Instances in different zones would name different ticks.
 		return nil, fmt.Errorf("%w %q: name the zone (such as Europe/Berlin or UTC): the instances' local zones may differ", ErrBadSpec, spec)
@@ -85,6 +89,22 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 		loc = cs.Location
 	}
 	return &cronSchedule{s: ps, loc: loc}, nil
+}
+
+// SpecText returns spec as it reads without loc: a cron expression that
+// names no zone (no CRON_TZ=) gets "CRON_TZ=<loc> " in front when loc is
+// neither nil nor UTC, so that Parse(SpecText(spec, loc), nil) gives the
+// same ticks as Parse(spec, loc). "@every" specs and specs that name their
+// zone are returned as they are, trimmed. It is the text a Scheduler keeps
+// in the store with each claim (driver.TickClaim.Spec) for operators, and
+// what the CLI shows; time.Local, which names no zone another host could
+// read the same, is left out too.
+func SpecText(spec string, loc *time.Location) string {
+	spec = strings.TrimSpace(spec)
+	if loc == nil || loc == time.UTC || loc == time.Local || strings.HasPrefix(spec, "@every") || strings.HasPrefix(spec, "CRON_TZ=") {
+		return spec
+	}
+	return "CRON_TZ=" + loc.String() + " " + spec
 }
 
 // parser reads five or six fields (seconds optional), descriptors and

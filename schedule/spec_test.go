@@ -182,10 +182,53 @@ func TestHistoryKeepsTheSpec(t *testing.T) {
 	}
 }
 
-// TestParseRefusesLocalZone: CRON_TZ=Local names no zone every instance
-// shares (go-cron would read it as the zone Parse was given, silently).
+// TestParseRefusesLocalZone: CRON_TZ=Local, or a cron expression read in
+// time.Local, names no zone every instance shares (go-cron would read it as
+// the zone Parse was given, silently).
 func TestParseRefusesLocalZone(t *testing.T) {
 	if _, err := schedule.Parse("CRON_TZ=Local 0 30 2 * * *", time.UTC); !errors.Is(err, schedule.ErrBadSpec) {
 		t.Errorf("CRON_TZ=Local: error %v, want ErrBadSpec", err)
+	}
+	if _, err := schedule.Parse("0 30 2 * * *", time.Local); !errors.Is(err, schedule.ErrBadSpec) {
+		t.Errorf("a cron expression read in time.Local: error %v, want ErrBadSpec", err)
+	}
+	if _, err := schedule.Parse("@every 1m", time.Local); err != nil {
+		t.Errorf("@every in time.Local: %v, want no error (zones do not matter to it)", err)
+	}
+}
+
+// TestSpecText: the text kept for a spec reads, without a zone, as the spec
+// read in its zone.
+func TestSpecText(t *testing.T) {
+	tokyo, err := time.LoadLocation("Asia/Tokyo")
+	if err != nil {
+		t.Skip("no tz database:", err)
+	}
+	for _, tc := range []struct {
+		spec string
+		loc  *time.Location
+		want string
+	}{
+		{"0 30 2 * * *", tokyo, "CRON_TZ=Asia/Tokyo 0 30 2 * * *"},
+		{"  0 30 2 * * *  ", tokyo, "CRON_TZ=Asia/Tokyo 0 30 2 * * *"},
+		{"0 30 2 * * *", time.UTC, "0 30 2 * * *"},
+		{"0 30 2 * * *", nil, "0 30 2 * * *"},
+		{"CRON_TZ=Europe/Berlin 0 30 2 * * *", tokyo, "CRON_TZ=Europe/Berlin 0 30 2 * * *"},
+		{" @every 90s", tokyo, "@every 90s"},
+	} {
+		got := schedule.SpecText(tc.spec, tc.loc)
+		if got != tc.want {
+			t.Errorf("SpecText(%q, %v) = %q, want %q", tc.spec, tc.loc, got, tc.want)
+			continue
+		}
+		in, err1 := schedule.Parse(tc.spec, tc.loc)
+		out, err2 := schedule.Parse(got, nil)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("Parse: %v, %v", err1, err2)
+		}
+		from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+		if a, b := in.Next(from), out.Next(from); !a.Equal(b) {
+			t.Errorf("Parse(%q, %v).Next = %v, Parse(%q, nil).Next = %v", tc.spec, tc.loc, a, got, b)
+		}
 	}
 }

@@ -24,7 +24,7 @@ var jobTests = []test{
 	{name: "a run that ended well is not retried", fn: testClaimNoRetryAfterOK},
 	{name: "only the claimer ends its run", fn: testEndRunOtherClient},
 	{name: "a running record whose claimer holds no lock reads as lost", fn: testHistoryLost},
-	{name: "the latest claim waiting for another's lock reads as running", fn: testHistoryWaiting},
+	{name: "claims queued behind another's lock read as running until a newer run ends", fn: testHistoryWaiting},
 	{name: "only the last records are kept", fn: testHistoryKeep},
 	{name: "missed ticks are recorded", fn: testAddRuns},
 	{name: "missed ticks are recorded below the claim that found them", fn: testAddRunsBelowLaterTicks},
@@ -287,9 +287,20 @@ func testHistoryWaiting(t *testing.T, s driver.Store, n *namer) {
 	if got := mustHistory(t, s, job, 1).Runs[0].Outcome; got != driver.OutcomeRunning {
 		t.Errorf("latest claim, another client holds the job's lock: outcome %v, want running (it may wait for it)", got)
 	}
-	wantClaim(t, s, claimOf(job, tick.Add(time.Second), clientOf(n)), driver.ClaimGranted, "of the next tick")
+	b := clientOf(n)
+	wantClaim(t, s, claimOf(job, tick.Add(time.Second), b), driver.ClaimGranted, "of the next tick")
+	// Both wait for the lock: the earlier one until its window ends, when
+	// it records itself skipped.
+	for i, what := range []string{"the next tick's claim", "the earlier claim, queued behind the same lock"} {
+		if got := mustHistory(t, s, job, 0).Runs[i].Outcome; got != driver.OutcomeRunning {
+			t.Errorf("%s, another client holds the job's lock: outcome %v, want running (it may wait for it)", what, got)
+		}
+	}
+	// Once a newer run ended, the earlier one's window is over: a claimer
+	// that still says nothing stopped.
+	mustEnd(t, s, driver.RunEnd{Job: job, Tick: tick.Add(time.Second), Attempt: 1, Client: b, Outcome: driver.OutcomeSkipped})
 	if got := mustHistory(t, s, job, 0).Runs[1].Outcome; got != driver.OutcomeLost {
-		t.Errorf("an earlier claim whose claimer holds nothing: outcome %v, want lost", got)
+		t.Errorf("an earlier claim whose claimer holds nothing, below a run that ended: outcome %v, want lost", got)
 	}
 	mustRelease(t, s, lock)
 }

@@ -594,23 +594,22 @@ func (s *Store) History(ctx context.Context, job string, n int) (driver.JobState
 	if j.Attempt > 0 {
 		st.Tick = time.UnixMilli(j.Tick)
 	}
-	holders := map[string][2]bool{}
+	holders := map[string][2]bool{} // of each running record's claimer: mine, held
 	for _, r := range runs {
 		rec := r.record(job)
-		if rec.Outcome == driver.OutcomeRunning {
-			h, ok := holders[r.Client]
-			if !ok {
-				mine, held, err := s.jobHolders(ctx, job, r.Client)
-				if err != nil {
-					return driver.JobState{}, err
-				}
-				h = [2]bool{mine, held}
-				holders[r.Client] = h
+		if _, ok := holders[r.Client]; !ok && rec.Outcome == driver.OutcomeRunning {
+			mine, held, err := s.jobHolders(ctx, job, r.Client)
+			if err != nil {
+				return driver.JobState{}, err
 			}
-			rec = driver.ReportedRun(rec, h[0], h[1], r.Tick == j.Tick && r.Attempt == j.Attempt)
+			holders[r.Client] = [2]bool{mine, held}
 		}
 		st.Runs = append(st.Runs, rec)
 	}
+	driver.ReportedRuns(st.Runs, func(i int) (mine, held bool) {
+		h := holders[st.Runs[i].Client]
+		return h[0], h[1]
+	})
 	return st, nil
 }
 

@@ -4,10 +4,11 @@
 -- KEYS[3]  the job's run lock, named as the job (whether each running record's claimer holds it)
 -- ARGV[1]  how many records, newest first (0: all)
 -- Returns  {latest tick or 0, its attempt or 0, now (Unix ms), {records (JSON)}, {for each
---          record still running: 1 when its claimer holds KEYS[3], or it is the latest claim
---          and anyone holds KEYS[3] (the run may wait for it); 0 otherwise}}; {-1, what} when
---          KEYS[1] or KEYS[2] holds what leash does not write there; last, the job's spec
---          ('' if none).
+--          record still running, as job_holds says of its claimer: 2 when it holds KEYS[3],
+--          1 when someone else does, 0 when no one does; 0 for other records (the Go side
+--          decides with driver.ReportedRuns whether a running record reads lost)}, the job's
+--          spec ('' if none)}; {-1, what} when KEYS[1] or KEYS[2] holds what leash does not
+--          write there.
 -- Touches only KEYS, which share the job's hash slot.
 local refused = job_refusal(KEYS[1], KEYS[2])
 if refused then
@@ -21,10 +22,7 @@ for i, s in ipairs(recs) do
     held[i] = 0
     local ok, rec = pcall(cjson.decode, s)
     if ok and type(rec) == 'table' and rec.outcome == 'running' then
-        local h = job_holds(KEYS[3], rec.client or '')
-        if h == 2 or (h == 1 and rec.tick == lt and rec.attempt == la) then
-            held[i] = 1
-        end
+        held[i] = job_holds(KEYS[3], rec.client or '')
     end
 end
 return {lt or 0, la or 0, now_ms(), recs, held, st[3] or ''}

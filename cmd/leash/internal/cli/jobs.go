@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,7 +28,8 @@ tick, and its last N runs, newest first, with
 
   TICK      the scheduled instant the run was for
   ATTEMPT   1, or n for the nth run of the tick (retries)
-  OUTCOME   running, ok, failed, skipped (the previous run still held the
+  OUTCOME   running (or queued for the job's lock: overlap=queue, a
+            retry), ok, failed, skipped (the previous run still held the
             job's lock), missed (no host claimed the tick in time),
             cancelled (max-run passed, or the host shut down), lost (the
             run lost its lock, or its host stopped without saying how it
@@ -181,10 +181,7 @@ func runJobs(e *env, argv []string) int {
 			now = time.Now()
 		}
 		if cj := tab[name]; cj != nil {
-			j.Schedule = cj.spec
-			if cj.loc != time.UTC && !strings.HasPrefix(cj.spec, "@every") && !strings.HasPrefix(cj.spec, "CRON_TZ=") {
-				j.Schedule = "CRON_TZ=" + cj.loc.String() + " " + cj.spec
-			}
+			j.Schedule = schedule.SpecText(cj.spec, cj.loc)
 			j.Next = stamp(cj.sched.Next(now))
 		} else if st.Spec != "" {
 			j.Schedule = st.Spec
