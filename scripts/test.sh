@@ -106,11 +106,11 @@ for rel in "${modules[@]}"; do
 	say "test: $rel"
 	(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 20m ./...) || die "tests failed in $rel"
 done
-# ZooKeeper's three-member reliability scenarios skip themselves under the
-# race detector (go-zookeeper's own data race at a reconnect, zkClientRace in
+# ZooKeeper's reliability scenarios skip themselves under the race detector
+# (go-zookeeper's own data race at a reconnect, zkClientRace in
 # reliability/scenario, fails any test binary under -race): run them here
 # without it, so that they are never left out.
-say "test: reliability, ZooKeeper three-member scenarios (without -race)"
-(cd reliability && go test -count=1 -timeout 20m -run '^(TestLeaderKilled|TestServerRestart)$/^zk$/three-member' ./scenario/) ||
-	die "ZooKeeper's three-member reliability scenarios failed"
+say "test: reliability, ZooKeeper scenarios (without -race)"
+(cd reliability && go test -count=1 -timeout 20m -run '^Test(BaselineContention|RandomPartitions|ReentrantUnderPartitions|HolderPause|ServerPause|ServerRestart|HolderDeath|SkewedClientIsCaught|LeaderKilled)$/^zk$' ./scenario/) ||
+	die "ZooKeeper's reliability scenarios failed"
 say "all checks and tests passed"

@@ -22,6 +22,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	links     map[*link]struct{}
+	accepted  int  // links made, ever
 	blackhole bool // both directions
 	dropDown  bool // server to client only
 	refuse    bool
@@ -74,6 +75,7 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.links[l] = struct{}{}
+		p.accepted++
 		p.mu.Unlock()
 		// Owner: the link. Each stops when either side of the link closes.
 		p.wg.Go(func() { p.pipe(l, c, s, false) })
@@ -167,6 +169,15 @@ func (p *Proxy) Conns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.links)
+}
+
+// Accepted returns the number of connections proxied since the start,
+// closed ones included: a test sees a client dial anew even when it closed
+// a connection for it.
+func (p *Proxy) Accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepted
 }
 
 func (p *Proxy) set(f func()) {

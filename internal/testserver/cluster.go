@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +175,7 @@ func (c *Cluster) WaitHealthy() error {
 	ok := eventually(func() bool {
 		why = ""
 		var first []string
+		var firstRoles string
 		for _, n := range c.Nodes() {
 			if !n.running() {
 				continue
@@ -189,10 +191,22 @@ func (c *Cluster) WaitHealthy() error {
 				why = err.Error()
 				return false
 			}
+			ro, err := roles(n.Addr)
+			if err != nil {
+				why = err.Error()
+				return false
+			}
 			if first == nil {
-				first = owners
+				first, firstRoles = owners, ro
 			} else if strings.Join(first, ",") != strings.Join(owners, ",") {
 				why = fmt.Sprintf("node %s sees other slot owners than the first node", n.Addr)
+				return false
+			} else if ro != firstRoles {
+				// A master that does not yet know a replica's master
+				// denies it a vote ("I don't know its master"), and
+				// votes once per master for twice the node timeout:
+				// a forced failover asked then never gets a majority.
+				why = fmt.Sprintf("node %s sees other replicas than the first node: %s, not %s", n.Addr, ro, firstRoles)
 				return false
 			}
 			repl, err := query(n.Addr, "INFO replication")
@@ -338,6 +352,23 @@ func (c *Cluster) MigrateSlot(slot int, from, to *Redis, between func(step strin
 		}
 	}
 	return c.WaitHealthy()
+}
+
+// roles returns, as the node at addr sees it (CLUSTER NODES), which node is
+// a replica of which, as sorted "replica-id>master-id" pairs.
+func roles(addr string) (string, error) {
+	nodes, err := query(addr, "CLUSTER NODES")
+	if err != nil {
+		return "", fmt.Errorf("testserver: CLUSTER NODES on %s: %w", addr, err)
+	}
+	var pairs []string
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && strings.Contains(f[2], "slave") {
+			pairs = append(pairs, f[0]+">"+f[3])
+		}
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, " "), nil
 }
 
 // slotOwners returns, for each of the 16384 slots, the node id of its master

@@ -23,7 +23,7 @@ func renew(owner string, call, ret int64, status string) history.Op {
 
 func release(owner string, call, ret int64, status string) history.Op {
 	return history.Op{Kind: history.StoreRelease, Lock: "L", Owner: owner, Lease: 100 * ms,
-		Call: call * ms, Return: ret * ms, OK: status == history.Freed, Status: status}
+		Call: call * ms, Return: ret * ms, OK: status == history.Freed || status == history.FreedCopies, Status: status}
 }
 
 func ambiguous(op history.Op) history.Op {
@@ -69,6 +69,31 @@ func TestGrantsModel(t *testing.T) {
 		}, true, 0},
 		"released lock renewed": {[]history.Op{
 			acq("A", 0, 1, 10), release("A", 10, 11, history.Freed), renew("A", 20, 21, history.Renewed),
+		}, false, 0},
+		// TestRedlockMinorityFaults, seed 1795527975035384009 (a 1s lease
+		// there): A's release timed out on the master A's link to was
+		// black-holed, after releasing on the other two; B took those two;
+		// A's background release then reached the third and released the
+		// copy left there. redlock's release succeeds when any member
+		// released a copy, so B's grant stands.
+		"a quorum store releases a copy a minority kept past the next grant": {[]history.Op{
+			acq("A", 0, 1, 10), renew("A", 65, 66, history.Renewed), ambiguous(release("A", 73, 98, "")),
+			acq("B", 74, 75, 11), release("A", 99, 100, history.FreedCopies), release("B", 120, 121, history.FreedCopies),
+		}, true, 0},
+		// The same on a single server: A's lock was still there at 99, so
+		// B's grant at 74 made two holders.
+		"a single server releases a lock past the next grant": {[]history.Op{
+			acq("A", 0, 1, 10), renew("A", 65, 66, history.Renewed), ambiguous(release("A", 73, 98, "")),
+			acq("B", 74, 75, 11), release("A", 99, 100, history.Freed),
+		}, false, 0},
+		"a quorum store's release does not excuse a grant inside the lease": {[]history.Op{
+			acq("A", 0, 1, 10), acq("B", 20, 21, 11), release("A", 30, 31, history.FreedCopies),
+		}, false, 1},
+		"a quorum store's release by the holder frees the lock": {[]history.Op{
+			acq("A", 0, 1, 10), release("A", 10, 11, history.FreedCopies), acq("B", 12, 13, 11),
+		}, true, 0},
+		"a lock released on a quorum store renewed": {[]history.Op{
+			acq("A", 0, 1, 10), release("A", 10, 11, history.FreedCopies), renew("A", 20, 21, history.Renewed),
 		}, false, 0},
 	} {
 		t.Run(name, func(t *testing.T) {

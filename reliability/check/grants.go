@@ -6,7 +6,9 @@
 //     legal only when the lock is free or its holder's lease may have run
 //     out, and its token exceeds every earlier one; a renewal succeeds only
 //     for the holder; an ambiguous operation (a timeout) may or may not have
-//     taken effect. It also counts definite double grants.
+//     taken effect; a release succeeds only for the holder, except a
+//     quorum store's (history.FreedCopies), which may release a copy left
+//     on a minority of its members. It also counts definite double grants.
 //   - StaleWrites: a fenced resource never accepts a write from a tenure
 //     after it accepted one from a newer tenure.
 //   - Notifications: no holder believes it holds past the earliest moment
@@ -147,13 +149,22 @@ func step(s leaseState, in input, out output) []leaseState {
 			}
 			return []leaseState{s}
 		case out.ok:
-			if s.holder != in.owner {
-				return nil
-			}
-			if out.status == history.Freed {
+			switch {
+			case s.holder == in.owner && (out.status == history.Freed || out.status == history.FreedCopies):
 				return []leaseState{s.free()}
+			case s.holder == in.owner:
+				return []leaseState{s}
+			case out.status == history.FreedCopies:
+				// A quorum store released copies of a lock the owner does
+				// not hold: one left on a minority of members, which
+				// missed the owner's earlier release while the majority
+				// granted the lock to the holder. The holder's copies are
+				// another owner's, which the release leaves alone.
+				return []leaseState{s}
 			}
-			return []leaseState{s}
+			// A single server found the owner's lock while another
+			// owner's grant stood: two holders.
+			return nil
 		default: // not held: the holder knows from now on
 			if s.holder == in.owner {
 				return []leaseState{s.free()}

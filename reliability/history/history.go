@@ -67,7 +67,15 @@ const (
 	Gone    = "gone"
 	Taken   = "taken"
 	Freed   = "freed"
-	NotHeld = "not-held"
+	// FreedCopies: a quorum store's release succeeded (see [Wrap]): every
+	// member answered, and none holds the lock for the owner any more.
+	// Unlike Freed it does not say the owner held the lock: a quorum store
+	// reports success when any member released a copy, and a copy can be
+	// left on a minority — on a member that missed the owner's earlier
+	// release while the majority granted the lock to another owner — until
+	// this release removes it.
+	FreedCopies = "freed-copies"
+	NotHeld     = "not-held"
 	// Failed: the server refused the command without running it (BUSY
 	// while a script runs, LOADING, NOSCRIPT), or it was never sent (no
 	// connection could be made): a definite no-op.

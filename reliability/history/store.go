@@ -21,6 +21,9 @@ type Store struct {
 	inner driver.Store
 	rec   *Recorder
 
+	// quorum reports whether inner is a quorum store (see Wrap).
+	quorum bool
+
 	// session is inner as a driver.SessionStore, nil when it is not one.
 	session driver.SessionStore
 	mu      sync.Mutex
@@ -39,6 +42,12 @@ type Store struct {
 //     inner has them, and otherwise answer as a store without them would
 //     (only KindMutex; errors matching driver.ErrUnsupported).
 //
+//   - a release by a quorum store — one with a Quorum method, such as
+//     redlock.Store, whose release succeeds when any member released a
+//     copy of the lock — is recorded as FreedCopies when it succeeds, not
+//     Freed: it says no member holds the lock for the owner now, not that
+//     the owner held it on a majority.
+//
 //   - it is a driver.SessionStore exactly when inner is one. A session
 //     store's Renew only checks each lock; what extends the lease is the
 //     KeepAlive the core sends just before it. So each lock of a Renew is
@@ -49,7 +58,8 @@ type Store struct {
 //     rely on (an unknown outcome only delays an expiry), and one that ended
 //     the session is told to the holders, which the worker records.
 func Wrap(inner driver.Store, rec *Recorder) driver.Store {
-	s := &Store{inner: inner, rec: rec}
+	_, quorum := inner.(interface{ Quorum() int })
+	s := &Store{inner: inner, rec: rec, quorum: quorum}
 	w, watcher := inner.(driver.Watcher)
 	ss, session := inner.(driver.SessionStore)
 	if session {
@@ -179,6 +189,8 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 			o.Status = NotHeld
 		case err != nil:
 			failed(o, err)
+		case s.quorum:
+			o.OK, o.Status = true, FreedCopies
 		default:
 			o.OK, o.Status = true, Freed
 		}

@@ -1,12 +1,20 @@
 package history_test
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/leash-go/leash/driver"
 	_ "github.com/leash-go/leash/etcdstore" // registers etcd://
 	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/memstore"
+	"github.com/leash-go/leash/redlock"
+	"github.com/leash-go/leash/reliability/check"
 	"github.com/leash-go/leash/reliability/history"
 )
 
@@ -54,5 +62,84 @@ func TestWrapSessionStore(t *testing.T) {
 	}
 	if err := w.Release(t.Context(), req); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cutRelease is a member whose link drops releases while cut: the release
+// may or may not have reached it (an unknown outcome).
+type cutRelease struct {
+	driver.Store
+	cut atomic.Bool
+}
+
+var errCut = errors.New("test: link black-holed")
+
+func (c *cutRelease) Release(ctx context.Context, req driver.Request) error {
+	if c.cut.Load() {
+		return errCut
+	}
+	return c.Store.Release(ctx, req)
+}
+
+// TestWrapQuorumRelease replays, on a redlock.Store over three memstores,
+// what TestRedlockMinorityFaults (seed 1795527975035384009) recorded: A's
+// release misses member 2 (its link black-holed) after releasing on 0 and
+// 1, so its outcome is unknown; B takes members 0 and 1; A's background
+// release then frees the copy left on member 2 and succeeds. The recorder
+// marks that release FreedCopies, and the checker finds the history safe,
+// as it is: A held a minority when B was granted. Recorded as a single
+// server's release (Freed), the same history is a double grant: the
+// server would have kept A's lock through B's grant.
+func TestWrapQuorumRelease(t *testing.T) {
+	m2 := &cutRelease{Store: memstore.New()}
+	q, err := redlock.New([]driver.Store{memstore.New(), memstore.New(), m2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := history.NewRecorder("p", nil)
+	w := history.Wrap(q, rec)
+	ctx := t.Context()
+	a := driver.Request{Kind: driver.KindMutex, Name: t.Name(), Owner: "a:1", Lease: 10 * time.Second}
+	b := a
+	b.Owner = "b:1"
+	if g, err := w.Acquire(ctx, a); err != nil || !g.Acquired {
+		t.Fatalf("A's acquire: %+v, %v", g, err)
+	}
+	m2.cut.Store(true)
+	if err := w.Release(ctx, a); err == nil {
+		t.Fatal("A's release with member 2 cut off succeeded; want an unknown outcome")
+	}
+	m2.cut.Store(false)
+	if g, err := w.Acquire(ctx, b); err != nil || !g.Acquired {
+		t.Fatalf("B's acquire on members 0 and 1: %+v, %v", g, err)
+	}
+	if err := w.Release(ctx, a); err != nil {
+		t.Fatalf("A's release of the copy on member 2: %v", err)
+	}
+	if err := w.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+
+	ops := rec.Ops()
+	var statuses []string
+	for _, op := range ops {
+		if op.Kind == history.StoreRelease {
+			statuses = append(statuses, op.Status)
+		}
+	}
+	if want := []string{"", history.FreedCopies, history.FreedCopies}; !slices.Equal(statuses, want) {
+		t.Fatalf("release statuses %q, want %q", statuses, want)
+	}
+	if res := check.Grants(ops, 10*time.Second); !res.OK() {
+		t.Errorf("the quorum history: verdict %v, double grants %v; want safe", res.Verdict, res.DoubleGrants)
+	}
+	single := slices.Clone(ops)
+	for i := range single {
+		if single[i].Status == history.FreedCopies {
+			single[i].Status = history.Freed
+		}
+	}
+	if res := check.Grants(single, 10*time.Second); res.Verdict != porcupine.Illegal {
+		t.Errorf("the same history from a single server: verdict %v; want Illegal", res.Verdict)
 	}
 }

@@ -105,6 +105,9 @@ type backend struct {
 	// parallel backends' (after the serial ones'): the SQL backends run
 	// together, to keep within the CI budget; Redis runs alone.
 	parallel bool
+	// raceSkip, when not empty, is why the backend's scenarios skip under
+	// the race detector (scripts/test.sh runs them without it).
+	raceSkip string
 }
 
 // window is d, a scenario's contention window on Redis, on b.
@@ -142,6 +145,7 @@ func (b backend) scenario(s string) string {
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			skipUnderRace(t, b.raceSkip)
 			if b.parallel {
 				t.Parallel()
 			}
