@@ -18,22 +18,10 @@ import (
 // compared as ratios to a peer measured in the same run (see NOTES.md,
 // "Checking a change against an earlier commit"). It rewrites nothing.
 func TestAB(t *testing.T) {
-	label := os.Getenv("BENCH_AB")
-	if label == "" {
-		t.Skip("set BENCH_AB=<label> to run")
-	}
-	srv, err := testserver.StartRedis(testserver.RedisOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	byName := map[string]lib{}
-	for _, l := range libs() {
-		byName[l.name] = l
-	}
+	label, addr, byName := abSetup(t)
 	for _, g := range []int{16, 64} {
 		for _, n := range []string{"leash Mutex", "rueidislock"} {
-			r, err := runUncontended(byName[n], srv.Addr, g, 2*time.Second, fmt.Sprintf("ab/u/%d", g))
+			r, err := runUncontended(byName[n], addr, g, 2*time.Second, fmt.Sprintf("ab/u/%d", g), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,11 +30,48 @@ func TestAB(t *testing.T) {
 	}
 	for _, hold := range []time.Duration{0, time.Millisecond} {
 		for _, n := range []string{"leash Mutex", "redsync"} {
-			r, err := runContended(byName[n], srv.Addr, 16, hold, 3*time.Second, fmt.Sprintf("ab/c/%v", hold))
+			r, err := runContended(byName[n], addr, 16, hold, 3*time.Second, fmt.Sprintf("ab/c/%v", hold))
 			if err != nil {
 				t.Fatal(err)
 			}
 			fmt.Printf("%s\thot name hold=%v\t%s\t%.0f grants/s\n", label, hold, n, r.perSec)
 		}
 	}
+}
+
+// TestABHandoff measures the hand-off, from the holder's Unlock returning to
+// the waiter's Lock returning (runHandoff: two clients, a 2–4 ms gap), p50
+// over up to 200 hand-offs, for leash Mutex and FairMutex beside
+// rueidislock in the same run, one line per figure labelled with $BENCH_AB,
+// as TestAB does.
+func TestABHandoff(t *testing.T) {
+	label, addr, byName := abSetup(t)
+	for _, n := range []string{"leash Mutex", "leash FairMutex", "rueidislock"} {
+		r, err := runHandoff(byName[n], addr, 200, 10*time.Second, handoffGap, false, "ab/h/"+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("%s\thand-off p50\t%s\t%.0f µs (%d hand-offs)\n", label, n, float64(pct(r.handoffs, 0.5))/1e3, len(r.handoffs))
+	}
+}
+
+// abSetup skips t unless $BENCH_AB names the build; it starts a
+// redis-server for t and returns the label, the server's address and the
+// libraries by name.
+func abSetup(t *testing.T) (label, addr string, byName map[string]lib) {
+	t.Helper()
+	label = os.Getenv("BENCH_AB")
+	if label == "" {
+		t.Skip("set BENCH_AB=<label> to run")
+	}
+	srv, err := testserver.StartRedis(testserver.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	byName = map[string]lib{}
+	for _, l := range libs() {
+		byName[l.name] = l
+	}
+	return label, srv.Addr, byName
 }

@@ -6,12 +6,24 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // handoffResult is one hand-off run: one client holds a name while another
 // waits for it, then releases it.
 type handoffResult struct {
 	handoffs []time.Duration // sorted: holder's Unlock returned → waiter's Lock returned
+	rtt      time.Duration   // the loopback round trip measured before the run; zero when not measured
+}
+
+// rtts returns the hand-off p50 in round trips (0 when no round trip was
+// measured).
+func (h handoffResult) rtts() float64 {
+	if h.rtt <= 0 {
+		return 0
+	}
+	return float64(pct(h.handoffs, 0.5)) / float64(h.rtt)
 }
 
 // handoffWait bounds the waiter's Lock in a hand-off run: the slowest peer
@@ -27,22 +39,23 @@ func uniformGap(lo, hi time.Duration) gap {
 	return func() time.Duration { return lo + rand.N(hi-lo+1) }
 }
 
-// runHandoff measures hand-offs of one name between two clients of l (or,
+// runHandoff measures hand-offs of one name between two clients of l, opened
+// on addr (or,
 // with sameClient, two goroutines of one client): the holder takes the name,
 // the waiter calls Lock, the holder releases after a gap, and the time from
 // the holder's Unlock returning to the waiter's Lock returning is one
 // hand-off. It takes up to samples hand-offs, and stops early once budget
 // has passed (after at least one). A waiter granted before the holder
 // called Unlock fails the programme.
-func runHandoff(l lib, samples int, budget time.Duration, g gap, sameClient bool, name string) (handoffResult, error) {
-	holder, err := l.open("")
+func runHandoff(l lib, addr string, samples int, budget time.Duration, g gap, sameClient bool, name string) (handoffResult, error) {
+	holder, err := l.open(addr)
 	if err != nil {
 		return handoffResult{}, err
 	}
 	defer holder.close()
 	waiter := holder
 	if !sameClient {
-		if waiter, err = l.open(""); err != nil {
+		if waiter, err = l.open(addr); err != nil {
 			return handoffResult{}, err
 		}
 		defer waiter.close()
@@ -82,21 +95,46 @@ func runHandoff(l lib, samples int, budget time.Duration, g gap, sameClient bool
 		err = unlock()
 		unlocked := time.Now()
 		w := <-got
-		cancel()
 		if err != nil {
+			cancel()
 			return res, fmt.Errorf("%s: holder: unlock: %w", l.name, err)
 		}
 		if w.err != nil {
+			cancel()
 			return res, fmt.Errorf("%s: waiter: %w", l.name, w.err)
 		}
 		if w.at.Before(calling) {
+			cancel()
 			return res, fmt.Errorf("%w: %s granted %q to the waiter before the holder released it", errExclusion, l.name, name)
 		}
 		res.handoffs = append(res.handoffs, max(w.at.Sub(unlocked), 0))
-		if err := w.unlock(); err != nil {
+		// The waiter releases with its Lock's own context (redsync's and
+		// bsm/redislock's release use it), as a caller would; then it ends.
+		err = w.unlock()
+		cancel()
+		if err != nil {
 			return res, fmt.Errorf("%s: waiter: unlock: %w", l.name, err)
 		}
 	}
 	slices.Sort(res.handoffs)
 	return res, nil
+}
+
+// rttPings is how many PINGs measureRTT sends.
+const rttPings = 1000
+
+// measureRTT returns the median of n PINGs, one after another, on rdb: the
+// loopback round trip that a go-redis client sees, the unit in which the
+// report states hand-offs.
+func measureRTT(ctx context.Context, rdb *redis.Client, n int) (time.Duration, error) {
+	rtts := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return 0, fmt.Errorf("measuring the round trip: %w", err)
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	return pct(rtts, 0.5), nil
 }

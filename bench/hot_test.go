@@ -49,7 +49,7 @@ func TestHot(t *testing.T) {
 				}
 				m[l.name] = c
 			}
-			ideal := float64(time.Duration(contendedWorkers-1) * (hold + pct(m["leash FairMutex"].handoffs, 0.5)))
+			ideal := float64(fifoIdeal(m, fairLib(all), hold))
 			b := 0.0
 			for _, p := range peers {
 				b = max(b, m[p].perSec)
@@ -83,7 +83,7 @@ func TestHot(t *testing.T) {
 		}
 		idealMed := median(func() []float64 {
 			var xs []float64
-			for _, x := range per["leash FairMutex"] {
+			for _, x := range per[fairLib(all)] {
 				xs = append(xs, x.ideal)
 			}
 			return xs

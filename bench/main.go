@@ -101,18 +101,29 @@ var holds = []time.Duration{0, time.Millisecond}
 
 const (
 	contendedWorkers = 16
+	// The two-client hand-off: up to handoffSamples per library and run,
+	// fewer once handoffBudget has passed (the polling peers take up to
+	// their retry interval per hand-off).
+	handoffSamples = 100
+	handoffBudget  = 2 * time.Second
 )
+
+// handoffGap is how long the holder keeps the name after the waiter has
+// called Lock, in the two-client hand-off (as TestABHandoff).
+var handoffGap = uniformGap(2*time.Millisecond, 4*time.Millisecond)
 
 var goroutineCounts = []int{1, 16, 64}
 
 // results are everything measured in one invocation.
 type results struct {
 	started     time.Time
+	loadStart   string // the load average when the run started
 	leash       string // git describe, taken before the run rewrites its outputs
 	redis       string
 	libs        []lib
 	uncontended map[int][]map[string]uncontendedResult         // goroutines → run → lib
 	contended   map[time.Duration][]map[string]contendedResult // hold → run → lib
+	handoff     []map[string]handoffResult                     // run → lib: two clients, one name
 	renewal     map[string][]renewalResult                     // lib → per N
 	elapsed     time.Duration
 }
@@ -132,6 +143,7 @@ func run(cfg config) error {
 	}
 	res := &results{
 		started:     time.Now(),
+		loadStart:   loadAvg(),
 		leash:       gitDescribe(),
 		redis:       infoField(ver, "redis_version"),
 		libs:        libs(),
@@ -145,13 +157,14 @@ func run(cfg config) error {
 		for _, g := range goroutineCounts {
 			m := map[string]uncontendedResult{}
 			for _, l := range order {
-				u, err := runUncontended(l, srv.Addr, g, cfg.uncontended, fmt.Sprintf("%d:%d", r, g))
+				u, err := runUncontended(l, srv.Addr, g, cfg.uncontended, fmt.Sprintf("%d:%d", r, g), srv.CPU)
 				if err != nil {
 					return err
 				}
 				m[l.name] = u
-				log.Printf("run %d  uncontended %2d goroutines  %-16s %8.0f ops/s  p50 %-9s p99 %s",
-					r+1, g, l.name, u.opsPerSec, fmtDur(u.p50), fmtDur(u.p99))
+				client, server := u.cpuPerLock()
+				log.Printf("run %d  uncontended %2d goroutines  %-16s %8.0f ops/s  p50 %-9s p99 %-9s cpu/lock client %-9s redis %s",
+					r+1, g, l.name, u.opsPerSec, fmtDur(u.p50), fmtDur(u.p99), fmtDur(client), fmtDur(server))
 			}
 			res.uncontended[g] = append(res.uncontended[g], m)
 		}
@@ -170,6 +183,22 @@ func run(cfg config) error {
 			}
 			res.contended[hold] = append(res.contended[hold], m)
 		}
+		rtt, err := measureRTT(ctx, admin, rttPings)
+		if err != nil {
+			return err
+		}
+		m := map[string]handoffResult{}
+		for _, l := range order {
+			h, err := runHandoff(l, srv.Addr, handoffSamples, handoffBudget, handoffGap, false, fmt.Sprintf("bench:handoff:%d:%s", r, l.name))
+			if err != nil {
+				return err
+			}
+			h.rtt = rtt
+			m[l.name] = h
+			log.Printf("run %d  hand-off  %-16s %3d hand-offs  p50 %-9s = %.2f RTT (PING %s)  p99 %s",
+				r+1, l.name, len(h.handoffs), fmtDur(pct(h.handoffs, 0.5)), h.rtts(), fmtDur(rtt), fmtDur(pct(h.handoffs, 0.99)))
+		}
+		res.handoff = append(res.handoff, m)
 	}
 	for _, rn := range renewers() {
 		for _, n := range cfg.renewN {

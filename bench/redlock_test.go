@@ -149,13 +149,13 @@ func TestRedlock(t *testing.T) {
 		for k := range 2 {
 			i := (k + r) % 2
 			l := ls[i]
-			res, err := runUncontended(l, addr, 1, 2*time.Second, fmt.Sprintf("rl/%d/1", r))
+			res, err := runUncontended(l, addr, 1, 2*time.Second, fmt.Sprintf("rl/%d/1", r), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			u1.vals[i] = append(u1.vals[i], res.opsPerSec)
 			u1p.vals[i] = append(u1p.vals[i], float64(res.p50)/float64(time.Microsecond))
-			if res, err = runUncontended(l, addr, 16, 2*time.Second, fmt.Sprintf("rl/%d/16", r)); err != nil {
+			if res, err = runUncontended(l, addr, 16, 2*time.Second, fmt.Sprintf("rl/%d/16", r), nil); err != nil {
 				t.Fatal(err)
 			}
 			u16.vals[i] = append(u16.vals[i], res.opsPerSec)

@@ -33,6 +33,34 @@ func ratioToBestPeer[T any](runs []map[string]T, lib string, value func(T) float
 	return median(ratios)
 }
 
+// fairLib returns the name of the first library that serves waiters in
+// arrival order, or "" if none does.
+func fairLib(libs []lib) string {
+	if i := slices.IndexFunc(libs, func(l lib) bool { return l.fair }); i >= 0 {
+		return libs[i].name
+	}
+	return ""
+}
+
+// fifoIdeal is the FIFO ideal wait of one contended run: every waiter waits
+// for the others' turns, (contendedWorkers − 1) × (hold + the fair library's
+// hand-off p50 in that run).
+func fifoIdeal(m map[string]contendedResult, fair string, hold time.Duration) time.Duration {
+	return time.Duration(contendedWorkers-1) * (hold + pct(m[fair].handoffs, 0.5))
+}
+
+// overIdeal is the median over runs of lib's p-quantile wait over that run's
+// FIFO ideal.
+func overIdeal(runs []map[string]contendedResult, lib, fair string, hold time.Duration, p float64) float64 {
+	var xs []float64
+	for _, m := range runs {
+		if ideal := fifoIdeal(m, fair, hold); ideal > 0 {
+			xs = append(xs, float64(pct(m[lib].waits, p))/float64(ideal))
+		}
+	}
+	return median(xs)
+}
+
 func medianOf[T any](runs []map[string]T, lib string, value func(T) float64) float64 {
 	var xs []float64
 	for _, m := range runs {
@@ -65,6 +93,7 @@ func report(res *results, cfg config) ([]byte, error) {
 	for _, mod := range []string{"github.com/go-redsync/redsync/v4", "github.com/bsm/redislock", "github.com/redis/rueidis", "github.com/redis/go-redis/v9"} {
 		p("| %s | %s |\n", mod, modVersion(mod))
 	}
+	p("| load average (1, 5, 15 min) | %s at the start, %s at the end (the machine is shared) |\n", res.loadStart, loadAvg())
 	p("| whole run | %v |\n\n", res.elapsed.Round(time.Second))
 
 	p("## How each library is configured\n\n")
@@ -76,8 +105,8 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("\n")
 
 	p("## Uncontended Lock + Unlock\n\n")
-	p("Each goroutine locks and unlocks a name of its own, in a loop, for %v, through **one** client shared by all goroutines (one process). Latency is one Lock + Unlock. *Stuck*: Lock calls on the free name that had not returned after %v, summed over the runs (each is cancelled and the loop goes on).\n\n", cfg.uncontended, stuckAfter)
-	p("| goroutines | library | ops/s | × best peer | p50 | p99 | stuck |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	p("Each goroutine locks and unlocks a name of its own, in a loop, for %v, through **one** client shared by all goroutines (one process). Latency is one Lock + Unlock. *Client CPU* is the programme's own CPU time (getrusage; every library runs in this one process, one after another) over the timed interval, *Redis CPU* redis-server's (INFO cpu, used_cpu_sys + used_cpu_user) over the same interval, each divided by the Lock + Unlock pairs done in it; *CPU × best peer* is the best peer's client + Redis CPU per lock over the library's, per run (above 1: less CPU than every peer). *Stuck*: Lock calls on the free name that had not returned after %v, summed over the runs (each is cancelled and the loop goes on).\n\n", cfg.uncontended, stuckAfter)
+	p("| goroutines | library | ops/s | × best peer | p50 | p99 | client CPU/lock | Redis CPU/lock | CPU × best peer | stuck |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, g := range goroutineCounts {
 		runs := res.uncontended[g]
 		for _, l := range res.libs {
@@ -87,9 +116,12 @@ func report(res *results, cfg config) ([]byte, error) {
 			for _, m := range runs {
 				stuck += m[l.name].stuck
 			}
-			p("| %d | %s | %s | %s | %s | %s | %d |\n", g, l.name, fmtNum(ops), fmtRatio(ratio, isPeer(l.name)),
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", g, l.name, fmtNum(ops), fmtRatio(ratio, isPeer(l.name)),
 				fmtDur(time.Duration(medianOf(runs, l.name, func(u uncontendedResult) float64 { return float64(u.p50) }))),
-				fmtDur(time.Duration(medianOf(runs, l.name, func(u uncontendedResult) float64 { return float64(u.p99) }))), stuck)
+				fmtDur(time.Duration(medianOf(runs, l.name, func(u uncontendedResult) float64 { return float64(u.p99) }))),
+				fmtDur(time.Duration(medianOf(runs, l.name, func(u uncontendedResult) float64 { c, _ := u.cpuPerLock(); return float64(c) }))),
+				fmtDur(time.Duration(medianOf(runs, l.name, func(u uncontendedResult) float64 { _, s := u.cpuPerLock(); return float64(s) }))),
+				fmtRatio(ratioToBestPeer(runs, l.name, lessIsMore(cpuPerLock)), isPeer(l.name)), stuck)
 		}
 	}
 	p("\n")
@@ -101,11 +133,19 @@ func report(res *results, cfg config) ([]byte, error) {
 	p("*gave up*: times a peer's Lock returned its own give-up error (redsync after 32 tries, bsm/redislock at its deadline) and was called again; the wait counts from the first call. *stuck*: Lock calls still waiting %v after the run ended, cancelled then (their waits are in the chart as at least that long). Counts are summed over the runs.\n\n", stuckGrace)
 	p("![Share of waits longer than x, per library](bench/contended-waits.png)\n\n")
 	p("Lower and further left is better: a curve is the share of a library's waits longer than x, so one that reaches the bottom early has no long waits. The chart pools the waits of every run (its legend's percentiles are of the pooled waits); the tables give the medians of each run's figures.\n\n")
+	fair := fairLib(res.libs)
+	if fair != "" {
+		p("*p99 ÷ ideal* is the wait p99 over the FIFO ideal of the same run (the sentence under each table), the median over runs.\n\n")
+	}
 	for _, hold := range holds {
 		runs := res.contended[hold]
 		p("### Hold %s\n\n", holdText(hold))
-		p("| library | grants/s | × best peer | wait p50 | wait p99 | wait max | hand-off p50 | hand-off p99 | self | gave up | stuck | exclusion |\n")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		idealCol, idealSep := "", ""
+		if fair != "" {
+			idealCol, idealSep = " p99 ÷ ideal |", "---:|"
+		}
+		p("| library | grants/s | × best peer | wait p50 | wait p99 | wait max |%s hand-off p50 | hand-off p99 | self | gave up | stuck | exclusion |\n", idealCol)
+		p("|---|---:|---:|---:|---:|---:|%s---:|---:|---:|---:|---:|---|\n", idealSep)
 		for _, l := range res.libs {
 			med := func(f func(contendedResult) float64) float64 { return medianOf(runs, l.name, f) }
 			total, selfN, gave, stuck := 0, 0, 0, 0
@@ -115,25 +155,34 @@ func report(res *results, cfg config) ([]byte, error) {
 				gave += m[l.name].gaveUp
 				stuck += m[l.name].stuck
 			}
-			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d | %d | ok, %d grants |\n", l.name,
+			ideal := ""
+			if fair != "" {
+				ideal = " " + fmtTimes(overIdeal(runs, l.name, fair, hold, 0.99)) + " |"
+			}
+			p("| %s | %s | %s | %s | %s | %s |%s %s | %s | %s | %d | %d | ok, %d grants |\n", l.name,
 				fmtNum(med(func(c contendedResult) float64 { return c.perSec })),
 				fmtRatio(ratioToBestPeer(runs, l.name, func(c contendedResult) float64 { return c.perSec }), isPeer(l.name)),
 				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.waits, 0.5)) }))),
 				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.waits, 0.99)) }))),
-				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.waits, 1)) }))),
+				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.waits, 1)) }))), ideal,
 				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.5)) }))),
 				fmtDur(time.Duration(med(func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.99)) }))),
 				fmtPct(float64(selfN)/float64(max(total, 1))), gave, stuck, total)
 		}
-		if i := slices.IndexFunc(res.libs, func(l lib) bool { return l.fair }); hold > 0 && i >= 0 {
-			fair := res.libs[i].name
+		if fair != "" {
 			ho := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.5)) }))
-			ideal := time.Duration(contendedWorkers-1) * (hold + ho)
-			p("\nFIFO ideal for %s: every waiter waits for the %d others' turns, (%d − 1) × (hold + hand-off p50) = %d × (%v + %s) ≈ %s.\n",
+			var ideals []float64
+			for _, m := range runs {
+				ideals = append(ideals, float64(fifoIdeal(m, fair, hold)))
+			}
+			ideal := time.Duration(median(ideals))
+			p("\nFIFO ideal, from %s's hand-offs: every waiter waits for the %d others' turns, (%d − 1) × (hold + hand-off p50) = %d × (%v + %s) ≈ %s (medians over runs).\n",
 				fair, contendedWorkers-1, contendedWorkers, contendedWorkers-1, hold, fmtDur(ho), fmtDur(ideal))
 		}
 		p("\n")
 	}
+
+	writeHandoff(p, res)
 
 	p("## Keeping many locks held (renewal)\n\n")
 	p("One client takes N locks and keeps them; after %v the server's counters are read over %v. ", cfg.settle, cfg.window)
@@ -159,6 +208,38 @@ func report(res *results, cfg config) ([]byte, error) {
 		b.Write(notes)
 	}
 	return b.Bytes(), nil
+}
+
+// writeHandoff writes the two-client hand-off section: each library's
+// hand-off in time and in loopback round trips.
+func writeHandoff(p func(string, ...any), res *results) {
+	if len(res.handoff) == 0 {
+		return
+	}
+	var rtts []float64
+	for _, m := range res.handoff {
+		for _, h := range m {
+			rtts = append(rtts, float64(h.rtt))
+			break // one round trip per run
+		}
+	}
+	p("## Hand-off between two clients\n\n")
+	p("Two clients of one library, one name: the holder takes it, the other client calls Lock, the holder releases it %s–%s later (`handoffGap`), and the **hand-off** is from the holder's Unlock **returning** to the other client's Lock returning, up to %d times per run, fewer once %v have passed (the polling peers wait out their retry intervals). A waiter whose Lock returned before the holder's Unlock did counts as 0: a lock granted in the release script reaches the waiter with the wake-up, which can arrive before the release's own reply. ",
+		fmtDur(2*time.Millisecond), fmtDur(4*time.Millisecond), handoffSamples, handoffBudget)
+	p("*RTT* is the loopback round trip, the median of %d PINGs on a go-redis client measured just before each run's hand-offs (median over runs %s); *in RTTs* is each run's hand-off p50 over that run's round trip, the median over runs. A waiter granted before the holder released fails the programme.\n\n",
+		rttPings, fmtDur(time.Duration(median(rtts))))
+	p("| library | hand-off p50 | hand-off p99 | in RTTs (p50) | hand-offs |\n|---|---:|---:|---:|---:|\n")
+	for _, l := range res.libs {
+		n := 0
+		for _, m := range res.handoff {
+			n += len(m[l.name].handoffs)
+		}
+		p("| %s | %s | %s | %s | %d |\n", l.name,
+			fmtDur(time.Duration(medianOf(res.handoff, l.name, func(h handoffResult) float64 { return float64(pct(h.handoffs, 0.5)) }))),
+			fmtDur(time.Duration(medianOf(res.handoff, l.name, func(h handoffResult) float64 { return float64(pct(h.handoffs, 0.99)) }))),
+			fmtNum(medianOf(res.handoff, l.name, handoffResult.rtts)), n)
+	}
+	p("\n")
 }
 
 func fmtNum(f float64) string {
@@ -206,6 +287,15 @@ func fmtBytes(b float64) string {
 func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	f := strings.Fields(readFile("/proc/loadavg"))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], ", ")
 }
 
 func cpuModel() string {

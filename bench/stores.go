@@ -361,7 +361,7 @@ func runStores(cfg storesConfig) error {
 		for _, g := range storesGoroutines {
 			m := map[string]uncontendedResult{}
 			for _, sl := range order {
-				u, err := runUncontended(sl.lib, "", g, cfg.uncontended, fmt.Sprintf("%d:%d", r, g))
+				u, err := runUncontended(sl.lib, "", g, cfg.uncontended, fmt.Sprintf("%d:%d", r, g), nil)
 				if err != nil {
 					return err
 				}
@@ -373,7 +373,7 @@ func runStores(cfg storesConfig) error {
 		}
 		m := map[string]handoffResult{}
 		for _, sl := range order {
-			h, err := runHandoff(sl.lib, cfg.handoffs, cfg.budget, storesGap, false, fmt.Sprintf("bench:handoff:%d", r))
+			h, err := runHandoff(sl.lib, "", cfg.handoffs, cfg.budget, storesGap, false, fmt.Sprintf("bench:handoff:%d", r))
 			if err != nil {
 				return err
 			}
@@ -391,7 +391,7 @@ func runStores(cfg storesConfig) error {
 			{what: "another client", gap: 2 * time.Second},
 			{what: "the same client (one Store)", gap: 500 * time.Millisecond, same: true},
 		} {
-			h, err := runHandoff(res.libs[i].lib, cfg.pollN, time.Hour, func() time.Duration { return row.gap }, row.same, "bench:poll")
+			h, err := runHandoff(res.libs[i].lib, "", cfg.pollN, time.Hour, func() time.Duration { return row.gap }, row.same, "bench:poll")
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -15,13 +16,38 @@ type uncontendedResult struct {
 	opsPerSec float64
 	p50, p99  time.Duration // of one Lock+Unlock
 	stuck     int           // Lock calls on a free name still waiting after stuckAfter
+	locks     int           // Lock+Unlock pairs completed in the timed interval
+	// clientCPU is this process's CPU time (getrusage) over the timed
+	// interval, serverCPU redis-server's (INFO cpu, used_cpu_sys +
+	// used_cpu_user); zero when not measured.
+	clientCPU, serverCPU time.Duration
+}
+
+// cpuPerLock returns the client's and the server's CPU time per Lock+Unlock.
+func (u uncontendedResult) cpuPerLock() (client, server time.Duration) {
+	if u.locks == 0 {
+		return 0, 0
+	}
+	return u.clientCPU / time.Duration(u.locks), u.serverCPU / time.Duration(u.locks)
+}
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // stuckAfter bounds one uncontended Lock call: the name is free, so a call
 // that takes longer is stuck (it is cancelled, counted and retried).
 const stuckAfter = 5 * time.Second
 
-func runUncontended(l lib, addr string, goroutines int, dur time.Duration, tag string) (uncontendedResult, error) {
+// runUncontended runs the uncontended scenario of l for dur. serverCPU, if
+// not nil, reads the server's CPU time so far; the result then carries the
+// server's CPU over the timed interval beside the client's.
+func runUncontended(l lib, addr string, goroutines int, dur time.Duration, tag string, serverCPU func() (time.Duration, error)) (uncontendedResult, error) {
 	lk, err := l.open(addr)
 	if err != nil {
 		return uncontendedResult{}, err
@@ -85,10 +111,23 @@ func runUncontended(l lib, addr string, goroutines int, dur time.Duration, tag s
 			mu.Unlock()
 		})
 	}
+	var srv0, srv1 time.Duration
+	if serverCPU != nil {
+		if srv0, err = serverCPU(); err != nil {
+			return uncontendedResult{}, err
+		}
+	}
+	cpu0 := processCPU()
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
 	elapsed := time.Since(t0)
+	cpu1 := processCPU()
+	if serverCPU != nil {
+		if srv1, err = serverCPU(); err != nil {
+			return uncontendedResult{}, err
+		}
+	}
 	if firstEr != nil {
 		return uncontendedResult{}, fmt.Errorf("%s, %d goroutines: %w", l.name, goroutines, firstEr)
 	}
@@ -98,5 +137,8 @@ func runUncontended(l lib, addr string, goroutines int, dur time.Duration, tag s
 		p50:       pct(lats, 0.50),
 		p99:       pct(lats, 0.99),
 		stuck:     int(stuckN.Load()),
+		locks:     len(lats),
+		clientCPU: cpu1 - cpu0,
+		serverCPU: srv1 - srv0,
 	}, nil
 }
