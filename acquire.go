@@ -143,6 +143,12 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		one1     [1]driver.Request
 		starveAt int64 = -1 // when a waiting Mutex starts starving; -1: it never does
 		reported bool       // OpStarving was observed
+		// placeSent is the send time of the first attempt that could take
+		// a queue place (Wait > 0), -1 before: every place a release can
+		// hand the lock to was taken by a request sent no earlier.
+		placeSent int64 = -1
+		// short is the lease of a handed-off grant taken from a wake-up; 0: none.
+		short time.Duration
 	)
 	if p.wait && !p.many && t.kind == driver.KindMutex && c.cfg.starve > 0 && c.caps.starve {
 		starveAt = 0 // set from the first attempt's send time
@@ -187,6 +193,9 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		if starveAt == 0 {
 			starveAt = send + int64(c.cfg.starve)
 		}
+		if placeSent < 0 && reqs[0].Wait > 0 {
+			placeSent = send
+		}
 		g, err := c.take(ctx, t, reqs[0], many, idx)
 		remaining, grace := g.Remaining, g.Grace
 		if err != nil {
@@ -208,6 +217,13 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		if p.starving && !reported {
 			reported = true
 			c.observeStarving(t, start)
+		}
+		if !g.Acquired && w != nil {
+			// A grant announced before this attempt's answer is not this
+			// waiter's to use: the attempt found the lock held, so the
+			// grant was picked up and given back (the store undoes a grant
+			// made on a server process it had not read), or lapsed.
+			c.waiters.handed(w)
 		}
 		if g.Acquired {
 			placed = false
@@ -298,6 +314,24 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		if err := c.sleep(ctx, w, &nap, d); err != nil {
 			return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 		}
+		// A grant is used untold only on a store that hands off itself: a
+		// Client whose store does not (the replication guard is on) may
+		// still hear another Client's release hand it a grant, which no
+		// replica acknowledged; its next attempt picks that up through
+		// Acquire, with the store's own checks (WAIT).
+		if h, ok := c.waiters.handed(w); ok && c.caps.handoff && !p.many && len(held) == 0 {
+			if lease, from, ok := c.handoffUsable(t, h, placeSent); ok {
+				// The release granted the lock to this waiter's place:
+				// taken without another round trip (see handoff.go).
+				t.parts[idx[0]].fence = h.Fence
+				sent[idx[0]] = from
+				placed, short = false, lease
+				break
+			}
+			// Too little validity is left to use it untold: the next
+			// attempt picks the grant up and confirms it, with the full
+			// lease from its own send time.
+		}
 		if renewAt >= 0 && c.now() >= renewAt {
 			next, err := c.renewHeld(ctx, t, held, heldIdx, sent, every)
 			if err != nil {
@@ -321,7 +355,7 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		}
 	}
 	finished = true
-	return c.granted(ctx, t, slices.Min(sent), start)
+	return c.granted(ctx, t, slices.Min(sent), start, short)
 }
 
 // lateGrant gives back a grant whose validity had ended when its answer
@@ -435,8 +469,7 @@ func (p *plan) fallback(remaining time.Duration, w *waiter) time.Duration {
 // withdraw removes a waiter's queue place or writer mark, in the background
 // of a bounded, detached context.
 func (c *Client) withdraw(ctx context.Context, req driver.Request) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
+	rctx := c.releaseContext(ctx)
 	if err := c.caps.withdraw.Withdraw(rctx, req); err != nil {
 		c.log.Warn("withdraw from queue failed; the place expires on its own",
 			slog.String(attrLock, req.Name), slog.Duration("within", req.Wait), slog.Any(attrError, err))
@@ -446,11 +479,23 @@ func (c *Client) withdraw(ctx context.Context, req driver.Request) {
 // granted turns a successful acquire into the tenure's first hold, unless ctx
 // ended meanwhile or the Client closed, in which case it releases the lock
 // before returning. send is when the (first) granting request was sent,
-// start when the acquire call began (for the observer).
-func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Hold, error) {
+// start when the acquire call began (for the observer). short is, for a
+// lock a release handed over (see handoff.go), the lease it was granted
+// with, counted from send; zero for a grant of the tenure's own lease.
+func (c *Client) granted(ctx context.Context, t *tenure, send, start int64, short time.Duration) (*Hold, error) {
 	t.grantAt = send
 	t.lastTouch.Store(send)
-	t.setValid(send)
+	var due int64 // when to renew first; 0: after an interval
+	if short > 0 {
+		// Renewed to the full lease halfway through what is left of the
+		// short validity: a hold shorter than that costs no renewal.
+		v := send + int64(short-t.cfg.margin)
+		t.validUntil.Store(v)
+		now := c.now()
+		due = now + max(v-now, 0)/2
+	} else {
+		t.setValid(send)
+	}
 	t.mu.Lock()
 	t.state = stateHeld
 	h := t.newHold(ctx, &t.first)
@@ -462,7 +507,7 @@ func (c *Client) granted(ctx context.Context, t *tenure, send, start int64) (*Ho
 	// Observed before the watchdog may lose it, so an observer sees the
 	// grant before the tenure's end.
 	c.observeGrant(t, start)
-	if !c.sched.add(t) {
+	if !c.sched.add(t, due) {
 		c.undo(ctx, t)
 		c.observeEnd(t, OpLost, ReasonClosed, ErrClosed)
 		return nil, ErrClosed

@@ -19,6 +19,7 @@ type caps struct {
 	drift    driver.Drifter
 	revoke   driver.Revoker
 	starve   bool                        // a driver.StarvationStore that keeps starving waiters' marks
+	handoff  bool                        // a driver.HandoffStore: releases hand the lock to the first waiter (handoff.go)
 	kinds    [driver.KindPermit + 1]bool // the kinds the store grants
 }
 
@@ -36,6 +37,12 @@ func discover(store driver.Store) (caps, error) {
 	c.revoke, _ = store.(driver.Revoker)
 	if ss, ok := store.(driver.StarvationStore); ok && c.withdraw != nil {
 		c.starve = ss.Starvation() // a mark needs withdrawing when its waiter gives up
+	}
+	if hs, ok := store.(driver.HandoffStore); ok && c.withdraw != nil && c.watch != nil && c.session == nil {
+		// A waiter that gives up must be able to give back a grant it has
+		// not picked up (Withdraw), and hears of grants by watching; a
+		// session store's Renew extends nothing, so it could not pick one up.
+		c.handoff = hs.Handoff()
 	}
 	for k := range c.kinds {
 		c.kinds[k] = driver.Supports(store, driver.Kind(k))

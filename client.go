@@ -48,6 +48,7 @@ type Client struct {
 	owners  owners
 	retries retries
 	revokes revokes
+	bounds  bounds
 }
 
 // New returns a Client that takes locks on store. A nil opts means all

@@ -304,8 +304,7 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if c.cfg.observer != nil {
 		defer func() { c.observeUnlocked(t, lostErr) }()
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
+	rctx := c.releaseContext(ctx)
 	if r := c.sched.inFlight(t); r != nil {
 		// A renewal sent before the unlock, with the full lease, must not
 		// land after this one and cut the lock's tail short: wait for its

@@ -243,6 +243,9 @@ type clientConfig struct {
 	logger         *slog.Logger
 	observer       Observer
 	starve         time.Duration // when a waiting Mutex is starving; 0: never
+	// handoffFromReceipt counts a handed-off lock's validity from when its
+	// wake-up arrived: unsafe, set only by the negative control's test.
+	handoffFromReceipt bool
 }
 
 func newClientConfig(o *Options) (clientConfig, error) {

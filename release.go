@@ -28,7 +28,7 @@ const (
 )
 
 // release releases every request in reqs, with a context that keeps ctx's
-// values but not its cancellation, bounded by Options.ReleaseTimeout, so
+// values but not its cancellation, bounded by Options.ReleaseTimeout (see releaseContext), so
 // that neither a cancelled caller nor a dead server can hold it up. A
 // request whose outcome is unknown (an error other than ErrNotHeld) is
 // released again in the background until until (monotonic ns), when its
@@ -36,8 +36,7 @@ const (
 // succeeded, and otherwise one error per request: nil where it succeeded,
 // one matching ErrNotHeld where the store did not hold the lock.
 func (c *Client) release(ctx context.Context, reqs []driver.Request, until int64) []error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.releaseTimeout)
-	defer cancel()
+	rctx := c.releaseContext(ctx)
 	var errs []error
 	if len(reqs) <= releaseInline {
 		for i, r := range reqs {
@@ -86,6 +85,10 @@ func (c *Client) releaseParallel(ctx context.Context, reqs []driver.Request, unt
 // releaseOne sends one release; an unknown outcome goes to the background
 // until until.
 func (c *Client) releaseOne(ctx context.Context, req driver.Request, until int64) error {
+	if c.caps.handoff && (req.Kind == driver.KindMutex || req.Kind == driver.KindFair) {
+		// Hand the lock to the first queued waiter, if any (see handoff.go).
+		req.Wait = handoffLease
+	}
 	err := c.store.Release(ctx, req)
 	if unknown(err) {
 		c.retryRelease(req, until, false)

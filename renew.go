@@ -92,8 +92,10 @@ func (s *scheduler) stop() []*tenure {
 }
 
 // add starts tracking a granted tenure. It reports false if the scheduler has
-// stopped (the Client is closing).
-func (s *scheduler) add(t *tenure) bool {
+// stopped (the Client is closing). due, when not zero, is when to renew it
+// first (monotonic ns), sooner than its interval: a lock handed over by a
+// release holds a short lease until then.
+func (s *scheduler) add(t *tenure, due int64) bool {
 	iv := int64(t.cfg.interval)
 	jitter := rand.Float64() * jitterFrac
 	s.mu.Lock()
@@ -103,7 +105,9 @@ func (s *scheduler) add(t *tenure) bool {
 	}
 	e := &t.sched
 	e.schedule(t.grantAt, jitter)
-	if iv > 0 && s.wakeAt >= e.dueAt && s.wakeAt <= t.grantAt+iv {
+	if due != 0 {
+		e.eligibleAt, e.dueAt = due, due
+	} else if iv > 0 && s.wakeAt >= e.dueAt && s.wakeAt <= t.grantAt+iv {
 		// The loop already wakes inside this tenure's renewal window (at
 		// most one interval after the grant): renew it then, with whatever
 		// is due, rather than wake the loop now to reset its timer. Locks

@@ -52,6 +52,10 @@ type waiter struct {
 	owner  string
 	ch     chan struct{}
 	poll   bool // no watch: the waiter polls
+	// handed is the last grant a release handed to this waiter's owner
+	// (see handoff.go): its fencing token (0: none) and lease. Guarded by
+	// waiters.mu, like the group lists.
+	handed driver.Wake
 }
 
 func (ws *waiters) init(c *Client) {
@@ -257,6 +261,9 @@ func (ws *waiters) wakeLocked(g *waitGroup, msg driver.Wake) {
 	case driver.WakeHead: // the owner at the head of a fair queue
 		for _, w := range g.list {
 			if w.owner == msg.Head {
+				if msg.Fence != 0 {
+					w.handed = msg // kept even when a wake-up is already pending
+				}
 				signal(w)
 				return
 			}

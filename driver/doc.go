@@ -38,6 +38,9 @@
 //   - [StarvationStore]: the Mutex's starvation mode, starving waiters'
 //     marks that newcomers queue behind (with [Withdrawer]); without it the
 //     Mutex is unfair.
+//   - [HandoffStore]: a release grants the lock to the first fair place or
+//     starving mark and the wake-up carries the grant, so the woken waiter
+//     returns without another round trip (with [Withdrawer]).
 //   - [MultiStore]: several names in one atomic step (MultiLock).
 //   - [Admin]: inspect a name, list locks by pattern, force one free: what
 //     the leash CLI's show, ls and unlock need.

@@ -188,6 +188,11 @@ type Wake struct {
 	// Head is, when To is WakeHead, the owner at the head of the fair
 	// queue: only its waiter is woken.
 	Head string
+	// Fence is, when not zero, the fencing token of the lock the release
+	// granted to Head (see [HandoffStore]); Lease is that grant's lease,
+	// from the release, by the server's clock.
+	Fence int64
+	Lease time.Duration
 }
 
 // Waking says which waiters a [Wake] is for.

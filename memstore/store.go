@@ -66,6 +66,9 @@ type excl struct {
 	// tombstone: it blocks every grant until it expires or the owner
 	// acknowledges, and the owner holds nothing.
 	revoked bool
+	// pending: a release handed the lock to this owner, the first of the
+	// fair queue, which has not picked it up yet (see Handoff).
+	pending bool
 }
 
 type place struct {
@@ -101,7 +104,14 @@ var (
 	_ driver.ClientRecorder  = (*Store)(nil)
 	_ driver.StarvationStore = (*Store)(nil)
 	_ driver.Revoker         = (*Store)(nil)
+	_ driver.HandoffStore    = (*Store)(nil)
 )
+
+// Handoff implements [driver.HandoffStore]: a Release with Wait > 0 that
+// frees a Mutex or FairMutex grants it to the first place of the fair
+// queue. A Sessions does not hand off: its Renew extends nothing, so a
+// handed-off lock could not be picked up by a renewal.
+func (s *Store) Handoff() bool { return s.sessions == nil }
 
 // Starvation implements [driver.StarvationStore]: a starving Mutex
 // waiter's mark is a place in the name's fair queue.
@@ -217,8 +227,10 @@ func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, 
 		return driver.Grant{Remaining: until.Sub(now)}, nil
 	}
 	if e := st.excl; e != nil && e.owner == req.Owner && !e.revoked && req.Kind != driver.KindRead {
-		// A retry of a granted acquire: the same tenure, its lease refreshed.
+		// A retry of a granted acquire: the same tenure, its lease
+		// refreshed; or the pick-up of a lock a release handed to it.
 		e.expires = now.Add(req.Lease)
+		e.pending = false
 		return driver.Grant{Acquired: true, Fence: st.fence}, nil
 	}
 	switch req.Kind {
@@ -368,6 +380,7 @@ func (st *name) hold(kind driver.Kind, owner string, until time.Time) bool {
 		}
 		if !until.IsZero() {
 			st.excl.expires = until
+			st.excl.pending = false // a renewal picks a handed-off lock up
 		}
 		return true
 	}
@@ -388,6 +401,12 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	s.mu.Lock()
 	st := s.get(req.Name, time.Now())
 	var notes []note
+	if e := st.excl; e != nil && e.pending && e.owner == req.Owner {
+		// The waiter gave up with a lock handed to it and not picked up:
+		// released, without a further hand-off (see driver.HandoffStore).
+		st.excl = nil
+		notes = st.freedNotes(false)
+	}
 	wasHead := len(st.queue) > 0 && st.queue[0].owner == req.Owner
 	st.queue = slices.DeleteFunc(st.queue, func(p place) bool { return p.owner == req.Owner })
 	if wasHead && st.blocked().IsZero() {
@@ -418,8 +437,9 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	now := time.Now()
 	s.mu.Lock()
-	st := s.get(req.Name, time.Now())
+	st := s.get(req.Name, now)
 	var notes []note
 	switch {
 	case req.Kind == driver.KindRead:
@@ -449,7 +469,11 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 			return notHeld(req.Name)
 		}
 		st.excl = nil
-		notes = append(notes, st.freedNotes(e.write)...)
+		if n, ok := s.handoffLocked(st, req, e.write, now); ok {
+			notes = append(notes, n)
+		} else {
+			notes = append(notes, st.freedNotes(e.write)...)
+		}
 	}
 	wakes := s.wakesLocked(req.Name, notes)
 	s.mu.Unlock()
@@ -457,6 +481,26 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		w()
 	}
 	return nil
+}
+
+// handoffLocked grants the lock just freed by req's release to the first
+// place of the fair queue, when req asks for it (Wait > 0) and the lock was
+// not a writer's, and returns the wake-up that carries the grant (see
+// driver.HandoffStore). The place is gone; the grant is pending, for
+// req.Wait or what the place had left if less, until its owner acquires or
+// renews it. s.mu is held.
+func (s *Store) handoffLocked(st *name, req driver.Request, write bool, now time.Time) (note, bool) {
+	if req.Wait <= 0 || write || s.sessions != nil || len(st.queue) == 0 {
+		return note{}, false
+	}
+	head := st.queue[0]
+	st.queue = st.queue[1:]
+	// No longer than the place had left: a waiter that is gone blocks the
+	// name no longer than its place would have.
+	lease := min(req.Wait, head.deadline.Sub(now))
+	g := st.grant(now, head.owner, lease, false)
+	st.excl.pending = true
+	return note{driver.KindFair, driver.Wake{To: driver.WakeHead, Head: head.owner, Fence: g.Fence, Lease: lease}}, true
 }
 
 // freedNotes are the notifications due when the exclusive lock is freed.

@@ -37,7 +37,9 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		}
 		script = acquireScript
 		keys = mutexKeys(n)
-		args = append(make([]any, 0, 3), s.leaseMS(req.Lease), req.Owner)
+		var owner *string
+		args, owner = ownerArgs(req.Owner)
+		args = append(args, s.leaseMS(req.Lease), owner)
 	case driver.KindFair:
 		script = acquireFairScript
 		keys = mutexKeys(n)

@@ -28,8 +28,23 @@ func (a *lastArg[K]) get(k K, mk func(K) any) any {
 	return v
 }
 
+// ownerArgs returns an empty argument list with room for six arguments,
+// and a pointer to a copy of owner to pass among them (go-redis writes a
+// *string as the string): one allocation where the list and the boxed owner
+// would be two.
+func ownerArgs(owner string) ([]any, *string) {
+	b := &struct {
+		args  [6]any
+		owner string
+	}{owner: owner}
+	return b.args[:0], &b.owner
+}
+
 // msArg is a duration's script argument: whole milliseconds, at least 1.
 func msArg(d time.Duration) any { return ms(d) }
+
+// waitMSArg is a place lifetime's script argument (see waitMS).
+func waitMSArg(d time.Duration) any { return waitMS(d) }
 
 // leaseMS is a lease's script argument (ms(d), boxed once per lease).
 func (s *Store) leaseMS(d time.Duration) any { return s.leaseArg.get(d, msArg) }

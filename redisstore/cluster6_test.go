@@ -470,7 +470,16 @@ func TestClusterKilledMasterOnlyItsLocks(t *testing.T) {
 func TestClusterSlotMigrationUnderHolds(t *testing.T) {
 	const lease = 6 * time.Second
 	cl, cc := newReplicatedCluster(t, testserver.ClusterOptions{})
-	c, other := clusterLeash(t, cc, lease, nil), clusterLeash(t, cc, lease, nil)
+	c := clusterLeash(t, cc, lease, nil)
+	// The rival tries once: with the store's retries of TRYAGAIN (about
+	// 1.3 s each), the tries of every step would keep the slot half-way
+	// past the lease, which the write lock's renewals (TRYAGAIN too) do not
+	// survive.
+	other, err := leash.New(redisstore.NoTryAgainRetry(redisstore.New(cc, nil)), &leash.Options{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
 	tag := namesOn(t, cc, "tag", len(cl.Masters), 0, 1)[0]
 	slot, err := cc.ClusterKeySlot(bg(t), tag).Result()
 	if err != nil {

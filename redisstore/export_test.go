@@ -19,3 +19,18 @@ func MarkerOnly(s *Store) *Store {
 func (s *Store) ReleaseOne(ctx context.Context, req driver.Request) (bool, error) {
 	return s.release(ctx, req, "one")
 }
+
+// StayOnMoves makes s's sharded subscriptions ignore their slot moving to
+// another node: the negative control of the slot-move wake tests.
+func StayOnMoves(s *Store) *Store {
+	s.stayOnMoves = true
+	return s
+}
+
+// NoTryAgainRetry makes s give up on a script refused with TRYAGAIN at
+// once, as earlier versions did: the negative control of the migration
+// retry test.
+func NoTryAgainRetry(s *Store) *Store {
+	s.pipe.noTryAgain = true
+	return s
+}

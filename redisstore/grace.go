@@ -243,6 +243,11 @@ func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v an
 		return true, nil
 	}
 	for _, r := range undo {
+		// Given back without a hand-off: a grant made by this release's
+		// step would go to the next waiter on a process the Store has not
+		// vouched for, and this owner's wake-up may still announce the
+		// grant being undone.
+		r.Wait = 0
 		if _, err := s.release(ctx, r, "one"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
 			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
 		}

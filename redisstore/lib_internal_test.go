@@ -37,3 +37,25 @@ func TestLibFor(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedPublish checks the SPUBLISH versions of the scripts that
+// publish: every publication on a channel in KEYS (the lock's slot) becomes
+// SPUBLISH, and those on channels named from ARGV (revocations, in other
+// slots) stay PUBLISH.
+func TestShardedPublish(t *testing.T) {
+	for name, body := range map[string]string{"release": releaseLua, "release_read": releaseReadLua,
+		"release_write": releaseWriteLua, "release_permit": releasePermitLua, "withdraw": withdrawLua,
+		"force": forceLua, "ack_revoke": ackRevokeLua, "set_permits": setPermitsLua} {
+		sharded := shardedPublish(body)
+		n := strings.Count(body, "redis.call('publish', KEYS[")
+		if n == 0 || strings.Count(sharded, "redis.call('spublish', KEYS[") != n || strings.Contains(sharded, "redis.call('publish', KEYS[") {
+			t.Errorf("%s: %d publications on KEYS channels; the sharded version:\n%s", name, n, sharded)
+		}
+		if a := strings.Count(body, "redis.call('publish', ARGV"); strings.Count(sharded, "redis.call('publish', ARGV") != a {
+			t.Errorf("%s: the sharded version changed a publication on an ARGV channel", name)
+		}
+		if strings.Count(body, "'publish'") != strings.Count(body, "redis.call('publish', KEYS[")+strings.Count(body, "redis.call('publish', ARGV") {
+			t.Errorf("%s: a publication written otherwise, which the sharded version would miss", name)
+		}
+	}
+}

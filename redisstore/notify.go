@@ -19,16 +19,22 @@ import (
 // SUBSCRIBE, so a release after Watch returns is never missed. The
 // connection is pinged when idle and replaced when a ping goes unanswered;
 // after a replacement or a reconnect, every watcher is woken, because a
-// release may have been published while no one was listening.
+// release may have been published while no one was listening. A sharded
+// notifier does the same for the shard channels of one Cluster slot (see
+// shardNotifiers).
 type notifier struct {
-	s      *Store
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	chans  map[string]*channel
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed bool
+	s *Store
+	// sharded makes this the notifier of one Cluster slot's shard channels
+	// (SSUBSCRIBE on the slot's master; see shard.go) rather than of plain
+	// channels.
+	sharded bool
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	chans   map[string]*channel
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  bool
 }
 
 // A channel is the state of one subscribed channel.
@@ -48,23 +54,82 @@ type watcher struct {
 	raw  func(payload string)
 }
 
-func (n *notifier) init(s *Store) {
-	n.s = s
+func (n *notifier) init(s *Store, sharded bool) {
+	n.s, n.sharded = s, sharded
 	n.chans = make(map[string]*channel)
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	life, cancel := context.WithCancel(context.Background())
+	n.ctx = context.WithValue(life, pubsubLife{}, &pubsubOwner{s: s, life: life})
+	n.cancel = cancel
+}
+
+// pubsubLife is the context key under which a notifier's contexts carry
+// its pubsubOwner, for the dial hook.
+type pubsubLife struct{}
+
+// A pubsubOwner is the Store and the life of the notifier a pub/sub
+// connection is dialed for.
+type pubsubOwner struct {
+	s    *Store
+	life context.Context
+}
+
+// pubsubCloser is the go-redis hook that closes a notifier's pub/sub
+// connections when the notifier ends. go-redis bounds the reads of a
+// connection it is setting up (HELLO, SUBSCRIBE) by its ReadTimeout and a
+// context's deadline, not by the context's cancellation: a notifier whose
+// server is black-holed would otherwise keep Close waiting that long for the
+// subscription under way (replace runs it holding n.mu, which close takes).
+// A closed connection fails those reads at once.
+type pubsubCloser struct{ s *Store }
+
+func (h pubsubCloser) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := next(ctx, network, addr)
+		if o, ok := ctx.Value(pubsubLife{}).(*pubsubOwner); ok && err == nil && o.s == h.s {
+			raw := cn // the AfterFunc may run at once: it must not read cn, written below
+			stop := context.AfterFunc(o.life, func() { _ = raw.Close() })
+			cn = &lifeConn{Conn: raw, stop: stop}
+		}
+		return cn, err
+	}
+}
+
+func (pubsubCloser) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (pubsubCloser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// lifeConn is a pub/sub connection that, closed before its notifier ends,
+// stops waiting for the end.
+type lifeConn struct {
+	net.Conn
+	stop func() bool
+}
+
+func (c *lifeConn) Close() error {
+	c.stop()
+	return c.Conn.Close()
+}
+
+// hookPubSub adds the pubsubCloser to the clients that dial rdb's pub/sub
+// connections: rdb itself, or every Cluster node's client made from now on.
+func hookPubSub(s *Store, rdb redis.UniversalClient) {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		c.AddHook(pubsubCloser{s})
+	case *redis.ClusterClient:
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(pubsubCloser{s}) })
+	}
+}
+
+// lifeCtx returns ctx carrying the notifier's owner, so that a connection
+// the call dials is closed when the notifier ends.
+func (n *notifier) lifeCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, pubsubLife{}, n.ctx.Value(pubsubLife{}))
 }
 
 var errClosed = errors.New("redisstore: store closed")
-
-// Watch implements [driver.Watcher]. Each kind has its own channel (readers
-// and writers share one); the payload is Redisson's wake message (see
-// wakeOf).
-func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	return s.notify.watch(ctx, watchChannel(kind, s.key(name)), wake)
-}
 
 func (n *notifier) watch(ctx context.Context, ch string, wake func(driver.Wake)) (func(), error) {
 	return n.add(ctx, ch, &watcher{wake: wake})
@@ -91,7 +156,7 @@ func (n *notifier) add(ctx context.Context, ch string, w *watcher) (func(), erro
 		// reach Redis in the order of the state changes. It only writes to
 		// the connection; the confirmation is read by the reader goroutine.
 		c.outstanding++
-		if err = n.ps.Subscribe(ctx, ch); err != nil {
+		if err = n.subscribe(ctx, n.ps, ch); err != nil {
 			c.outstanding--
 		}
 	}
@@ -125,9 +190,27 @@ func (n *notifier) startLocked() {
 	if n.ps != nil {
 		return
 	}
-	n.ps = n.s.rdb.Subscribe(n.ctx)
+	n.ps = n.newPubSub()
 	// Owner: the Store. Stops when Close cancels n.ctx.
 	n.wg.Go(n.read)
+}
+
+// newPubSub returns a pub/sub connection, not yet dialed: it connects on
+// the first subscription, a sharded one to the master of that channel's slot.
+func (n *notifier) newPubSub() *redis.PubSub {
+	if n.sharded {
+		return n.s.rdb.(*redis.ClusterClient).SSubscribe(n.ctx)
+	}
+	return n.s.rdb.Subscribe(n.ctx)
+}
+
+// subscribe sends SSUBSCRIBE or SUBSCRIBE.
+func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, chans ...string) error {
+	ctx = n.lifeCtx(ctx)
+	if n.sharded {
+		return ps.SSubscribe(ctx, chans...)
+	}
+	return ps.Subscribe(ctx, chans...)
 }
 
 // unwatch removes a watcher; the last one out unsubscribes the channel,
@@ -163,7 +246,12 @@ func (n *notifier) unsubscribeLocked(ch string) {
 	delete(n.chans, ch)
 	ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
 	defer cancel()
-	_ = n.ps.Unsubscribe(ctx, ch) // on failure the connection is replaced, without ch
+	// On failure the connection is replaced, without ch.
+	if n.sharded {
+		_ = n.ps.SUnsubscribe(ctx, ch)
+	} else {
+		_ = n.ps.Unsubscribe(ctx, ch)
+	}
 }
 
 // sweep unsubscribes the channels that lingered unwatched long enough.
@@ -223,11 +311,18 @@ func (n *notifier) read() {
 				}
 			default:
 				// go-redis reconnects and resubscribes on the next receive;
-				// do not spin while the server is down.
+				// do not spin while the server is down. On Cluster the slot
+				// map is reloaded first: the node may have failed over.
+				n.s.reloadSlots(n.ctx, err)
 				select {
 				case <-time.After(100 * time.Millisecond):
 				case <-n.ctx.Done():
 					return
+				}
+				if n.sharded && isReply(err) && !n.s.stayOnMoves {
+					// MOVED: the slot's channels went to another node
+					// while this connection subscribed them.
+					n.moved(ps)
 				}
 			}
 			continue
@@ -235,8 +330,13 @@ func (n *notifier) read() {
 		lastHeard, pingSent = now, time.Time{}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				n.confirmed(m.Channel)
+			case "sunsubscribe":
+				if n.unsubscribedByServer(m.Channel) && !n.s.stayOnMoves {
+					n.moved(ps)
+				}
 			}
 		case *redis.Message:
 			n.deliver(m.Channel, m.Payload)
@@ -268,6 +368,38 @@ func (n *notifier) confirmed(ch string) {
 	}
 }
 
+// unsubscribedByServer reports whether an SUNSUBSCRIBE notice for ch is the
+// server's, not the answer to the Store's own SUNSUBSCRIBE: a node that
+// loses a slot (migrated, or the node demoted by a failover) unsubscribes
+// every client from the slot's shard channels.
+func (n *notifier) unsubscribedByServer(ch string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.chans[ch]
+	return c != nil && c.confirmed && c.outstanding == 0
+}
+
+// moved follows the slot of a sharded notifier to its new master: once the
+// master the client's slot map names says it serves the slot (see
+// awaitSlotMap), the channels are subscribed on a new connection, which
+// wakes every watcher (a release may have been published on the new master
+// before they were subscribed there).
+func (n *notifier) moved(ps *redis.PubSub) {
+	n.mu.Lock()
+	var ch string
+	for c := range n.chans {
+		ch = c
+		break
+	}
+	n.mu.Unlock()
+	if ch != "" {
+		ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
+		n.s.awaitSlotMap(ctx, ch)
+		cancel()
+	}
+	n.replace(ps)
+}
+
 // Wake messages on the wire, as Redisson's lock, fair lock and read-write
 // lock publish them; any other payload is the owner at the head of a fair
 // queue.
@@ -289,6 +421,9 @@ func wakeOf(payload string) driver.Wake {
 		return driver.Wake{To: driver.WakeReaders}
 	case msgWriter:
 		return driver.Wake{To: driver.WakeWriter}
+	}
+	if isHandoff(payload) {
+		return handoffWake(payload)
 	}
 	return driver.Wake{To: driver.WakeHead, Head: payload}
 }
@@ -335,7 +470,7 @@ func (n *notifier) replace(old *redis.PubSub) {
 		return
 	}
 	_ = old.Close()
-	n.ps = n.s.rdb.Subscribe(n.ctx)
+	n.ps = n.newPubSub()
 	var chans []string
 	for ch, c := range n.chans {
 		chans = append(chans, ch)
@@ -343,7 +478,7 @@ func (n *notifier) replace(old *redis.PubSub) {
 	}
 	if len(chans) > 0 {
 		ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
-		if err := n.ps.Subscribe(ctx, chans...); err != nil {
+		if err := n.subscribe(ctx, n.ps, chans...); err != nil {
 			for _, c := range n.chans {
 				c.outstanding = 0 // go-redis resubscribes on reconnect; those confirmations wake
 			}

@@ -5,36 +5,52 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// pipeliner sends the scripts of concurrent calls (acquires, releases,
+// pipeliner sends the scripts of concurrent calls (acquires, releases, job claims and ends,
 // withdrawals) together. While fewer than max round trips are in flight, a
 // call runs its script at once, on its own goroutine, exactly as without
 // pipelining. Beyond that, calls queue; when a round trip ends, everything
-// queued meanwhile leaves in one pipeline. So a lone caller pays nothing,
-// and many callers share round trips: Redis reads and answers a whole batch
-// per system call instead of one script per call, which is what bounds
-// throughput when many goroutines lock at once.
+// queued meanwhile leaves in one pipeline, in which the calls of one script
+// that has a batched variant (a Mutex's acquire, a release) go as one script
+// call carrying all their requests (see coalesce). So a lone caller pays
+// nothing, and many callers share round trips and script calls: Redis reads
+// and answers a whole batch per system call, and runs one script per batch
+// instead of one per lock, which is what bounds throughput when many
+// goroutines lock at once.
 //
 // Each call still gets its own reply and error. A caller whose ctx ends
 // while its script is queued leaves the queue, and the script is never sent;
 // once the script is on its way, the caller returns ctx's error and the
 // outcome is unknown, as with any script whose reply is not awaited.
 // maxInFlight is how many acquire and release round trips a Store has in flight
-// at once before further calls wait to share one.
-const maxInFlight = 4
+// at once before further calls wait to share one. Two rather than four since
+// queued calls are coalesced: bigger batches, fewer script calls (see
+// bench/NOTES.md).
+const maxInFlight = 2
 
 type pipeliner struct {
 	rdb redis.UniversalClient
 	max int
+	// noTryAgain turns off run's retries of TRYAGAIN (earlier versions'
+	// behaviour): tests' negative control.
+	noTryAgain bool
 
 	mu    sync.Mutex
 	busy  int // round trips in flight
 	queue []*call
 	wg    sync.WaitGroup // pipelines started by the pipeliner
+
+	// For tests: separate sends every call as a script call of its own
+	// (the pipeliner before coalescing, for comparison); batchedScripts
+	// and batchedRequests count the batched script calls sent (see
+	// coalesce) and the requests they carried.
+	separate                        bool
+	batchedScripts, batchedRequests atomic.Int64
 }
 
 // A call is one queued script.
@@ -47,15 +63,44 @@ type call struct {
 	done   chan struct{} // closed once cmd holds the reply
 }
 
-// run runs script and returns its reply.
+// Retries of a script refused with TRYAGAIN: the first after
+// tryAgainFirst, each later one after twice the wait before, none once the
+// wait would pass tryAgainLast (about 1.3 s in all).
+const (
+	tryAgainFirst = 10 * time.Millisecond
+	tryAgainLast  = 640 * time.Millisecond
+)
+
+// run runs script and returns its reply. A script refused with TRYAGAIN (a
+// Cluster slot half-way through a migration, its keys split between the two
+// nodes) is sent again, with a growing wait, for about 1.3 s or until ctx
+// ends: Redis refuses it before running it, so sending it again is safe
+// whatever it does. go-redis itself retries it only MaxRedirects times
+// (three by default) with waits of milliseconds, often less than the rest
+// of a migration of a slot with a few keys takes.
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	for wait := tryAgainFirst; ; wait *= 2 {
+		v, err := p.runOnce(ctx, script, keys, args...)
+		if !redis.IsTryAgainError(err) || wait > tryAgainLast || p.noTryAgain {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// runOnce runs script once and returns its reply.
+func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	p.mu.Lock()
 	if p.busy < p.max {
 		p.busy++
 		p.mu.Unlock()
-		cmd := evalSha(ctx, script, keys, args)
+		cmd := evalSha(ctx, p.rdb, script, keys, args)
 		_ = p.rdb.Process(ctx, cmd)
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd) {
 			cmd = script.Eval(ctx, p.rdb, keys, args...)
 		}
 		p.next()
@@ -94,17 +139,26 @@ func (p *pipeliner) next() {
 	p.wg.Go(func() { p.exec(batch) })
 }
 
-// exec sends a batch as one pipeline and hands each call its reply. Scripts
-// the server does not have cached are sent again in full, in a second
-// pipeline.
+// exec sends a batch as one pipeline and hands each call its reply. The
+// calls of one script that has a batched variant go as one script call (see
+// coalesce). Scripts the server does not have cached are sent again in full,
+// in a second pipeline.
 func (p *pipeliner) exec(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	cmds, _ := evalPipelined(ctx, p.rdb, replicaGuard{}, len(batch), func(i int) (*redis.Script, []string, []any) {
-		return batch[i].script, batch[i].keys, batch[i].args
+	_, cluster := p.rdb.(*redis.ClusterClient)
+	units := coalesce(batch, cluster, p.separate)
+	cmds, _ := evalPipelined(ctx, p.rdb, replicaGuard{}, len(units), func(i int) (*redis.Script, []string, []any) {
+		return units[i].script, units[i].keys, units[i].args
 	})
-	for i, c := range batch {
-		c.cmd = cmds[i]
+	for i := range units {
+		if n := len(units[i].calls); n > 1 {
+			p.batchedScripts.Add(1)
+			p.batchedRequests.Add(int64(n))
+		}
+		units[i].answer(cmds[i])
+	}
+	for _, c := range batch {
 		close(c.done)
 	}
 	p.next()
@@ -185,7 +239,7 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 	for k := range n {
 		i := index(k)
 		script, keys, args := at(i)
-		cmds[i] = evalSha(ctx, script, keys, args)
+		cmds[i] = evalSha(ctx, rdb, script, keys, args)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	wait := guard.add(ctx, pipe)
@@ -193,7 +247,7 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 	verdict := guard.verdict(wait)
 	var reload []int
 	for k := range n {
-		if i := index(k); redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if i := index(k); noScript(cmds[i]) {
 			reload = append(reload, i)
 		}
 	}
@@ -214,17 +268,20 @@ func evalGroup(ctx context.Context, rdb redis.UniversalClient, guard replicaGuar
 }
 
 // evalSha is script's EVALSHA with keys and args, as script.EvalSha makes
-// it but in three allocations whatever the number of keys (the command, its
-// arguments, the hash): go-redis boxes every key into an interface value, one
-// allocation each. Here the first key stays a string, which go-redis reads to
-// route the command on Cluster, and the others are passed as pointers into
-// keys, which go-redis writes as the strings they point to; keys must not
-// change until the command has been sent.
-func evalSha(ctx context.Context, script *redis.Script, keys []string, args []any) *redis.Cmd {
+// it but in two allocations whatever the number of keys (the command and
+// its arguments): go-redis boxes every key, and the hash, into an interface
+// value, one allocation each. Here the hash is boxed once per script (see
+// hashArg), and the keys are passed as pointers into keys, which go-redis
+// writes as the strings they point to; except, on a client that routes
+// commands by key (Cluster), the first key, which go-redis reads as a string
+// to route the command. keys must not change until the command has been
+// sent.
+func evalSha(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any) *redis.Cmd {
 	a := make([]any, 3, 3+len(keys)+len(args))
-	a[0], a[1], a[2] = "evalsha", script.Hash(), len(keys)
+	a[0], a[1], a[2] = "evalsha", hashArg(script), len(keys)
+	_, direct := rdb.(*redis.Client) // one server: no routing by key
 	for i := range keys {
-		if i == 0 {
+		if i == 0 && !direct {
 			a = append(a, keys[0])
 		} else {
 			a = append(a, &keys[i])
@@ -236,6 +293,26 @@ func evalSha(ctx context.Context, script *redis.Script, keys []string, args []an
 		cmd.SetFirstKeyPos(3)
 	}
 	return cmd
+}
+
+// scriptHashes holds each script's hash as an interface value (see hashArg).
+var scriptHashes sync.Map // *redis.Script -> any
+
+// hashArg returns script's hash, boxed once.
+func hashArg(script *redis.Script) any {
+	if h, ok := scriptHashes.Load(script); ok {
+		return h
+	}
+	h, _ := scriptHashes.LoadOrStore(script, any(script.Hash()))
+	return h
+}
+
+// noScript reports whether cmd failed because the server has not cached
+// its script. It reads the error only when there is one: go-redis's
+// HasErrorPrefix allocates on every call.
+func noScript(cmd *redis.Cmd) bool {
+	err := cmd.Err()
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // batchContext is the context a batch is sent with: the first call's values,

@@ -24,7 +24,11 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 	}
 	n := s.key(req.Name)
 	keys := []string{n, fairQueueKey(n), fairPlacesKey(n), fairChannel(n), writersKey(n), rwChannel(n), channelName(n)}
-	if _, err := s.pipe.run(ctx, withdrawScript, keys, req.Owner); err != nil {
+	script, err := s.pick(ctx, withdrawScript)
+	if err == nil {
+		_, err = s.pipe.run(ctx, script, keys, req.Owner)
+	}
+	if err != nil {
 		return fmt.Errorf("redisstore: withdraw from %q: %w", req.Name, err)
 	}
 	return nil
@@ -45,32 +49,41 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 	if dl, ok := ctx.Deadline(); ok {
 		latchTTL = min(latchTTL, (time.Until(dl) + 2*time.Second).Truncate(time.Second))
 	}
-	id := s.nextRequestID()
+	latch := s.nextLatch(n)
 	var (
-		script *redis.Script
+		script *pubScript
 		keys   []string
 		args   []any
 	)
 	switch req.Kind {
 	case driver.KindMutex, driver.KindFair:
-		script, keys = releaseScript, releaseKeys(n, id)
-		args = []any{req.Owner, s.leaseMS(req.Lease), m, s.latchArg.get(latchTTL, msArg)}
+		script, keys = releaseScript, releaseKeys(n, latch)
+		var owner *string
+		args, owner = ownerArgs(req.Owner)
+		args = append(args, owner, s.leaseMS(req.Lease), m, s.latchArg.get(latchTTL, msArg))
+		wait, grace := s.handoffArgs(ctx, req)
+		keys = append(keys, s.markerKey(req.Name))
+		args = append(args, wait, grace)
 	case driver.KindWrite:
 		script = releaseWriteScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latchKey(n, id)}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
 	case driver.KindRead:
 		script = releaseReadScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latchKey(n, id)}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
 		args = []any{req.Owner, ms(latchTTL)}
 	case driver.KindPermit:
 		script = releasePermitScript
-		keys = []string{n, semChannel(n), latchKey(n, id), semSizeKey(n)}
+		keys = []string{n, semChannel(n), latch, semSizeKey(n)}
 		args = []any{req.Owner, ms(latchTTL)}
 	default:
 		return false, fmt.Errorf("redisstore: release %q: kind %v: %w", req.Name, req.Kind, leash.ErrUnsupported)
 	}
-	v, err := s.pipe.run(ctx, script, keys, args...)
+	sc, err := s.pick(ctx, script)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, err)
+	}
+	v, err := s.pipe.run(ctx, sc, keys, args...)
 	if errors.Is(err, redis.Nil) {
 		return false, fmt.Errorf("redisstore: release %q: %w", req.Name, leash.ErrNotHeld)
 	}
@@ -88,12 +101,14 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 	return r == 1, nil
 }
 
-// releaseKeys are the KEYS of release.lua, with the latch of request id.
-func releaseKeys(name, id string) []string {
-	keys := make([]string, 2, 6)
-	keys[0], keys[1] = name, latchKey(name, id)
-	keys = companions(keys, name, channelPrefix, fairQueuePrefix, fairPlacesPrefix, fairChanPrefix)
-	// The order of release.lua: name, channel, latch, queue, places, fair channel.
+// releaseKeys are the KEYS of release.lua, with latch, the request's
+// latch key (see nextLatch), all but the restart marker.
+func releaseKeys(name, latch string) []string {
+	keys := make([]string, 2, 8)
+	keys[0], keys[1] = name, latch
+	keys = companions(keys, name, channelPrefix, fairQueuePrefix, fairPlacesPrefix, fairChanPrefix, tokenPrefix)
+	// The order of release.lua: name, channel, latch, queue, places, fair
+	// channel, counter; the caller appends the restart marker.
 	keys[1], keys[2] = keys[2], keys[1]
 	return keys
 }
@@ -107,7 +122,11 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	k := s.key(name)
 	keys := []string{k, fairQueueKey(k), fairPlacesKey(k), readersKey(k), writersKey(k),
 		channelName(k), fairChannel(k), rwChannel(k), semChannel(k), semSizeKey(k)}
-	v, err := forceScript.Run(ctx, s.rdb, keys, s.revokeChannel(""), name).Result()
+	script, err := s.pick(ctx, forceScript)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
+	}
+	v, err := script.Run(ctx, s.rdb, keys, s.revokeChannel(""), name).Result()
 	if err != nil {
 		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)
 	}
@@ -128,7 +147,11 @@ func (s *Store) SetPermits(ctx context.Context, name string, n int) error {
 	}
 	k := s.key(name)
 	keys := []string{semSizeKey(k), semChannel(k), k}
-	v, err := setPermitsScript.Run(ctx, s.rdb, keys, n).Result()
+	script, err := s.pick(ctx, setPermitsScript)
+	if err != nil {
+		return fmt.Errorf("redisstore: set permits of %q: %w", name, err)
+	}
+	v, err := script.Run(ctx, s.rdb, keys, n).Result()
 	if err != nil {
 		return fmt.Errorf("redisstore: set permits of %q: %w", name, err)
 	}

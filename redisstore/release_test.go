@@ -25,7 +25,7 @@ func TestReleaseIsIdempotentAcrossRetries(t *testing.T) {
 	const name, owner = "retry", "00000000-0000-4000-8000-000000000001:1"
 	req := driver.Request{Name: name, Owner: owner, Lease: time.Minute}
 	release := func(id, mode string) (any, error) {
-		return releaseScript.Run(ctx, rdb, releaseKeys(name, id),
+		return releaseScript[0].Run(ctx, rdb, releaseKeys(name, latchKey(name, id)),
 			owner, 60000, mode, 10000).Result()
 	}
 

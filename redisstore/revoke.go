@@ -52,7 +52,11 @@ func (s *Store) AckRevoke(ctx context.Context, req driver.Request) error {
 	}
 	k := s.key(req.Name)
 	keys := []string{k, channelName(k), fairChannel(k), rwChannel(k)}
-	if err := ackRevokeScript.Run(ctx, s.rdb, keys, req.Owner).Err(); err != nil {
+	script, err := s.pick(ctx, ackRevokeScript)
+	if err == nil {
+		err = script.Run(ctx, s.rdb, keys, req.Owner).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("redisstore: acknowledge the revocation of %q: %w", req.Name, err)
 	}
 	return nil

@@ -70,8 +70,8 @@ func TestCompanionsMatchPrefixName(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("companions(%q) = %q, want %q", name, got, want)
 		}
-		if got, want := releaseKeys(name, "id"), []string{name, channelName(name), prefixName(latchPrefix, name) + ":id",
-			fairQueueKey(name), fairPlacesKey(name), fairChannel(name)}; !slices.Equal(got, want) {
+		if got, want := releaseKeys(name, latchKey(name, "id")), []string{name, channelName(name), prefixName(latchPrefix, name) + ":id",
+			fairQueueKey(name), fairPlacesKey(name), fairChannel(name), tokenKey(name)}; !slices.Equal(got, want) {
 			t.Errorf("releaseKeys(%q) = %q, want %q", name, got, want)
 		}
 	}

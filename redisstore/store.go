@@ -5,7 +5,9 @@
 //
 //   - the lock is a hash named exactly as the lock, field "<client-uuid>:<n>"
 //     → hold count, key TTL = lease;
-//   - a release publishes "0" on redisson_lock__channel:{name};
+//   - a release publishes "0" on redisson_lock__channel:{name}: on a Redis 7
+//     Cluster with SPUBLISH, as Redisson 3.22.0 and later do there by
+//     default (see Options.ShardedPubSub);
 //   - the fencing counter is redisson_lock_token:{name};
 //   - a release's idempotency latch is redisson_unlock_latch:{name}:<request id>.
 //
@@ -13,8 +15,10 @@
 // {hash tag} keeps it), so every script touches one slot, and every key a
 // script touches is passed in KEYS. Scripts are embedded .lua files run with
 // EVALSHA and reloaded on NOSCRIPT. Concurrent acquires and releases share
-// round trips: beyond four in flight, the scripts of the calls that wait go
-// together in one pipeline.
+// round trips: beyond two in flight, the calls that wait go together in one
+// pipeline, and a Mutex's acquires, or releases, among them go as one script
+// call carrying every request, each with its own reply or error (on Cluster,
+// those of one hash slot).
 //
 // Fencing tokens are max(counter + 1, server time in µs): they keep growing
 // even when Redis loses the counter (a restart without persistence, a
@@ -211,6 +215,29 @@ type Options struct {
 	// hash tag decides its Cluster slot) and is at most 128 bytes. Default
 	// "": none.
 	KeyPrefix string
+	// ShardedPubSub says how release messages travel on a Redis 7 Cluster.
+	// Redisson 3.22.0 and later publish them there with SPUBLISH and listen
+	// with SSUBSCRIBE when the cluster answers PUBSUB SHARDNUMSUB (its
+	// shardedSubscriptionMode setting, since 3.29.0, defaults to that:
+	// AUTO). With ShardedAuto (the default) the Store asks the same once: on
+	// a Cluster that answers, releases publish with SPUBLISH on the lock's
+	// shard, and waiters listen both with SSUBSCRIBE (one connection per
+	// watched slot, to its master) and with SUBSCRIBE, so they hear
+	// Redisson in either mode and older leash versions alike; a server that
+	// refuses the question (before Redis 7, or an ACL user without it)
+	// means plain pub/sub. ShardedOn publishes with SPUBLISH and listens
+	// with SSUBSCRIBE only, saving the SUBSCRIBE of each watched channel
+	// where every client publishes sharded. ShardedOff publishes and listens
+	// as on a single server (PUBLISH, SUBSCRIBE), as Redisson before 3.22.0
+	// or with shardedSubscriptionMode OFF does. Outside a Cluster it changes
+	// nothing. Revocations always travel on plain channels. The cost,
+	// measured by TestClusterShardedPubSub: a sharded release sends one
+	// cluster-bus message (to each replica of the lock's shard), a plain one
+	// a message to every other node; a sharded watch holds a connection per
+	// watched slot, closed Linger after its last watch ends, which follows
+	// its slot through migrations and failovers, waking its waiters when it
+	// moves.
+	ShardedPubSub ShardedPubSub
 }
 
 // ErrNotReplicated reports that fewer replicas than Options.Replicas
@@ -230,16 +257,22 @@ type Store struct {
 	reqID   string
 	reqSeq  atomic.Uint64
 	notify  notifier
+	shards  shardNotifiers
+	pubsub  pubsubMode
 	pipe    pipeliner
 	guard   replicaGuard
 	watch   serverWatch
 	// The last boxed lease and grace arguments (see args.go): they rarely
 	// change, and boxing them anew costs an allocation per script call.
 	leaseArg, latchArg lastArg[time.Duration]
+	waitArg            lastArg[time.Duration] // a hand-off's place lifetime (see handoffArgs)
 	graceArgs          lastArg[graceKey]
 	// markerOnly keeps the restart grace's rule of earlier versions (the
 	// marker alone, no server identity): tests' negative control.
 	markerOnly bool
+	// stayOnMoves keeps a sharded subscription where it is when its slot
+	// moves (earlier versions' behaviour): tests' negative control.
+	stayOnMoves bool
 }
 
 var (
@@ -295,17 +328,17 @@ var (
 	renewScript         = withLib(renewLua)
 	renewLeaseScript    = withLib(renewLeaseLua)
 	renewWriteScript    = withLib(renewWriteLua)
-	releaseScript       = withLib(releaseLua)
-	releaseReadScript   = withLib(releaseReadLua)
-	releaseWriteScript  = withLib(releaseWriteLua)
-	releasePermitScript = withLib(releasePermitLua)
-	withdrawScript      = withLib(withdrawLua)
-	forceScript         = withLib(forceLua)
+	releaseScript       = withPub(releaseLua)
+	releaseReadScript   = withPub(releaseReadLua)
+	releaseWriteScript  = withPub(releaseWriteLua)
+	releasePermitScript = withPub(releasePermitLua)
+	withdrawScript      = withPub(withdrawLua)
+	forceScript         = withPub(forceLua)
 	revokeScript        = withLib(revokeLua)
-	ackRevokeScript     = withLib(ackRevokeLua)
+	ackRevokeScript     = withPub(ackRevokeLua)
 	inspectScript       = withLib(inspectLua)
 	isLockScript        = withLib(isLockLua)
-	setPermitsScript    = withLib(setPermitsLua)
+	setPermitsScript    = withPub(setPermitsLua)
 )
 
 // withLib makes a script of body preceded by the lib.lua functions it calls.
@@ -412,7 +445,10 @@ func (s *Store) String() string {
 // reported by Validate, which leash.New calls, so they surface before any
 // round trip. On first use the Store adds a hook to rdb (to each Cluster
 // node's client) that counts new connections, so that it reads INFO again
-// after any reconnection (see Options.RestartGrace); the hook stays.
+// after any reconnection (see Options.RestartGrace); the hook stays. New
+// adds another (on Cluster, to each node's client made from then on) that
+// closes the Store's pub/sub connections when it is closed, so that Close
+// does not wait for a black-holed server's reads to time out.
 func New(rdb redis.UniversalClient, opts *Options) *Store {
 	s := &Store{rdb: rdb, reqID: newRequestPrefix()}
 	if opts != nil {
@@ -442,6 +478,8 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.err = fmt.Errorf("redisstore: Options.SubscribeTimeout = %v: must be positive (zero means %v)", s.opts.SubscribeTimeout, DefaultSubscribeTimeout)
 	case strings.ContainsAny(s.opts.KeyPrefix, "{}") || len(s.opts.KeyPrefix) > maxKeyPrefix:
 		s.err = fmt.Errorf("redisstore: Options.KeyPrefix = %q: must be at most %d bytes without '{' or '}' (a name's own hash tag decides its Cluster slot)", s.opts.KeyPrefix, maxKeyPrefix)
+	case s.opts.ShardedPubSub < ShardedAuto || s.opts.ShardedPubSub > ShardedOff:
+		s.err = fmt.Errorf("redisstore: Options.ShardedPubSub = %d: must be ShardedAuto, ShardedOn or ShardedOff", s.opts.ShardedPubSub)
 	default:
 		s.err = s.initGuard(rdb)
 	}
@@ -468,7 +506,11 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	}
 	s.batch = s.opts.BatchSize
 	_, s.cluster = rdb.(*redis.ClusterClient)
-	s.notify.init(s)
+	s.notify.init(s, false)
+	s.shards.init(s)
+	if s.err == nil {
+		hookPubSub(s, rdb)
+	}
 	s.pipe = pipeliner{rdb: rdb, max: maxInFlight}
 	return s
 }
@@ -524,6 +566,7 @@ func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 // client passed to New.
 func (s *Store) Close() error {
 	s.notify.close()
+	s.shards.close()
 	s.pipe.wg.Wait()
 	return nil
 }
@@ -615,11 +658,17 @@ func writersKey(name string) string    { return prefixName(writersPrefix, name) 
 func rwChannel(name string) string     { return prefixName(rwChanPrefix, name) }
 func semSizeKey(name string) string    { return prefixName(semSizePrefix, name) }
 func semChannel(name string) string    { return prefixName(semChanPrefix, name) }
-func latchKey(name, id string) string {
+func latchKey(name, id string) string  { return string(append(appendLatchPrefix(nil, name), id...)) }
+
+// appendLatchPrefix appends to b the latch key of name up to its request id.
+func appendLatchPrefix(b []byte, name string) []byte {
+	b = append(b, latchPrefix...)
 	if strings.IndexByte(name, '{') >= 0 {
-		return latchPrefix + ":" + name + ":" + id
+		b = append(append(append(b, ':'), name...), ':')
+	} else {
+		b = append(append(append(b, ":{"...), name...), "}:"...)
 	}
-	return latchPrefix + ":{" + name + "}:" + id
+	return b
 }
 
 // watchChannel is the channel a watch of kind on name listens to.
@@ -635,11 +684,13 @@ func watchChannel(kind driver.Kind, name string) string {
 	return channelName(name)
 }
 
-// nextRequestID returns an id unique to one release call of this Store. A
-// transport retry of the same call reuses it, which is what the latch needs.
-func (s *Store) nextRequestID() string {
-	var buf [48]byte
-	return string(strconv.AppendUint(append(buf[:0], s.reqID...), s.reqSeq.Add(1), 16))
+// nextLatch returns the latch key of name (see latchKey) for a new request
+// id, unique to one release call of this Store: a transport retry of the
+// same call reuses it, which is what the latch needs. One allocation.
+func (s *Store) nextLatch(name string) string {
+	var buf [192]byte
+	b := append(appendLatchPrefix(buf[:0], name), s.reqID...)
+	return string(strconv.AppendUint(b, s.reqSeq.Add(1), 16))
 }
 
 func newRequestPrefix() string {

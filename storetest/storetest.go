@@ -17,6 +17,8 @@
 //     and [driver.PermitSetter].
 //   - starvation: the Mutex's starving waiters' marks
 //     ([driver.StarvationStore]).
+//   - handoff: a release that grants the lock to the first waiter and
+//     tells it in the wake-up ([driver.HandoffStore]).
 //   - multi: several names in one step ([driver.MultiStore]).
 //   - admin: Inspect, List and ForceRelease ([driver.Admin]), and the
 //     data-safety rules the suite can check through them.
@@ -157,6 +159,7 @@ var sections = []section{
 	{"watch", []capability{capWatch}, watchTests},
 	{"fair", []capability{capFair}, fairTests},
 	{"starvation", []capability{capStarve}, starveTests},
+	{"handoff", []capability{capHandoff, capFair}, handoffTests},
 	{"rw", []capability{capRW}, rwTests},
 	{"semaphore", []capability{capPermit}, semaphoreTests},
 	{"multi", []capability{capMulti}, multiTests},

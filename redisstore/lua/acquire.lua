@@ -48,7 +48,12 @@ local what = not_lock(KEYS[1], 'lock')
 if what then
     return {-1, what}
 end
-local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+local held
+if found == 2 then
+    held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1], KEYS[3], KEYS[4]) -- or picked up: see release.lua
+else
+    held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+end
 if held then
     return held
 end

@@ -11,7 +11,8 @@
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
 --          a fresh grant inside it is refused with {0, ms left, "grace"}
--- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
+-- Returns  {1, token, holds} when granted (a lock a release handed to the caller, see
+--          release.lua, is picked up: the same token, no second hold); {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime;
 --          {-1, what} when KEYS[1] is not a lock (see not_lock), or a companion key holds
 --          what leash does not write there (see companion): nothing is changed.
@@ -68,7 +69,7 @@ if free then
         end
     end
 else
-    local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
+    local held = reenter(KEYS[1], KEYS[2], ARGV[2], ARGV[1], KEYS[3], KEYS[4])
     if held then
         return held
     end

@@ -309,11 +309,19 @@ end
 
 -- reenter adds a hold to the exclusive lock if owner holds it, refreshing the lease, and
 -- returns the acquire reply {1, token, holds} (the tenure keeps its token); nil otherwise.
-local function reenter(lock, tokenkey, owner, lease)
+-- Given the fair queue and places (queue may be nil), a lock a release handed to owner
+-- while it waited in the queue (see release.lua: owner holds the lock and still has its
+-- entry there) is picked up instead: the entry goes, the lease is set, and no hold is added.
+local function reenter(lock, tokenkey, owner, lease, queue, places)
     if redis.call('hexists', lock, owner) == 0 then
         return nil
     end
     local token = last_token(tokenkey) -- read before the first write
+    if queue and redis.call('zrem', queue, owner) == 1 then
+        redis.call('zrem', places, owner)
+        redis.call('pexpire', lock, lease)
+        return {1, token, tonumber(redis.call('hget', lock, owner))}
+    end
     local holds = redis.call('hincrby', lock, owner, '1')
     redis.call('pexpire', lock, lease)
     return {1, token, holds}

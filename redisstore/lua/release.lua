@@ -1,25 +1,39 @@
 -- release.lua: drop one or every hold of an owner; on the last one, delete the lock and wake
--- the next waiter. Uses lib.lua. Serves Mutex and FairMutex.
+-- the next waiter, or hand the lock to it. Uses lib.lua. Serves Mutex and FairMutex.
 -- KEYS[1]  lock hash, named exactly as the user named the lock (Redisson layout)
 -- KEYS[2]  release channel, redisson_lock__channel:{name}
 -- KEYS[3]  unlock latch, redisson_unlock_latch:{name}:<request id>
 -- KEYS[4]  fair queue, leash_fair_queue:{name} (see acquire_fair.lua)
 -- KEYS[5]  fair places, leash_fair_places:{name}
 -- KEYS[6]  fair channel, leash_fair__channel:{name}
+-- KEYS[7]  fencing counter, redisson_lock_token:{name}; written only by a hand-off
+-- KEYS[8]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[1]  owner field "<client-uuid>:<n>"
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain
 -- ARGV[3]  "one" to drop one hold, "all" to drop every hold of the owner
 -- ARGV[4]  latch lifetime in milliseconds: how long a retry of this request may arrive
--- Returns  1 freed; 0 still held, one hold dropped; nil when ARGV[1] holds nothing (the Go
---          side maps this to ErrNotHeld); {-1, what} when KEYS[1] holds something that is
---          not a lock (see not_lock; ErrNotHeld and ErrNotALock), or KEYS[4] or KEYS[5] hold
---          what leash does not write there (see companion): nothing is changed.
--- On the last hold: if FairMutex waiters are queued, the head's owner is published on
--- KEYS[6] (only that waiter wakes); otherwise "0" is published on KEYS[2], as Redisson does,
--- so Java and Go waiters wake. The latch makes the release idempotent: a transport retry of
--- the same request (same request id) gets the first attempt's answer instead of ErrNotHeld
--- or a second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair
--- queue is read only when it exists. Touches only KEYS.
+-- ARGV[5]  hand-off lease in ms; when positive, a lock freed while a FairMutex place or
+--          starving Mutex mark is first is granted to that waiter; "0" (or absent) for none
+-- ARGV[6]  restart grace of the hand-off's grant, as the acquire scripts take it (see
+--          grace_at)
+-- Returns  1 freed (or handed over); 0 still held, one hold dropped; nil when ARGV[1] holds
+--          nothing (the Go side maps this to ErrNotHeld); {-1, what} when KEYS[1] holds
+--          something that is not a lock (see not_lock; ErrNotHeld and ErrNotALock), or KEYS[4]
+--          or KEYS[5] hold what leash does not write there (see companion): nothing is changed.
+-- On the last hold: if FairMutex waiters (or starving Mutex marks) are queued, only the
+-- head's waiter is woken, on KEYS[6]; otherwise "0" is published on KEYS[2], as Redisson
+-- does, so Java and Go waiters wake. With ARGV[5] > 0, the head is handed the lock in this step
+-- (driver.HandoffStore): a fresh token (fresh_token: the clock floor and the restart grace,
+-- here only on the server process the client's grace argument names, see same_process), a
+-- lease of ARGV[5] ms or what the head's place had left if less, and the message
+-- "=<token>:<lease ms>:<owner>" on KEYS[6] carries the grant. The head keeps its entry in
+-- the queue, its place ending with the grant: that entry beside its field in KEYS[1] marks
+-- the grant as not picked up yet (see reenter in lib.lua, and withdraw.lua). A grace that
+-- refuses, or a counter that is not leash's, leaves the lock free and wakes the head as
+-- with ARGV[5] = 0. The latch makes the release idempotent: a transport retry of the same
+-- request (same request id) gets the first attempt's answer instead of ErrNotHeld or a
+-- second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair queue
+-- is read only when it exists. Touches only KEYS.
 local bad = foreign(KEYS[4], 'owners', KEYS[5], 'owners') -- read after the hold is dropped
 if bad then
     return bad
@@ -32,11 +46,47 @@ if finished then
     end
     return reply
 end
+
+-- same_process reports whether this script runs on the server process that grace, the
+-- client's view "<µs>@<start µs>:<run id>[/<replication id>]" (see grace_at), names: a
+-- view read before a restart or a failover must not vouch for the grace of the process
+-- that replaced it (the acquire path checks that after the reply, see confirm in grace.go;
+-- a grant handed over cannot wait for that). "0" (no grace) and a grace without a view
+-- (tests' marker-only rule) name no process.
+local function same_process(grace)
+    local id = string.match(grace, '^%d+@%d*:(.+)$')
+    if not id then
+        return true
+    end
+    local run = string.match(redis.call('info', 'server'), 'run_id:(%x+)')
+    local repl = string.match(redis.call('info', 'replication'), 'master_replid:(%x+)')
+    return run ~= nil and (id == run or (repl ~= nil and id == run .. '/' .. repl))
+end
+
 -- The owner's field was the hash's only one: the hash went with it.
 local head = nil
 if redis.call('exists', KEYS[4]) == 1 then
-    purge_queue(KEYS[4], KEYS[5], now_ms())
+    local now = now_ms()
+    redis.call('zrem', KEYS[4], ARGV[1]) -- a handed-off lock's entry, kept since (see above)
+    redis.call('zrem', KEYS[5], ARGV[1])
+    purge_queue(KEYS[4], KEYS[5], now)
     head = redis.call('zrange', KEYS[4], 0, 0)[1]
+    local wait = tonumber(ARGV[5] or '0')
+    if head and wait > 0 then
+        local ms = math.min(wait, tonumber(redis.call('zscore', KEYS[5], head)) - now)
+        if ms > 0 and same_process(ARGV[6]) then
+            local token = fresh_token(KEYS[7], KEYS[8], ARGV[6])
+            if token then
+                take(KEYS[1], head, ms, token)
+                redis.call('zadd', KEYS[5], now + ms, head)
+                -- The counter holds the token as its decimal string (see mint): a 16-digit
+                -- number would lose digits in Lua's own formatting.
+                redis.call('publish', KEYS[6], '=' .. redis.call('get', KEYS[7]) .. ':' .. ms .. ':' .. head)
+                redis.call('set', KEYS[3], '1', 'px', ARGV[4])
+                return 1
+            end
+        end
+    end
 end
 if head then
     redis.call('publish', KEYS[6], head)

@@ -282,11 +282,12 @@ func TestRunLockTakenAway(t *testing.T) {
 			tc.take(t, name, proxy)
 
 			// Renewals run every lease/3; the local deadline is a lease
-			// after the last one. Either way leash acts within a lease;
-			// its exit may wait longer for the store's connections to give
-			// up when they are black-holed (about 7 s with the holder's
-			// revocation subscription): the bound only catches a hang.
-			status := p.wait(t, 30*time.Second)
+			// after the last one. Either way leash acts within a lease,
+			// and its exit does not wait for black-holed pub/sub
+			// connections (the store closes them: redisstore's
+			// TestCloseBlackholedSubscription); the bound only catches a
+			// hang.
+			status := p.wait(t, 15*time.Second)
 			if status != exitLost {
 				t.Errorf("leash run exited %d when the lock was taken away, want %d; stderr:\n%s", status, exitLost, p.stderr.String())
 			}

@@ -1,0 +1,300 @@
+package leash_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/memstore"
+)
+
+// TestHandoffNoRoundTrip: a FairMutex waiter woken by a release that handed
+// it the lock returns from Lock with the handed grant's token without an
+// acquire, holding a validity counted from its own place-taking request and
+// cut to the short lease, and its watchdog renews it to the full lease
+// before that validity ends.
+func TestHandoffNoRoundTrip(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.FairMutex("hand", nil)
+		h := mustLock(t, m, context.Background())
+		placed := time.Now()
+		got := lockAsync(t, m, context.Background())
+		synctest.Wait() // queued
+		acquires, renewals := s.acquires.Load(), s.renewCalls.Load()
+		time.Sleep(100 * time.Millisecond)
+		mustUnlock(t, h)
+		h2 := <-got
+		if h2 == nil {
+			return
+		}
+		if n := s.acquires.Load() - acquires; n != 0 {
+			t.Errorf("acquires to take a handed-off lock = %d, want 0", n)
+		}
+		if h2.Fence() <= h.Fence() {
+			t.Errorf("handed-off fence %d, want above %d", h2.Fence(), h.Fence())
+		}
+		// Counted from the place's request, for the short lease.
+		if v, most := h2.ValidUntil(), placed.Add(leash.DefaultQueueLease); v.After(most) {
+			t.Errorf("validity of the handed-off lock ends %v after the place was taken, want at most the queue lease %v",
+				v.Sub(placed), leash.DefaultQueueLease)
+		}
+		if n := s.renewCalls.Load() - renewals; n != 0 {
+			t.Errorf("renewals as the hand-off returns = %d, want 0", n)
+		}
+		time.Sleep(time.Until(h2.ValidUntil()) - time.Millisecond)
+		synctest.Wait()
+		if n := s.renewCalls.Load() - renewals; n != 1 {
+			t.Errorf("renewals within the handed-off validity = %d, want 1 (the pick-up)", n)
+		}
+		if v, least := h2.ValidUntil(), time.Now().Add(leash.DefaultLease/2); v.Before(least) {
+			t.Errorf("validity after the pick-up ends in %v, want the full lease's", time.Until(v))
+		}
+		mustUnlock(t, h2)
+	})
+}
+
+// TestHandoffCancelledWaiterLeavesNothing: a waiter whose ctx ends as the
+// release hands it the lock, whichever it sees first, leaves no lock behind:
+// the next Lock gets the name at once.
+func TestHandoffCancelledWaiterLeavesNothing(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.FairMutex("cancel", nil)
+		for range 20 { // the waiter's select sees either first
+			h := mustLock(t, m, context.Background())
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				h, err := m.Lock(ctx)
+				if err == nil {
+					err = h.Unlock(context.Background())
+					if err == nil {
+						err = errors.New("granted")
+					}
+				}
+				errc <- err
+			}()
+			synctest.Wait() // queued
+			cancel()
+			mustUnlock(t, h)
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled Lock = %v, want context.Canceled", err)
+			}
+			synctest.Wait()
+			if who := heldBy(t, s, "cancel"); who != "" {
+				t.Fatalf("after the cancelled waiter, the name is held by %q, want free", who)
+			}
+		}
+	})
+}
+
+// TestHandoffMissedWakeUp: a waiter whose wake-up is lost (a reconnect)
+// finds the grant on its next attempt, with the handed grant's token.
+func TestHandoffMissedWakeUp(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := &lossyStore{Store: memstore.New()}
+		c := newClient(t, s, nil)
+		defer c.Close()
+		m := c.FairMutex("missed", nil)
+		h := mustLock(t, m, context.Background())
+		got := lockAsync(t, m, context.Background())
+		synctest.Wait()
+		s.drop.Store(true)
+		mustUnlock(t, h)
+		synctest.Wait()
+		fence := s.dropped()
+		if fence == 0 {
+			t.Fatal("no wake-up with a grant was sent")
+		}
+		h2 := <-got // the fallback attempt, within a third of the place lease
+		if h2 == nil {
+			return
+		}
+		if h2.Fence() != fence {
+			t.Errorf("fence after a missed wake-up = %d, want the handed grant's %d", h2.Fence(), fence)
+		}
+		mustUnlock(t, h2)
+		if who := heldBy(t, s, "missed"); who != "" {
+			t.Errorf("after one Unlock the name is held by %q, want free (no second hold)", who)
+		}
+	})
+}
+
+// lossyStore drops the wake-ups that carry a grant while drop is set.
+type lossyStore struct {
+	*memstore.Store
+	drop atomic.Bool
+	mu   sync.Mutex
+	lost int64 // the last dropped grant's token
+}
+
+func (s *lossyStore) dropped() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lost
+}
+
+func (s *lossyStore) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	return s.Store.Watch(ctx, kind, name, func(msg driver.Wake) {
+		if msg.Fence != 0 && s.drop.Load() {
+			s.mu.Lock()
+			s.lost = msg.Fence
+			s.mu.Unlock()
+			return
+		}
+		wake(msg)
+	})
+}
+
+// TestHandoffValidityNegativeControl is why a handed-off lock's validity
+// counts from the waiter's own place-taking request, not from when the
+// wake-up arrived. The waiter's connection stalls as the release hands it
+// the lock: the wake-up and its attempts wait while the grant's short lease
+// runs out and another client takes the name. When the stall ends, a
+// waiter counting from the wake-up's arrival would think it holds the lock
+// beside the new holder (the control, which must see that overlap); one
+// counting from its place's request sees no validity left, asks the store,
+// and waits.
+func TestHandoffValidityNegativeControl(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		fromReceipt bool
+		queueLease  time.Duration
+		overlap     bool
+	}{
+		{"from the place's request", false, 30 * time.Second, false},
+		{"from the wake-up (unsafe control)", true, 30 * time.Second, true},
+		// With the default place (fallback attempts every second), an
+		// attempt finds the name held while the grant lapses: the waiter
+		// drops the grant its wake-up announced, even under the unsafe rule.
+		{"from the wake-up, an attempt found the name held", true, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			overlap := handoffAfterStall(t, tc.fromReceipt, tc.queueLease)
+			if overlap != tc.overlap {
+				t.Errorf("two valid holders at once = %v, want %v", overlap, tc.overlap)
+			}
+		})
+	}
+}
+
+// handoffAfterStall runs the scenario above and reports whether two holds
+// were valid at once.
+func handoffAfterStall(t *testing.T, fromReceipt bool, queueLease time.Duration) (overlap bool) {
+	synctestRun(t, func(t *testing.T) {
+		s := memstore.New()
+		ws := &stallStore{Store: s, gate: make(chan struct{}), renewGate: make(chan struct{})}
+		holder, other := newClient(t, s, nil), newClient(t, s, nil)
+		defer holder.Close()
+		defer other.Close()
+		waiter := newClient(t, ws, nil)
+		defer waiter.Close()
+		if fromReceipt {
+			leash.CountHandoffFromReceipt(waiter)
+		}
+		h := mustLock(t, holder.FairMutex("stall", nil), context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		got := make(chan *leash.Hold, 1)
+		// With a long queue place, the waiter's fallback attempt (a third
+		// of it) does not come while the grant lapses: an attempt that
+		// finds the name held makes the waiter drop the grant its wake-up
+		// announced.
+		go func() {
+			h, _ := waiter.FairMutex("stall", &leash.QueueOptions{QueueLease: queueLease}).Lock(ctx)
+			got <- h
+		}()
+		synctest.Wait() // queued
+		ws.stall()
+		mustUnlock(t, h) // handed to the stalled waiter
+		// The grant's lease (what its place had left, at most the queue
+		// lease) runs out; another client takes the name.
+		h2 := mustLock(t, other.Mutex("stall"), context.Background())
+		ws.resume()
+		synctest.Wait()
+		// The history at this instant: whom each client believes holds
+		// the name. The waiter's first renewal, which would tell it the
+		// truth, is still on its slow connection.
+		var hw *leash.Hold
+		select {
+		case hw = <-got:
+			overlap = hw.Err() == nil && h2.Err() == nil
+		default: // still waiting: the store said the name is held
+		}
+		close(ws.renewGate)
+		if hw != nil {
+			_ = hw.Unlock(context.Background())
+		}
+		cancel()
+		mustUnlock(t, h2)
+	})
+	return overlap
+}
+
+// stallStore stalls a client's connection: while stalled, its acquires wait
+// and its wake-ups are held; resume delivers the wake-ups, then lets the
+// acquires through. Its renewals wait until renewGate is closed.
+type stallStore struct {
+	*memstore.Store
+	mu        sync.Mutex
+	stalled   bool
+	held      []func()
+	gate      chan struct{}
+	renewGate chan struct{}
+}
+
+func (s *stallStore) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
+	<-s.renewGate
+	return s.Store.Renew(ctx, reqs)
+}
+
+func (s *stallStore) stall() {
+	s.mu.Lock()
+	s.stalled = true
+	s.mu.Unlock()
+}
+
+func (s *stallStore) resume() {
+	s.mu.Lock()
+	held := s.held
+	s.stalled, s.held = false, nil
+	s.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+	close(s.gate)
+}
+
+func (s *stallStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	s.mu.Lock()
+	stalled := s.stalled
+	s.mu.Unlock()
+	if stalled {
+		<-s.gate
+	}
+	return s.Store.Acquire(ctx, r)
+}
+
+func (s *stallStore) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	return s.Store.Watch(ctx, kind, name, func(msg driver.Wake) {
+		s.mu.Lock()
+		if s.stalled {
+			s.held = append(s.held, func() { wake(msg) })
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		wake(msg)
+	})
+}
