@@ -23,8 +23,13 @@
 package check
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -175,15 +180,50 @@ func step(s leaseState, in input, out output) []leaseState {
 	return []leaseState{s}
 }
 
-var leaseModel = porcupine.NondeterministicModel{
-	Init: func() []any { return []any{leaseState{}} },
-	Step: func(st, in, out any) []any {
-		next := step(st.(leaseState), in.(input), out.(output))
-		res := make([]any, len(next))
-		for i, n := range next {
-			res[i] = n
+// leaseStates is the model's state for porcupine: every state the lock may
+// be in, in a canonical order (see canonical), so that two sets are equal
+// when their slices are.
+type leaseStates []leaseState
+
+// canonical sorts ss and keeps, of the states that differ only in when
+// their lease began, the one whose lease began first: it allows everything
+// the others allow (a lease that began earlier may have run out earlier;
+// step uses start only through earliestExpiry, a renewal's max and an
+// ambiguous grant's max, all monotone in it), so the others cannot change
+// the verdict. Without it, ambiguous grants and their orders multiply
+// states that differ only in start, and the set grows with the history.
+func canonical(ss leaseStates) leaseStates {
+	slices.SortFunc(ss, func(a, b leaseState) int {
+		return cmp.Or(strings.Compare(a.holder, b.holder), cmp.Compare(a.fence, b.fence),
+			cmp.Compare(a.maxFence, b.maxFence), cmp.Compare(a.lease, b.lease), cmp.Compare(a.start, b.start))
+	})
+	return slices.CompactFunc(ss, func(a, b leaseState) bool {
+		return a.holder == b.holder && a.fence == b.fence && a.maxFence == b.maxFence && a.lease == b.lease
+	})
+}
+
+// leaseModel is porcupine's model of one lock: a set of leaseStates, which
+// an operation maps through step (the power-set construction of a
+// nondeterministic model, with canonical's pruning).
+var leaseModel = porcupine.Model{
+	Init: func() any { return leaseStates{{}} },
+	Step: func(st, in, out any) (bool, any) {
+		var next leaseStates
+		for _, s := range st.(leaseStates) {
+			next = append(next, step(s, in.(input), out.(output))...)
 		}
-		return res
+		return len(next) > 0, canonical(next)
+	},
+	Equal: func(a, b any) bool { return slices.Equal(a.(leaseStates), b.(leaseStates)) },
+	Hash: func(st any) uint64 {
+		h := fnv.New64a()
+		for _, s := range st.(leaseStates) {
+			h.Write([]byte(s.holder))
+			for _, v := range [...]int64{s.fence, s.start, s.lease, s.maxFence} {
+				h.Write(binary.LittleEndian.AppendUint64(nil, uint64(v)))
+			}
+		}
+		return h.Sum64()
 	},
 	DescribeOperation: func(in, out any) string {
 		i, o := in.(input), out.(output)
@@ -197,11 +237,15 @@ var leaseModel = porcupine.NondeterministicModel{
 		return fmt.Sprintf("%s %s → %s fence=%d", i.kind, short(i.owner), res, o.fence)
 	},
 	DescribeState: func(st any) string {
-		s := st.(leaseState)
-		if s.holder == "" {
-			return fmt.Sprintf("free (max fence %d)", s.maxFence)
+		var ds []string
+		for _, s := range st.(leaseStates) {
+			if s.holder == "" {
+				ds = append(ds, fmt.Sprintf("free (max fence %d)", s.maxFence))
+			} else {
+				ds = append(ds, fmt.Sprintf("%s fence=%d (max %d)", short(s.holder), s.fence, s.maxFence))
+			}
 		}
-		return fmt.Sprintf("%s fence=%d (max %d)", short(s.holder), s.fence, s.maxFence)
+		return strings.Join(ds, " | ")
 	},
 }
 
@@ -221,6 +265,9 @@ type GrantResult struct {
 	Grants int
 	// Ambiguous counts store operations whose outcome is unknown.
 	Ambiguous int
+	// Searched counts the operations porcupine searched: the store
+	// operations less those that reduce showed cannot change the verdict.
+	Searched int
 	// DoubleGrants lists grants made while another tenure's lease definitely
 	// still ran on the server: certain violations, found without porcupine.
 	DoubleGrants []DoubleGrant
@@ -248,44 +295,17 @@ func (r GrantResult) Visualize(path string) error {
 // bounds porcupine's search.
 func Grants(ops []history.Op, timeout time.Duration) GrantResult {
 	var res GrantResult
-	var pops []porcupine.Operation
-	procs := map[string]int{}
-	for _, op := range ops {
-		switch op.Kind {
-		case history.StoreAcquire, history.StoreRenew, history.StoreRelease:
-		default:
-			continue
-		}
-		if op.Ambiguous {
+	store := storeOps(ops)
+	for _, c := range store {
+		if c.op.Ambiguous {
 			res.Ambiguous++
-			if op.Kind == history.StoreRenew {
-				continue // a no-op in the model (see step), and costly to search
-			}
 		}
-		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous {
+		if c.op.Kind == history.StoreAcquire && c.op.OK && !c.op.Ambiguous {
 			res.Grants++
 		}
-		ret := op.Return
-		if op.Ambiguous {
-			// It may take effect after its client gave up: a request can wait
-			// in a paused server's socket or a slow link. The faults of the
-			// suite delay none by more than AmbiguousHorizon leases.
-			ret = min(op.Return, op.Call) + AmbiguousHorizon*op.Lease
-		}
-		id, ok := procs[op.Proc]
-		if !ok {
-			id = len(procs)
-			procs[op.Proc] = id
-		}
-		pops = append(pops, porcupine.Operation{
-			ClientId: id,
-			Input:    input{kind: op.Kind, owner: op.Owner, lease: op.Lease, call: op.Call, ret: op.Return},
-			Call:     op.Call,
-			Output:   output{ok: op.OK, ambiguous: op.Ambiguous, status: op.Status, fence: op.Fence},
-			Return:   ret,
-			Metadata: op.Lock,
-		})
 	}
+	pops := operations(reduce(store))
+	res.Searched = len(pops)
 	m := leaseModel
 	m.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
 		by := map[string][]porcupine.Operation{}
@@ -304,7 +324,7 @@ func Grants(ops []history.Op, timeout time.Duration) GrantResult {
 		}
 		return out
 	}
-	res.model = m.ToModel()
+	res.model = m
 	res.Verdict, res.info = porcupine.CheckOperationsVerbose(res.model, pops, timeout)
 	res.DoubleGrants = definiteDoubleGrants(ops)
 	return res
@@ -350,6 +370,114 @@ func definiteDoubleGrants(ops []history.Op) []DoubleGrant {
 				out = append(out, DoubleGrant{Lock: a.lock, First: a.grant.Owner, Second: b.grant.Owner, At: b.grant.Return})
 			}
 		}
+	}
+	return out
+}
+
+// storeOps returns the store operations of ops, each with the end of its
+// window.
+func storeOps(ops []history.Op) []checked {
+	var store []checked
+	for _, op := range ops {
+		switch op.Kind {
+		case history.StoreAcquire, history.StoreRenew, history.StoreRelease:
+		default:
+			continue
+		}
+		end := op.Return
+		if op.Ambiguous {
+			// It may take effect after its client gave up: a request can wait
+			// in a paused server's socket or a slow link. The faults of the
+			// suite delay none by more than AmbiguousHorizon leases.
+			end = min(op.Return, op.Call) + AmbiguousHorizon*op.Lease
+		}
+		store = append(store, checked{op: op, end: end})
+	}
+	return store
+}
+
+// operations converts cs to porcupine's operations, one client per process.
+func operations(cs []checked) []porcupine.Operation {
+	procs := map[string]int{}
+	pops := make([]porcupine.Operation, 0, len(cs))
+	for _, c := range cs {
+		op := c.op
+		id, ok := procs[op.Proc]
+		if !ok {
+			id = len(procs)
+			procs[op.Proc] = id
+		}
+		pops = append(pops, porcupine.Operation{
+			ClientId: id,
+			Input:    input{kind: op.Kind, owner: op.Owner, lease: op.Lease, call: op.Call, ret: op.Return},
+			Call:     op.Call,
+			Output:   output{ok: op.OK, ambiguous: op.Ambiguous, status: op.Status, fence: op.Fence},
+			Return:   c.end,
+			Metadata: op.Lock,
+		})
+	}
+	return pops
+}
+
+// checked is a store operation as porcupine sees it: end is its Return, or
+// for an operation whose outcome is unknown, the last moment it may take
+// effect.
+type checked struct {
+	op  history.Op
+	end int64
+}
+
+// reduce returns ops without the operations that cannot change the model's
+// verdict, and with runs of equivalent ones merged. Porcupine's search grows
+// with the number of operations that overlap in time, and a client cut off
+// from its server piles them up: every background release of a lock whose
+// acquire went unanswered is retried ten times a lease, and each retry is
+// ambiguous or answered "not held", and may take effect AmbiguousHorizon
+// leases later. Each rule is exact, so the verdict is the one of the whole
+// history:
+//
+//   - An operation the server refused without running it (Failed), an
+//     acquire definitely refused as busy, and an ambiguous renewal leave the
+//     model's state as it is whatever it is (see step): no linearization
+//     needs them, and any linearization of the rest takes them anywhere.
+//   - A release that is ambiguous or answered "not held" changes the state
+//     only when its owner holds the lock, and only an acquire of that owner
+//     that was granted or is ambiguous can make it the holder: without one,
+//     it is a no-op too.
+//   - When one acquire at most can make the owner the holder, its tenure
+//     holds at most once, from that acquire's effect until the first release
+//     or loss that ends it; ambiguous releases of that owner serve only to
+//     let it end at some moment inside one of their windows. A run of them
+//     whose windows overlap or touch, one after another, offers exactly the
+//     moments of the union of their windows, which is one window: one
+//     ambiguous release over it is the same choice.
+func reduce(ops []checked) []checked {
+	type tenure struct{ lock, owner string }
+	grants := map[tenure]int{} // acquires that may have granted
+	for _, c := range ops {
+		if c.op.Kind == history.StoreAcquire && (c.op.OK || c.op.Ambiguous) {
+			grants[tenure{c.op.Lock, c.op.Owner}]++
+		}
+	}
+	out := make([]checked, 0, len(ops))
+	merging := map[tenure]int{} // the index in out of the tenure's ambiguous release being extended
+	for _, c := range ops {
+		op := c.op
+		tn := tenure{op.Lock, op.Owner}
+		switch {
+		case op.Status == history.Failed,
+			op.Kind == history.StoreAcquire && !op.OK && !op.Ambiguous,
+			op.Kind == history.StoreRenew && op.Ambiguous,
+			op.Kind == history.StoreRelease && (op.Ambiguous || op.Status == history.NotHeld) && grants[tn] == 0:
+			continue
+		case op.Kind == history.StoreRelease && op.Ambiguous && grants[tn] == 1:
+			if i, ok := merging[tn]; ok && op.Call <= out[i].end {
+				out[i].end = max(out[i].end, c.end)
+				continue
+			}
+			merging[tn] = len(out)
+		}
+		out = append(out, c)
 	}
 	return out
 }
