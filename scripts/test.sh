@@ -104,7 +104,7 @@ say "vet and staticcheck: bench (GOWORK=off)"
 (cd bench && GOWORK=off go vet ./... && GOWORK=off go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in bench"
 for rel in "${modules[@]}"; do
 	say "test: $rel"
-	(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 20m ./...) || die "tests failed in $rel"
+	(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 30m ./...) || die "tests failed in $rel"
 done
 # ZooKeeper's reliability scenarios skip themselves under the race detector
 # (go-zookeeper's own data race at a reconnect, zkClientRace in

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,7 +189,62 @@ func (e *env) goRun(cfg workerConfig, run func(rec *history.Recorder) error) (wa
 			e.t.Errorf("worker %s: %v", cfg.Proc, err)
 		}
 	}()
-	return func() { <-done }
+	return func() {
+		// A worker ends within seconds of its window: its last Lock waits
+		// cfg.LockWait at most, its last hold and Unlock a few leases. One
+		// still running minutes after the scenario stopped waiting for it
+		// is stuck; its stack says where, which a test timeout's dump of
+		// every goroutine (cut short by CI logs) may not.
+		select {
+		case <-done:
+			return
+		case <-time.After(stuckAfter):
+		}
+		e.t.Errorf("worker %s still running %v after the scenario's window ended: stuck; its goroutines:\n%s\n%s",
+			cfg.Proc, stuckAfter, goroutines("scenario_test.runOn", "scenario_test.(*worker)"), e.dumpGoroutines())
+	}
+}
+
+// stuckAfter is how long after a scenario's window an in-process worker
+// may still run before the scenario calls it stuck (see goRun).
+const stuckAfter = 3 * time.Minute
+
+// goroutines returns the stacks of this process's goroutines that have a
+// frame whose function name contains one of funcs.
+func goroutines(funcs ...string) string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	var out []string
+	for _, g := range strings.Split(b.String(), "\n\n") {
+		for _, f := range funcs {
+			if strings.Contains(g, f) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
+// dumpGoroutines writes every goroutine's stack to a file next to the
+// failing histories (see save) and returns a sentence naming it.
+func (e *env) dumpGoroutines() string {
+	base, err := e.artifact()
+	if err != nil {
+		return fmt.Sprintf("(every goroutine's stack not saved: %v)", err)
+	}
+	path := base + "-goroutines.txt"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err == nil {
+		err = pprof.Lookup("goroutine").WriteTo(f, 2)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Sprintf("(every goroutine's stack not saved: %v)", err)
+	}
+	return "every goroutine's stack is in " + path
 }
 
 // child is a worker running in its own process, so that pauses and kills
@@ -422,17 +478,27 @@ func (e *env) verify(scenario string, runs int, want expect) check.Row {
 	return r
 }
 
-// save writes a failing history and porcupine's HTML view; it returns a
-// sentence naming them.
-func (e *env) save(ops []history.Op, g check.GrantResult) string {
+// artifact returns the path, without extension, of the scenario's files in
+// the artifacts directory (LEASH_RELIABILITY_ARTIFACTS, or leash-reliability
+// in the temporary directory), which it creates.
+func (e *env) artifact() (string, error) {
 	dir := os.Getenv(artifactsEnv)
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "leash-reliability")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, fmt.Sprintf("%s-%d", strings.ReplaceAll(e.t.Name(), "/", "_"), e.seed)), nil
+}
+
+// save writes a failing history and porcupine's HTML view; it returns a
+// sentence naming them.
+func (e *env) save(ops []history.Op, g check.GrantResult) string {
+	base, err := e.artifact()
+	if err != nil {
 		return fmt.Sprintf("(history not saved: %v)", err)
 	}
-	base := filepath.Join(dir, fmt.Sprintf("%s-%d", strings.ReplaceAll(e.t.Name(), "/", "_"), e.seed))
 	if err := history.WriteFile(base+".json", ops); err != nil {
 		return fmt.Sprintf("(history not saved: %v)", err)
 	}
