@@ -495,6 +495,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()
 	}
+	s.watch.logger = s.opts.Logger
 	if s.opts.SubscribeTimeout == 0 {
 		s.opts.SubscribeTimeout = DefaultSubscribeTimeout
 	}
