@@ -34,3 +34,7 @@ func NoTryAgainRetry(s *Store) *Store {
 	s.pipe.noTryAgain = true
 	return s
 }
+
+// SlotTag returns a hash tag whose slot is sl: the restart marker of slot
+// sl is "leash:epoch:{" + SlotTag(sl) + "}".
+func SlotTag(sl int) string { return slotTag(sl) }

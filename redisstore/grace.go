@@ -18,6 +18,19 @@ import (
 // NoRestartGrace, as Options.RestartGrace, turns the restart grace off.
 const NoRestartGrace time.Duration = -1
 
+// ErrStaleView reports that an acquire's scripts kept running on another
+// server process than the one the Store's view names: on Cluster, a node
+// other than the one the client's slot map gave for the lock's slot (a slot
+// migration or a failover the map has not caught up with), or a master that
+// restarted after the Store read its INFO. The restart grace cannot be
+// judged on a stale view, so each such attempt was refused before it wrote
+// anything; the Store reloaded the slot map, read the node's INFO again and
+// retried for about 1.3 s. Nothing was granted. It is transient: try again
+// (a Lock that waits does), and if it persists, check that the Cluster's
+// nodes agree on the slot map (CLUSTER SLOTS) and that the client can reach
+// every node.
+var ErrStaleView = errors.New("redisstore: the server that ran the acquire is not the one the store read, even after reloading the slot map and the server's INFO")
+
 // epochKey is the restart marker on a single server. On Cluster each hash
 // slot has its own, "leash:epoch:{<tag>}", so that acquire.lua touches one slot.
 const epochKey = "leash:epoch"
@@ -66,6 +79,50 @@ func parseGrace(v any) (left time.Duration, ok bool) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true
+}
+
+// isStale reports whether v is an acquire script's {0, 0, "stale"}: its
+// grace argument named another server process or Cluster node than the one
+// that ran it (see grace_at in lua/lib.lua), and it wrote nothing.
+func isStale(v any) bool {
+	a, ok := v.([]any)
+	return ok && len(a) == 3 && a[0] == int64(0) && a[2] == "stale"
+}
+
+// staleRetry paces the attempts of a script refused for a stale view: the
+// first again at once, then after tryAgainFirst, each later one after twice
+// the wait before, none once the wait would pass tryAgainLast (about 1.3 s
+// in all, as for TRYAGAIN).
+type staleRetry struct{ wait time.Duration }
+
+// again is called when an attempt was refused for a stale view of the
+// server behind marker. It reloads the Cluster slot map and reads the INFO
+// (and node id) of the node the map now names, waits its turn, and returns
+// nil when the attempt may be made again: ErrStaleView when the retries are
+// spent, ctx's error when ctx ends first.
+func (r *staleRetry) again(ctx context.Context, s *Store, marker string) error {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx) // in the background: an attempt made before it ends retries
+	}
+	switch {
+	case r.wait > tryAgainLast:
+		return ErrStaleView
+	case r.wait == 0:
+		r.wait = tryAgainFirst
+	default:
+		t := time.NewTimer(r.wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		r.wait *= 2
+	}
+	if key, c, err := s.node(ctx, marker); err == nil {
+		s.watch.refresh(ctx, key, c)
+	}
+	return ctx.Err()
 }
 
 // slotTags caches, per Cluster hash slot, a short string that hashes to it.
@@ -167,11 +224,26 @@ func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration)
 	if s.opts.RestartGrace == NoRestartGrace {
 		return 0, nil
 	}
-	ms, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+	var retry staleRetry
+	for {
+		ms, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Int64()
+		if err != nil {
+			return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+		}
+		if ms >= 0 {
+			return time.Duration(ms) * time.Millisecond, nil
+		}
+		// -1: the view names another process or node (see grace.lua).
+		if err := retry.again(ctx, s, marker); err != nil {
+			return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+		}
+		if key, c, err = s.node(ctx, marker); err == nil {
+			f, err = s.usable(ctx, key, c, s.watch.facts(ctx, key, c))
+		}
+		if err != nil {
+			return 0, err
+		}
 	}
-	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // runAcquire runs an acquire script for reqs (one request, or a MultiLock
@@ -185,9 +257,13 @@ func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration)
 // script may have run on a process the Store had not yet read: a grant is
 // then kept only if INFO still names the same process; otherwise it is given
 // back, unused, and the acquire runs again with the new process's identity.
-// With the replication guard on, a grant too few replicas acknowledged, or
-// one whose outcome is unknown, is undone by releasing undo, the holds the
-// script grants, and the error says why.
+// The view may also be stale where no dial shows it (a Cluster slot that
+// moved to another node under the client's slot map): the script then
+// refuses before writing anything, and runAcquire reloads the view and runs
+// it again (see staleRetry), or fails with ErrStaleView. With the
+// replication guard on, a grant too few replicas acknowledged, or one whose
+// outcome is unknown, is undone by releasing undo, the holds the script
+// grants, and the error says why.
 func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []driver.Request,
 	keys []string, args []any, markerFirst bool) (v any, left time.Duration, ok bool, err error) {
 	marker := s.markerKey(undo[0].Name)
@@ -197,6 +273,7 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 		keys = append(keys, marker)
 	}
 	args = append(args, nil)
+	var retry staleRetry
 	for {
 		key, c, err := s.node(ctx, marker)
 		if err != nil {
@@ -221,6 +298,12 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 		}
 		if left, inGrace := parseGrace(v); inGrace {
 			return nil, left, false, nil
+		}
+		if isStale(v) {
+			if err := retry.again(ctx, s, marker); err != nil {
+				return nil, 0, false, err
+			}
+			continue
 		}
 		if keep, err := s.confirm(ctx, marker, f, v, undo); keep || err != nil {
 			return v, 0, err == nil, err

@@ -14,8 +14,9 @@ func TestLibFor(t *testing.T) {
 		body      string
 		want, not []string
 	}{
-		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take", "reenter", "last_token", "purge_queue", "now_ms"}, []string{"grant", "grace", "drop_hold"}},
-		{"release", releaseLua, []string{"drop_hold", "latched", "purge_queue", "now_ms"}, []string{"fresh_grant"}},
+		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "same_process", "same_node", "take", "reenter", "last_token", "purge_queue", "now_ms"}, []string{"grant", "grace", "drop_hold", "is_stale"}},
+		{"acquire_fair", acquireFairLua, []string{"fresh_grant", "fresh_token", "grace_at", "is_stale"}, []string{"drop_hold"}},
+		{"release", releaseLua, []string{"drop_hold", "latched", "purge_queue", "now_ms", "same_process", "fresh_token"}, []string{"fresh_grant", "is_stale"}},
 		{"release_write", releaseWriteLua, []string{"drop_hold", "latched"}, []string{"fresh_grant"}},
 		{"acquire_many", acquireManyLua, []string{"fresh_token", "grace_at", "take", "grant", "next_token", "server_time"}, []string{"fresh_grant", "drop_hold"}},
 	} {

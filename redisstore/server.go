@@ -60,6 +60,9 @@ type serverWatch struct {
 	mu      sync.Mutex // guards hooked and checked, and orders the stores into nodes
 	hooked  map[*redis.Client]bool
 	checked time.Time // last check of the settings by a renewal round
+
+	logger     *slog.Logger // the Store's (Options.Logger)
+	myIDDenied sync.Once    // logs, once, an ACL that denies CLUSTER MYID
 }
 
 // serverFacts is one server process as INFO described it.
@@ -69,7 +72,8 @@ type serverFacts struct {
 	id       string // the process in its current role: run_id, "/", master_replid (see identity)
 	read     time.Time
 	start    string // latest possible start, µs by the server's clock; empty when it may have been promoted
-	view     string // "<start>:<run id>", which the acquire scripts compare with the marker
+	node     string // CLUSTER MYID of the Cluster node; empty on a single server or when the ACL denies it
+	view     string // "<start>:<run id>[#<node id>]", which the acquire scripts compare with the marker
 	fsync    fsyncCheck
 	maxmem   int64
 	policy   string
@@ -141,18 +145,46 @@ func (w *serverWatch) facts(ctx context.Context, key *redis.Client, c redis.Univ
 	return w.refresh(ctx, key, c)
 }
 
-// refresh reads INFO from c and records it as the facts of key.
+// refresh reads INFO from c, and on Cluster (key not nil) the node's id
+// with it (CLUSTER MYID, in the same round trip), and records them as the
+// facts of key. An ACL that denies CLUSTER MYID only leaves the node out of
+// the view: the scripts then cannot tell a marker MIGRATE brought from
+// another node (see grace_at in lua/lib.lua), which is logged once.
 func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
 	f := &serverFacts{gen: w.dials.Load(), read: time.Now()}
-	info, err := c.Info(ctx, "server", "memory", "stats", "persistence", "replication").Result()
+	var info *redis.StringCmd
+	var myID *redis.StringCmd
+	if key == nil {
+		info = c.Info(ctx, "server", "memory", "stats", "persistence", "replication")
+	} else {
+		pipe := c.Pipeline()
+		info = pipe.Info(ctx, "server", "memory", "stats", "persistence", "replication")
+		myID = pipe.ClusterMyID(ctx)
+		_, _ = pipe.Exec(ctx) // errors are read per command
+	}
+	err := info.Err()
 	switch {
 	case redis.IsPermissionError(err):
 		f.infoErr = err // kept until CheckInterval passes (see usable)
 	case err != nil:
 		f.fetchErr = err // BUSY, LOADING, a timeout: read again by the next acquire
 	default:
-		parseFacts(f, info)
+		parseFacts(f, info.Val())
 		f.view = f.start + ":" + f.id
+	}
+	if myID != nil && err == nil {
+		switch id, err := myID.Result(); {
+		case err == nil:
+			f.node = id
+			f.view += "#" + id
+		case redis.IsPermissionError(err):
+			w.myIDDenied.Do(func() {
+				w.logger.Warn("redisstore: the server denies CLUSTER MYID to this user, so the restart grace cannot tell a slot's marker that a migration brought from another node; allow it with ACL SETUSER <user> +cluster|myid",
+					slog.String("error", err.Error()))
+			})
+		default:
+			f.fetchErr = err // read again by the next acquire
+		}
 	}
 	w.mu.Lock()
 	if old, ok := w.nodes.Load(key); !ok || old.(*serverFacts).gen <= f.gen {

@@ -38,7 +38,10 @@
 // without grants after every restart and in a new server's first lease
 // (MarkFresh declares a new server); a server with appendonly yes and
 // appendfsync always may turn the grace off (NoRestartGrace, checked). The
-// user needs INFO (ACL +info). A server that may evict keys (maxmemory with
+// user needs INFO (ACL +info), and on Cluster CLUSTER MYID (ACL
+// +cluster|myid), by which a script tells that a redirect brought it to
+// another node than the one the Store read (without it, that check alone is
+// skipped, and a warning logged once; see ErrStaleView). A server that may evict keys (maxmemory with
 // a policy other than noeviction) is refused with ErrEvictable unless
 // Options.AllowEviction. Options.Replicas makes every grant and renewal wait
 // for replicas' acknowledgements (WAIT) before it counts.
@@ -159,7 +162,11 @@ type Options struct {
 	// brand-new server's (a provisioning step that knows no lease predates
 	// the server can call MarkFresh, or run leash mark-fresh). The Store
 	// needs INFO for this (the ACL category @dangerous holds it: grant the
-	// user +info); without it every acquire fails with ErrNoServerInfo.
+	// user +info); without it every acquire fails with ErrNoServerInfo. On
+	// Cluster it also reads CLUSTER MYID (+cluster|myid), so that an acquire
+	// redirected to another node than the one it read is refused there and
+	// retried with that node's identity (ErrStaleView if that does not
+	// settle); without it only that check is skipped, with a warning.
 	// NoRestartGrace turns the grace off, declaring that the server loses no
 	// acknowledged write (appendonly yes with appendfsync always, no
 	// failover to a lagging replica): the Store checks appendonly (INFO) and
@@ -495,6 +502,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()
 	}
+	s.watch.logger = s.opts.Logger
 	if s.opts.SubscribeTimeout == 0 {
 		s.opts.SubscribeTimeout = DefaultSubscribeTimeout
 	}

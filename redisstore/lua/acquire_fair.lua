@@ -9,8 +9,9 @@
 -- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
 --          until now + ARGV[3]; 0 takes no place (TryLock)
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}
+-- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
+--          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
+--          server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, holds} when granted (a lock a release handed to the caller, see
 --          release.lua, is picked up: the same token, no second hold); {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime;
@@ -40,7 +41,7 @@ end
 
 if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
     local r = fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[4], ARGV[2], ARGV[1])
-    if r[1] == 0 then
+    if r[1] == 0 and not is_stale(r) then
         local bad = foreign(KEYS[4], 'owners')
         if bad then
             return bad
@@ -62,6 +63,9 @@ if free then
     if head == nil or head == ARGV[2] then
         local token
         token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
+        if is_stale(refused) then
+            return refused -- no place taken: the client tries again with a fresh view
+        end
         if token then
             redis.call('zrem', KEYS[3], ARGV[2])
             redis.call('zrem', KEYS[4], ARGV[2])

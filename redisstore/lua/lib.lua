@@ -368,28 +368,81 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     return false
 end
 
+-- same_process reports whether this script runs on the server process that grace, the
+-- client's view "<µs>@<start µs>:<run id>[/<replication id>][#<node id>]" (see grace_at),
+-- names: a view read before a restart or a failover, or of another Cluster node than the one
+-- a redirect brought the script to, must not vouch for the grace of this process. "0" (no
+-- grace) and a grace without a view (tests' marker-only rule) name no process. INFO is read
+-- at most once per script call (a batched one included: one server process runs it all).
+local info_ids = nil
+local function same_process(grace)
+    local id = string.match(grace, '^%d+@%d*:([^#]+)')
+    if not id then
+        return true
+    end
+    if not info_ids then
+        info_ids = {string.match(redis.call('info', 'server'), 'run_id:(%x+)') or false,
+            string.match(redis.call('info', 'replication'), 'master_replid:(%x+)') or false}
+    end
+    local run, repl = info_ids[1], info_ids[2]
+    return run ~= false and (id == run or (repl ~= false and id == run .. '/' .. repl))
+end
+
+-- same_node reports whether this script runs on the Cluster node (CLUSTER MYID) whose id
+-- node is; nil (a single server, or a client the ACL denies CLUSTER MYID) names none. The id
+-- is read at most once per script call.
+local my_id = nil
+local function same_node(node)
+    if not node then
+        return true
+    end
+    if not my_id then
+        my_id = redis.call('cluster', 'myid')
+    end
+    return my_id == node
+end
+
 -- grace_at returns the restart grace's refusal {0, ms left, "grace"} (see fresh_token) at
 -- server time now (µs; now_s its string), given the marker's value (false if absent), or nil.
 -- The marker reads "<start µs>:<run id>": the start of the grace, and the server process
--- (INFO server run_id) that wrote it. grace is "<grace µs>@<start µs>:<run id>", the
--- client's view of the process it talks to; its start is empty when the process may have
--- been promoted from a replica (the grace then starts now). A marker that is absent or was
--- written by another process (one that restarted from a snapshot, or whose replica was
--- promoted) is replaced by the client's view: leases that process granted may be lost.
--- A grace without "@" keeps the marker-only rule of earlier versions (a missing marker
--- starts the grace now; any marker present is trusted), for tests' negative controls.
--- With look set, the marker is read but never written.
+-- (INFO server run_id) that wrote it. grace is "<grace µs>@<start µs>:<run id>[#<node id>]",
+-- the client's view of the process it talks to (and, on Cluster, of its node); its start is
+-- empty when the process may have been promoted from a replica (the grace then starts now).
+-- A marker that is absent or was written by another process (one that restarted from a
+-- snapshot, or whose replica was promoted) is replaced by the client's view: leases that
+-- process granted may be lost. The view may be stale, of another node or process than the
+-- one the script runs on (a slot migrated or failed over under a client's old slot map, a
+-- master restarted since the client read INFO; a marker MIGRATE moved from the node the view
+-- names would match it): so a marker that matches the view is trusted only on the node the
+-- view names (same_node), and the view is written only on the process it names
+-- (same_process). Otherwise grace_at writes nothing and returns {0, 0, "stale"}: the client
+-- reads the node's view anew and tries again. A grace without "@" keeps the marker-only rule
+-- of earlier versions (a missing marker starts the grace now; any marker present is
+-- trusted), for tests' negative controls. With look set, the marker is read but never
+-- written.
+local stale_view = {0, 0, 'stale'}
 local function grace_at(marker, grace, now, now_s, value, look)
     local grace_us, view = string.match(grace, '^(%d+)@?(.*)$')
+    local node = nil
+    local hash = string.find(view, '#', 1, true)
+    if hash then
+        view, node = string.sub(view, 1, hash - 1), string.sub(view, hash + 1)
+    end
     local sep = string.find(view, ':', 1, true)
     local start
     if value then
         local at = string.find(value, ':', 1, true)
         if not sep or (at and string.sub(value, at) == string.sub(view, sep)) then
             start = decimal(string.sub(value, 1, (at or 0) - 1))
+            if start and not same_node(node) then
+                return stale_view
+            end
         end
     end
     if not start then
+        if sep and not same_process(grace) then
+            return stale_view
+        end
         local s = sep and decimal(string.sub(view, 1, sep - 1))
         local new = view
         start = s
@@ -407,13 +460,21 @@ local function grace_at(marker, grace, now, now_s, value, look)
     return nil
 end
 
+-- is_stale reports whether r, a refusal of fresh_token or fresh_grant, is grace_at's
+-- {0, 0, "stale"}: a script that would write after a refusal (a place in line, a waiting
+-- writer's mark) returns it at once instead, so that a stale view leaves nothing behind.
+local function is_stale(r)
+    return r ~= nil and r[3] == 'stale'
+end
+
 -- fresh_token stores and returns the next fencing token of a name (see mint) for a fresh
 -- grant, unless the restart grace refuses the grant: then it writes nothing but the marker
 -- and returns nil and the reply {0, ms left, "grace"}. marker is the restart marker
 -- (leash:epoch, or leash:epoch:{<slot tag>} on Cluster; see grace_at): leases granted by
 -- an earlier server process may have been lost with the data (a restart without
 -- persistence or from a snapshot, a promoted replica), so nothing is granted until the
--- server process has been up for the grace. A grace of "0" turns the grace off. One MGET
+-- server process has been up for the grace. A view the script cannot vouch for (see grace_at)
+-- is refused with {0, 0, "stale"}, nothing written. A grace of "0" turns the grace off. One MGET
 -- reads the marker and the fencing counter together. A counter that is not leash's (see
 -- mint) is refused with {-1, what} before anything is written.
 local function fresh_token(tokenkey, marker, grace)

@@ -47,22 +47,6 @@ if finished then
     return reply
 end
 
--- same_process reports whether this script runs on the server process that grace, the
--- client's view "<µs>@<start µs>:<run id>[/<replication id>]" (see grace_at), names: a
--- view read before a restart or a failover must not vouch for the grace of the process
--- that replaced it (the acquire path checks that after the reply, see confirm in grace.go;
--- a grant handed over cannot wait for that). "0" (no grace) and a grace without a view
--- (tests' marker-only rule) name no process.
-local function same_process(grace)
-    local id = string.match(grace, '^%d+@%d*:(.+)$')
-    if not id then
-        return true
-    end
-    local run = string.match(redis.call('info', 'server'), 'run_id:(%x+)')
-    local repl = string.match(redis.call('info', 'replication'), 'master_replid:(%x+)')
-    return run ~= nil and (id == run or (repl ~= nil and id == run .. '/' .. repl))
-end
-
 -- The owner's field was the hash's only one: the hash went with it.
 local head = nil
 if redis.call('exists', KEYS[4]) == 1 then

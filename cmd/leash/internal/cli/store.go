@@ -111,12 +111,15 @@ serve exits 64 before any network call, naming the store and what it lacks.`
 const aclHelp = `
 A Redis ACL user for leash needs the lock and companion keys, the release
 channels, the commands its scripts run, and INFO, by which it tells a
-restarted server (the restart grace, below) and one that may evict keys.
+restarted server (the restart grace, below) and one that may evict keys;
+on Cluster also CLUSTER MYID, by which the grace tells which node a script
+ran on after a slot moved (without it leash works, logs a warning once, and
+cannot tell a slot's marker that a migration brought from another node).
 For example:
 
   ACL SETUSER leash on >PASSWORD ~* &redisson_lock__channel:* &leash_*__channel:* \
       +@read +@write +@scripting +@pubsub +@connection +@keyspace +time -@dangerous \
-      +info +cluster|slots +cluster|shards
+      +info +cluster|slots +cluster|shards +cluster|myid
 
 Without a permission, leash exits 77 and prints the NOPERM error from Redis.`
 
