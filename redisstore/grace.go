@@ -25,10 +25,10 @@ const NoRestartGrace time.Duration = -1
 // restarted after the Store read its INFO. The restart grace cannot be
 // judged on a stale view, so each such attempt was refused before it wrote
 // anything; the Store reloaded the slot map, read the node's INFO again and
-// retried for about 1.3 s. Nothing was granted. It is transient: try again
-// (a Lock that waits does), and if it persists, check that the Cluster's
-// nodes agree on the slot map (CLUSTER SLOTS) and that the client can reach
-// every node.
+// retried for about 1.3 s. Nothing was granted. It is transient, but Lock
+// and TryLock return it (wrapped) rather than wait on: the caller may try
+// again, and if it persists, check that the Cluster's nodes agree on the
+// slot map (CLUSTER SLOTS) and that the client can reach every node.
 var ErrStaleView = errors.New("redisstore: the server that ran the acquire is not the one the store read, even after reloading the slot map and the server's INFO")
 
 // epochKey is the restart marker on a single server. On Cluster each hash
