@@ -182,6 +182,7 @@ func (e *env) goRun(cfg workerConfig, run func(rec *history.Recorder) error) (wa
 	e.recs = append(e.recs, rec)
 	e.mu.Unlock()
 	done := make(chan struct{})
+	started := time.Now()
 	// Owner: the scenario. Stops at the end of cfg's window or holds.
 	go func() {
 		defer close(done)
@@ -192,21 +193,22 @@ func (e *env) goRun(cfg workerConfig, run func(rec *history.Recorder) error) (wa
 	return func() {
 		// A worker ends within seconds of its window: its last Lock waits
 		// cfg.LockWait at most, its last hold and Unlock a few leases. One
-		// still running minutes after the scenario stopped waiting for it
-		// is stuck; its stack says where, which a test timeout's dump of
-		// every goroutine (cut short by CI logs) may not.
+		// still running minutes later is stuck; its stack says where,
+		// which a test timeout's dump of every goroutine (cut short by CI
+		// logs) may not.
+		stuck := started.Add(readyWithin + cfg.For + stuckAfter)
 		select {
 		case <-done:
 			return
-		case <-time.After(stuckAfter):
+		case <-time.After(time.Until(stuck)):
 		}
-		e.t.Errorf("worker %s still running %v after the scenario's window ended: stuck; its goroutines:\n%s\n%s",
+		e.t.Errorf("worker %s still running %v after its window ended: stuck; its goroutines:\n%s\n%s",
 			cfg.Proc, stuckAfter, goroutines("scenario_test.runOn", "scenario_test.(*worker)"), e.dumpGoroutines())
 	}
 }
 
-// stuckAfter is how long after a scenario's window an in-process worker
-// may still run before the scenario calls it stuck (see goRun).
+// stuckAfter is how long after its window an in-process worker may still
+// run before the scenario calls it stuck (see goRun).
 const stuckAfter = 3 * time.Minute
 
 // goroutines returns the stacks of this process's goroutines that have a

@@ -246,6 +246,10 @@ type probe struct {
 	ping func(ctx context.Context) error
 }
 
+// readyWithin bounds how long a worker takes to start its window: opening
+// its store (a minute at most, see openURL) and ready's two probes.
+const readyWithin = 4 * time.Minute
+
 // ready waits until each probe's server answers, trying each for a minute.
 func ready(lease time.Duration, probes ...probe) error {
 	for _, p := range probes {
