@@ -26,8 +26,9 @@ type countingStore struct {
 func (s countingStore) Handoff() bool { return s.handoff && s.Store.Handoff() }
 
 func (s countingStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	s.acquires.Add(1)
-	return s.Store.Acquire(ctx, r)
+	g, err := s.Store.Acquire(ctx, r)
+	s.acquires.Add(1) // once answered
+	return g, err
 }
 
 func countingClient(t *testing.T, addr string, handoff bool, acquires *atomic.Int64, opts *leash.Options) *leash.Client {
@@ -40,34 +41,65 @@ func countingClient(t *testing.T, addr string, handoff bool, acquires *atomic.In
 // TestHandoffWakeUpCarriesGrant: a FairMutex waiter's Lock returns, once the
 // holder releases, on the wake-up alone — no acquire after the release —
 // with a token above the holder's; the name is then held by the waiter.
+//
+// A wake-up that overtakes the answer to the waiter's last attempt (the
+// holder released while that answer, "held", was on its way, or before the
+// waiter read it) is rightly not trusted: the waiter confirms with one more
+// acquire. The test cannot see when the waiter has read its answer, so it
+// hands off up to five times and wants every hand-off right and at least
+// one carried by the wake-up alone; without the hand-off every one needs an
+// acquire.
 func TestHandoffWakeUpCarriesGrant(t *testing.T) {
 	srv := sharedRedis(t)
 	var acquires atomic.Int64
 	opts := &leash.Options{SafetyMargin: 50 * time.Millisecond}
 	holder := countingClient(t, srv.Addr, true, &acquires, opts)
 	waiter := countingClient(t, srv.Addr, true, &acquires, opts)
-	name := lockName(t)
+	// The waiter uses a grant untold only while half its short validity is
+	// left, counted from its first attempt; a machine that stalled past
+	// that makes the waiter confirm with an acquire, which is right too.
+	window := (leash.DefaultQueueLease - opts.SafetyMargin) / 2
+	var counts []int64
+	for round := range 5 {
+		name := fmt.Sprintf("%s/%d", lockName(t), round)
+		n, took := handOffOnce(t, srv.Addr, holder, waiter, name, &acquires)
+		if n > 1 {
+			t.Fatalf("round %d: acquires from the release to the waiter's Lock returning = %d, want 0 (the wake-up carries the grant), or 1 (it overtook the answer to the last attempt)", round, n)
+		}
+		if n == 0 || took >= window {
+			return
+		}
+		counts = append(counts, n)
+	}
+	t.Errorf("acquires from the release to the waiter's Lock returning, in each of %d hand-offs: %v; want 0 in at least one (the wake-up carries the grant)", len(counts), counts)
+}
+
+// handOffOnce has holder take name, waiter wait for it, and holder release
+// it; it checks the hand-off (a larger token, the name held by the waiter
+// alone in Redisson's layout) and returns how many acquires the waiter made
+// after the release, and how long its Lock took.
+func handOffOnce(t *testing.T, addr string, holder, waiter *leash.Client, name string, acquires *atomic.Int64) (int64, time.Duration) {
+	t.Helper()
 	h, err := holder.FairMutex(name, nil).Lock(bg(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
-		h     *leash.Hold
-		err   error
-		began time.Time
+		h   *leash.Hold
+		err error
 	}
 	got := make(chan result, 1)
-	began := time.Now()
+	began, from := time.Now(), acquires.Load()
 	go func() {
 		h, err := waiter.FairMutex(name, nil).Lock(bg(t))
-		got <- result{h, err, began}
+		got <- result{h, err}
 	}()
 	// The waiter's first attempt takes a place; it then subscribes and tries
 	// once more before it sleeps, so that a release in between is not
-	// missed. A release before that second attempt is picked up by it (one
-	// acquire, rightly): unlock only once both attempts were made (the
-	// holder's Lock was the first acquire).
-	for acquires.Load() < 3 {
+	// missed. A release before that second attempt answered is picked up by
+	// it (one acquire, rightly): unlock only once both attempts have
+	// answered.
+	for acquires.Load()-from < 2 {
 		time.Sleep(time.Millisecond) // polling a condition, not waiting for time
 	}
 	before := acquires.Load()
@@ -78,16 +110,11 @@ func TestHandoffWakeUpCarriesGrant(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
+	took := time.Since(began)
+	n := acquires.Load() - before
 	defer r.h.Unlock(bg(t))
 	if r.h.Fence() <= h.Fence() {
 		t.Errorf("handed-off token %d, want above the holder's %d", r.h.Fence(), h.Fence())
-	}
-	// The waiter uses a grant untold only while half its short validity is
-	// left, counted from its first attempt; a machine that stalled past
-	// that makes the waiter confirm with an acquire, which is right too.
-	window := (leash.DefaultQueueLease - opts.SafetyMargin) / 2
-	if n := acquires.Load() - before; n != 0 && time.Since(r.began) < window {
-		t.Errorf("acquires from the release to the waiter's Lock returning = %d, want 0 (the wake-up carries the grant)", n)
 	}
 	info, err := waiter.Inspect(bg(t), name)
 	if err != nil {
@@ -98,10 +125,11 @@ func TestHandoffWakeUpCarriesGrant(t *testing.T) {
 	}
 	// In Redisson's layout, so a Redisson RLock (key absent or its own
 	// field) is excluded: it ignores the fair channel and finds the lock held.
-	owners, _ := newRDB(t, srv.Addr).HGetAll(bg(t), name).Result()
+	owners, _ := newRDB(t, addr).HGetAll(bg(t), name).Result()
 	if len(owners) != 1 || owners[r.h.Owner()] != "1" {
 		t.Errorf("lock hash after the hand-off = %v, want only %s -> 1", owners, r.h.Owner())
 	}
+	return n, took
 }
 
 // TestHandoffRoundTrips counts, on a server of its own, what a hot
