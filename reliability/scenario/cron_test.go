@@ -139,6 +139,7 @@ type outLine struct {
 	event, tick, host string
 	fence             int64
 	pgid              int
+	long              bool // a start line: the run lasts a minute (see TestCronSkew's long)
 }
 
 func readOut(path string) []outLine {
@@ -159,6 +160,7 @@ func readOut(path string) []outLine {
 		if len(w) > 4 {
 			l.pgid, _ = strconv.Atoi(w[4])
 		}
+		l.long = len(w) > 5 && w[5] == "60"
 		lines = append(lines, l)
 	}
 	return lines
@@ -182,11 +184,12 @@ func TestCronSkew(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	tab := filepath.Join(dir, "crontab")
 	const job = "skew"
-	// A run takes 300ms, or as long as the file $OUT.<host> says: the test
-	// makes a host's runs long before it kills or pauses that host mid-run,
-	// so that the fault never comes after the run ended, however slowly
-	// the test sees it start.
-	line := `@every 1s  skew  lease=2s  echo "start $LEASH_TICK $LEASH_FENCE $HOST_ID $$" >> "$OUT"; sleep $(cat "$OUT.$HOST_ID" 2>/dev/null || echo 0.3); echo "end $LEASH_TICK $LEASH_FENCE $HOST_ID" >> "$OUT"` + "\n"
+	// A run takes 300ms, or as long as the file $OUT.<host> says, which its
+	// start line tells: the test makes a host's runs long before it kills
+	// or pauses that host mid-run, and faults the first long run to start,
+	// so that the fault never comes after the run ended, however slowly the
+	// test sees it start.
+	line := `@every 1s  skew  lease=2s  d=$(cat "$OUT.$HOST_ID" 2>/dev/null || echo 0.3); echo "start $LEASH_TICK $LEASH_FENCE $HOST_ID $$ $d" >> "$OUT"; sleep $d; echo "end $LEASH_TICK $LEASH_FENCE $HOST_ID" >> "$OUT"` + "\n"
 	if err := os.WriteFile(tab, []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +210,13 @@ func TestCronSkew(t *testing.T) {
 		return n
 	}
 	// startOf waits for a run of one of hosts to start after n lines of
-	// output, and returns that line.
-	startOf := func(after int, hosts ...string) outLine {
+	// output, a long one if long is set, and returns that line.
+	startOf := func(after int, long bool, hosts ...string) outLine {
 		var got outLine
 		until(t, time.Minute, fmt.Sprintf("a run of %v", hosts), func() bool {
 			lines := readOut(out)
 			for _, l := range lines[min(after, len(lines)):] {
-				if l.event == "start" && slices.Contains(hosts, l.host) {
+				if l.event == "start" && slices.Contains(hosts, l.host) && (l.long || !long) {
 					got = l
 					return true
 				}
@@ -246,8 +249,9 @@ func TestCronSkew(t *testing.T) {
 	// it): the next run, wherever it starts, is the one faulted.
 	// SIGKILL its daemon while its command runs.
 	hosts := []string{"behind", "on", "ahead"}
+	seen := len(readOut(out))
 	long(true, hosts...)
-	killed := startOf(len(readOut(out)), hosts...)
+	killed := startOf(seen, true, hosts...)
 	long(false, hosts...)
 	if err := daemons[killed.host].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -264,8 +268,9 @@ func TestCronSkew(t *testing.T) {
 	// let a later tick run on the last daemon once the lease has run out;
 	// then resume it.
 	hosts = slices.DeleteFunc(hosts, func(h string) bool { return h == killed.host })
+	seen = len(readOut(out))
 	long(true, hosts...)
-	paused := startOf(len(readOut(out)), hosts...)
+	paused := startOf(seen, true, hosts...)
 	long(false, hosts...)
 	pausedD := daemons[paused.host]
 	if err := pausedD.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -276,7 +281,7 @@ func TestCronSkew(t *testing.T) {
 	if last == paused.host {
 		last = hosts[1]
 	}
-	after := startOf(len(readOut(out)), last)
+	after := startOf(len(readOut(out)), false, last)
 	if after.fence <= paused.fence {
 		t.Errorf("the run after the paused one has fence %d, not above the paused run's %d", after.fence, paused.fence)
 	}
