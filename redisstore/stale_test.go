@@ -1,11 +1,9 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -218,7 +216,7 @@ func TestClusterMyIDDenied(t *testing.T) {
 	}
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: "nomyid", Password: "pw"})
 	t.Cleanup(func() { cc.Close() })
-	var logged syncBuffer
+	var logged lockedBuffer
 	logger := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c := clusterLeash(t, cc, 5*time.Second, &redisstore.Options{Logger: logger})
 	for i := range cl.Masters {
@@ -235,22 +233,4 @@ func TestClusterMyIDDenied(t *testing.T) {
 	if n := strings.Count(logged.String(), "level=WARN"); n != 1 || !strings.Contains(logged.String(), "+cluster|myid") {
 		t.Errorf("%d warnings, want 1 naming +cluster|myid:\n%s", n, logged.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
