@@ -143,7 +143,7 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 		ws.mu.Unlock()
 
 		if creator {
-			stop, err := ws.c.caps.watch.Watch(ctx, key.kind, key.name, func(msg driver.Wake) { ws.wake(g, msg) })
+			stop, err := ws.c.watch(ctx, key, func(msg driver.Wake) { ws.wake(g, msg) })
 			ws.mu.Lock()
 			g.stop, g.err = stop, err
 			close(g.ready)
@@ -167,6 +167,13 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 		}
 		return nil
 	}
+}
+
+// watch starts the store's watch of key for this Client: through
+// WatchClient when the store has it, so that a wake-up for a queue head of
+// this Client reaches it (and the wake-ups of other Clients' heads do not).
+func (c *Client) watch(ctx context.Context, key watchKey, wake func(driver.Wake)) (func(), error) {
+	return driver.WatchClient(ctx, c.caps.watch, key.kind, key.name, c.id, wake)
 }
 
 // leave removes a waiter from its groups. A wake-up it received but did not

@@ -41,6 +41,9 @@
 //   - [HandoffStore]: a release grants the lock to the first fair place or
 //     starving mark and the wake-up carries the grant, so the woken waiter
 //     returns without another round trip (with [Withdrawer]).
+//   - [ClientWatcher]: a wake-up for the first fair place or starving mark
+//     goes to that waiter's client alone, not to every client waiting on the
+//     name.
 //   - [MultiStore]: several names in one atomic step (MultiLock).
 //   - [Admin]: inspect a name, list locks by pattern, force one free: what
 //     the leash CLI's show, ls and unlock need.

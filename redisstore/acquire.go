@@ -86,8 +86,8 @@ func mutexKeys(n string) []string {
 // waiter's mark is a place in the name's fair queue
 // (leash_fair_queue:{name}, leash_fair_places:{name}): acquire.lua refuses a
 // fresh grant while a live place is queued, and release.lua wakes the
-// first place's waiter on the fair channel. Redisson's RLock ignores the
-// queue and is still excluded by the lock hash.
+// first place's waiter on its client's fair channel (see WatchClient).
+// Redisson's RLock ignores the queue and is still excluded by the lock hash.
 func (s *Store) Starvation() bool { return true }
 
 // waitMS is a place lifetime in milliseconds; 0 means no place.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,58 +132,70 @@ func (n *notifier) lifeCtx(ctx context.Context) context.Context {
 
 var errClosed = errors.New("redisstore: store closed")
 
-func (n *notifier) watch(ctx context.Context, ch string, wake func(driver.Wake)) (func(), error) {
-	return n.add(ctx, ch, &watcher{wake: wake})
+func (n *notifier) watch(ctx context.Context, chans []string, wake func(driver.Wake)) (func(), error) {
+	return n.add(ctx, chans, &watcher{wake: wake})
 }
 
-// add subscribes w to ch and returns once the subscription is confirmed.
-func (n *notifier) add(ctx context.Context, ch string, w *watcher) (func(), error) {
+// add subscribes w to chans, with one SUBSCRIBE for those not subscribed
+// yet, and returns once every subscription is confirmed.
+func (n *notifier) add(ctx context.Context, chans []string, w *watcher) (func(), error) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
 		return nil, errClosed
 	}
 	n.startLocked()
-	c := n.chans[ch]
-	if c == nil {
-		c = &channel{ready: make(chan struct{})}
-		n.chans[ch] = c
+	readies := make([]chan struct{}, 0, len(chans))
+	var send []string
+	for _, ch := range chans {
+		c := n.chans[ch]
+		if c == nil {
+			c = &channel{ready: make(chan struct{})}
+			n.chans[ch] = c
+		}
+		c.watchers = append(c.watchers, w)
+		c.idleSince = time.Time{}
+		if !c.confirmed && c.outstanding == 0 {
+			c.outstanding++
+			send = append(send, ch)
+		}
+		readies = append(readies, c.ready)
 	}
-	c.watchers = append(c.watchers, w)
-	c.idleSince = time.Time{}
 	var err error
-	if !c.confirmed && c.outstanding == 0 {
+	if len(send) > 0 {
 		// Issued under n.mu so that SUBSCRIBE and UNSUBSCRIBE of one channel
 		// reach Redis in the order of the state changes. It only writes to
-		// the connection; the confirmation is read by the reader goroutine.
-		c.outstanding++
-		if err = n.subscribe(ctx, n.ps, ch); err != nil {
-			c.outstanding--
+		// the connection; the confirmations are read by the reader goroutine.
+		if err = n.subscribe(ctx, n.ps, send...); err != nil {
+			for _, ch := range send {
+				n.chans[ch].outstanding--
+			}
 		}
 	}
-	ready := c.ready
 	n.mu.Unlock()
-	stop := func() { n.unwatch(ch, w) }
+	stop := func() { n.unwatch(chans, w) }
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("redisstore: subscribe %q: %w", ch, err)
+		return nil, fmt.Errorf("redisstore: subscribe %q: %w", strings.Join(chans, " "), err)
 	}
 	timer := time.NewTimer(n.s.opts.SubscribeTimeout)
 	defer timer.Stop()
-	select {
-	case <-ready:
-		var once sync.Once
-		return func() { once.Do(stop) }, nil
-	case <-ctx.Done():
-		stop()
-		return nil, ctx.Err()
-	case <-timer.C:
-		stop()
-		return nil, fmt.Errorf("redisstore: subscribe %q: not confirmed within %v", ch, n.s.opts.SubscribeTimeout)
-	case <-n.ctx.Done():
-		stop()
-		return nil, errClosed
+	for i, ready := range readies {
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+			stop()
+			return nil, fmt.Errorf("redisstore: subscribe %q: not confirmed within %v", chans[i], n.s.opts.SubscribeTimeout)
+		case <-n.ctx.Done():
+			stop()
+			return nil, errClosed
+		}
 	}
+	var once sync.Once
+	return func() { once.Do(stop) }, nil
 }
 
 // startLocked opens the pub/sub connection and starts its reader, once.
@@ -213,19 +226,22 @@ func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, chans ...str
 	return ps.Subscribe(ctx, chans...)
 }
 
-// unwatch removes a watcher; the last one out unsubscribes the channel,
-// unless a SUBSCRIBE is still unconfirmed (then the confirmation does it).
-func (n *notifier) unwatch(ch string, w *watcher) {
+// unwatch removes a watcher from chans; the last one out of a channel
+// unsubscribes it, unless a SUBSCRIBE is still unconfirmed (then the
+// confirmation does it).
+func (n *notifier) unwatch(chans []string, w *watcher) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	c := n.chans[ch]
-	if c == nil {
-		return
+	for _, ch := range chans {
+		c := n.chans[ch]
+		if c == nil {
+			continue
+		}
+		if i := slices.Index(c.watchers, w); i >= 0 {
+			c.watchers = slices.Delete(c.watchers, i, i+1)
+		}
+		n.dropIfIdleLocked(ch, c)
 	}
-	if i := slices.Index(c.watchers, w); i >= 0 {
-		c.watchers = slices.Delete(c.watchers, i, i+1)
-	}
-	n.dropIfIdleLocked(ch, c)
 }
 
 func (n *notifier) dropIfIdleLocked(ch string, c *channel) {

@@ -68,7 +68,7 @@ func (s *Store) WatchRevokes(ctx context.Context, client string, revoked func(dr
 	if s.err != nil {
 		return nil, s.err
 	}
-	return s.notify.add(ctx, s.revokeChannel(client), &watcher{raw: func(payload string) {
+	return s.notify.add(ctx, []string{s.revokeChannel(client)}, &watcher{raw: func(payload string) {
 		if rv, err := parseRevocation(payload); err == nil {
 			revoked(rv)
 		}

@@ -7,10 +7,12 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -110,33 +112,59 @@ func (s *Store) pick(ctx context.Context, p *pubScript) (*redis.Script, error) {
 // and writers share one); the payload is Redisson's wake message (see
 // wakeOf). With sharded pub/sub (see Options.ShardedPubSub) the channel is
 // subscribed on its slot's master with SSUBSCRIBE, and under ShardedAuto
-// with SUBSCRIBE too, both requests sent before either is awaited.
+// with SUBSCRIBE too, both requests sent before either is awaited. A fair
+// queue head's wake-up goes to its client's channel (see WatchClient), which
+// Watch, naming no client, does not hear.
 func (s *Store) Watch(ctx context.Context, kind driver.Kind, name string, wake func(driver.Wake)) (func(), error) {
+	return s.watchChannels(ctx, kind, name, "", wake)
+}
+
+// WatchClient implements [driver.ClientWatcher]: for KindFair (which a
+// starving Mutex waiter watches too) it subscribes the name's fair channel,
+// for the wake-ups meant for every waiter, and client's own,
+// leash_fair__channel:{name}:<client>, on which release.lua and withdraw.lua
+// publish the wake-up (or hand-off) of a queue head whose owner is client's
+// ("<client>:<n>"), in one SUBSCRIBE. Other kinds have no head wake-ups: it
+// is Watch.
+func (s *Store) WatchClient(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
+	if client == "" || strings.Contains(client, ":") {
+		return nil, fmt.Errorf("%w: redisstore: WatchClient %q: the client id must be non-empty and hold no ':' (owners are \"<client>:<n>\")",
+			leash.ErrInvalidArgument, client)
+	}
+	return s.watchChannels(ctx, kind, name, client, wake)
+}
+
+// watchChannels is Watch and WatchClient.
+func (s *Store) watchChannels(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	ch := watchChannel(kind, s.key(name))
+	n := s.key(name)
+	chans := []string{watchChannel(kind, n)}
+	if kind == driver.KindFair && client != "" {
+		chans = append(chans, clientFairChannel(n, client))
+	}
 	sharded, err := s.sharded(ctx)
 	switch {
 	case err != nil:
 		return nil, err
 	case !sharded:
-		return s.notify.watch(ctx, ch, wake)
+		return s.notify.watch(ctx, chans, wake)
 	case s.opts.ShardedPubSub == ShardedOn:
-		return s.shards.watch(ctx, ch, wake)
+		return s.shards.watch(ctx, chans, wake)
 	}
 	type result struct {
 		stop func()
 		err  error
 	}
 	plain := make(chan result, 1)
-	// Owner: this Watch, which waits for it. Ends when the SUBSCRIBE is
+	// Owner: this watch, which waits for it. Ends when the SUBSCRIBE is
 	// confirmed or fails (SubscribeTimeout, ctx, Close).
 	go func() {
-		stop, err := s.notify.watch(ctx, ch, wake)
+		stop, err := s.notify.watch(ctx, chans, wake)
 		plain <- result{stop, err}
 	}()
-	stopS, errS := s.shards.watch(ctx, ch, wake)
+	stopS, errS := s.shards.watch(ctx, chans, wake)
 	p := <-plain
 	if errS != nil || p.err != nil {
 		if stopS != nil {
@@ -182,9 +210,9 @@ func (m *shardNotifiers) init(s *Store) {
 	m.slots = make(map[int]*shardNotifier)
 }
 
-// watch subscribes wake to ch on its slot's notifier.
-func (m *shardNotifiers) watch(ctx context.Context, ch string, wake func(driver.Wake)) (func(), error) {
-	sl := slot(ch)
+// watch subscribes wake to chans, all of one slot, on the slot's notifier.
+func (m *shardNotifiers) watch(ctx context.Context, chans []string, wake func(driver.Wake)) (func(), error) {
+	sl := slot(chans[0])
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -202,7 +230,7 @@ func (m *shardNotifiers) watch(ctx context.Context, ch string, wake func(driver.
 		e.timer = nil
 	}
 	m.mu.Unlock()
-	stop, err := e.n.watch(ctx, ch, wake)
+	stop, err := e.n.watch(ctx, chans, wake)
 	if err != nil {
 		m.release(e)
 		return nil, err

@@ -31,6 +31,12 @@ func TestGraceAtView(t *testing.T) {
 	var f serverFacts
 	parseFacts(&f, info)
 	run, other := f.runID, strings.Repeat("e", 40)
+	var replID string // this process's replication id, which a promoted replica's view names
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			replID = v
+		}
+	}
 	script := withLib(`local now, now_s = now_us()
 local r = grace_at(KEYS[1], ARGV[1], now, now_s, redis.call('get', KEYS[1]), ARGV[2] == 'look')
 return r or {1}`)
@@ -44,6 +50,10 @@ return r or {1}`)
 		{"absent, node part not written", "", "1000000@0:" + run + "#" + other, "", "ok", "0:" + run},
 		{"absent, another process", "", "1000000@0:" + other, "", "stale", ""},
 		{"absent, another replication id", "", "1000000@0:" + run + "/" + other, "", "stale", ""},
+		{"absent, this replication id", "", "1000000@0:" + run + "/" + replID, "", "ok", "0:" + run + "/" + replID},
+		{"absent, another process, this replication id", "", "1000000@0:" + other + "/" + replID, "", "stale", ""},
+		{"absent, a replication id's prefix", "", "1000000@0:" + run + "/" + replID[:20], "", "stale", ""},
+		{"absent, a run id's prefix", "", "1000000@0:" + run[:20], "", "stale", ""},
 		{"absent, another process, look", "", "1000000@0:" + other, "look", "stale", ""},
 		{"another process's marker", "0:" + other, "1000000@0:" + run, "", "ok", "0:" + run},
 		{"another process's marker, stale view", "0:" + other, "1000000@0:" + other + "x", "", "stale", "0:" + other},

@@ -11,6 +11,13 @@
 //   - the fencing counter is redisson_lock_token:{name};
 //   - a release's idempotency latch is redisson_unlock_latch:{name}:<request id>.
 //
+// leash's own fair queue (FairMutex waiters' places, starving Mutex waiters'
+// marks) is leash_fair_queue:{name} and leash_fair_places:{name}; a release
+// wakes the queue's first waiter, or hands it the lock, on that waiter's
+// client's channel, leash_fair__channel:{name}:<client-uuid>, which only that
+// client subscribes (see WatchClient), and wakes every fair waiter on
+// leash_fair__channel:{name}.
+//
 // Companion keys share the lock's hash slot (a name that carries its own
 // {hash tag} keeps it), so every script touches one slot, and every key a
 // script touches is passed in KEYS. Scripts are embedded .lua files run with
@@ -349,7 +356,10 @@ var (
 )
 
 // withLib makes a script of body preceded by the lib.lua functions it calls.
-func withLib(body string) *redis.Script { return redis.NewScript(libFor(body) + "\n" + body) }
+func withLib(body string) *redis.Script { return redis.NewScript(withLibSource(body)) }
+
+// withLibSource is the source of withLib's script: libFor(body), then body.
+func withLibSource(body string) string { return libFor(body) + "\n" + body }
 
 // A libPara is one paragraph of lib.lua: the preamble, or one or two
 // functions with their comment.
@@ -419,6 +429,7 @@ func called(text string) map[string]bool {
 var (
 	_ driver.Store           = (*Store)(nil)
 	_ driver.Watcher         = (*Store)(nil)
+	_ driver.ClientWatcher   = (*Store)(nil)
 	_ driver.KindStore       = (*Store)(nil)
 	_ driver.Withdrawer      = (*Store)(nil)
 	_ driver.StarvationStore = (*Store)(nil)
@@ -667,6 +678,10 @@ func rwChannel(name string) string     { return prefixName(rwChanPrefix, name) }
 func semSizeKey(name string) string    { return prefixName(semSizePrefix, name) }
 func semChannel(name string) string    { return prefixName(semChanPrefix, name) }
 func latchKey(name, id string) string  { return string(append(appendLatchPrefix(nil, name), id...)) }
+
+// clientFairChannel is the channel of the fair queue heads of one client's
+// owners: leash_fair__channel:{name}:<client> (see WatchClient).
+func clientFairChannel(name, client string) string { return fairChannel(name) + ":" + client }
 
 // appendLatchPrefix appends to b the latch key of name up to its request id.
 func appendLatchPrefix(b []byte, name string) []byte {

@@ -98,9 +98,11 @@ func testFairIsMutex(t *testing.T, s driver.Store, n *namer) {
 
 func testFairWakesHead(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
-	a, b, c := n.owner(), n.owner(), n.owner()
+	a := n.owner()
+	client, bc := n.clientOwners(2)
+	b, c := bc[0], bc[1]
 	w := newWakeCounter()
-	watchKind(t, s, driver.KindFair, name, w)
+	watchHeads(t, s, driver.KindFair, name, client, w)
 	mustAcquire(t, s, fair(name, a))
 	mustNotAcquire(t, s, queued(name, b))
 	mustNotAcquire(t, s, queued(name, c))

@@ -32,9 +32,11 @@ func handing(r driver.Request) driver.Request { return waiting(r, long) }
 
 func testHandoffWake(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
-	a, b, c := n.owner(), n.owner(), n.owner()
+	a, c := n.owner(), n.owner()
+	client, bs := n.clientOwners(1)
+	b := bs[0]
 	fw := newWakeCounter()
-	watchKind(t, s, driver.KindFair, name, fw)
+	watchHeads(t, s, driver.KindFair, name, client, fw)
 	ga := mustAcquire(t, s, fair(name, a))
 	mustNotAcquire(t, s, queued(name, b))
 	mustNotAcquire(t, s, queued(name, c))
@@ -142,10 +144,11 @@ func testHandoffStarving(t *testing.T, s driver.Store, n *namer) {
 
 func testHandoffNone(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
-	a, b := n.owner(), n.owner()
+	client, as := n.clientOwners(1)
+	a, b := as[0], n.owner()
 	mw, fw := newWakeCounter(), newWakeCounter()
 	watchKind(t, s, driver.KindMutex, name, mw)
-	watchKind(t, s, driver.KindFair, name, fw)
+	watchHeads(t, s, driver.KindFair, name, client, fw)
 	mustAcquire(t, s, fair(name, a))
 	mustRelease(t, s, handing(fair(name, a))) // nobody queued: freed, and woken as before
 	wantMessage(t, mw, "release with nobody queued", driver.Wake{To: driver.WakeOne})

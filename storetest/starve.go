@@ -96,9 +96,11 @@ func testStarveWithFair(t *testing.T, s driver.Store, n *namer) {
 
 func testStarveWakes(t *testing.T, s driver.Store, n *namer) {
 	name := n.name()
-	a, s1, s2 := n.owner(), n.owner(), n.owner()
+	a := n.owner()
+	client, marks := n.clientOwners(2)
+	s1, s2 := marks[0], marks[1]
 	fw, mw := newWakeCounter(), newWakeCounter()
-	watchKind(t, s, driver.KindFair, name, fw)
+	watchHeads(t, s, driver.KindFair, name, client, fw)
 	watchKind(t, s, driver.KindMutex, name, mw)
 	mustAcquire(t, s, mutex(name, a))
 	mustNotAcquire(t, s, starving(name, s1))

@@ -248,7 +248,24 @@ func (n *namer) name() string { return fmt.Sprintf("%s/%d", n.prefix, n.seq.Add(
 // a client id in UUID form, a colon and a number.
 func (n *namer) owner() string {
 	seq := n.seq.Add(1)
-	return fmt.Sprintf("%s-0000-4000-8000-%012d:%d", n.prefix[10:18], seq, seq)
+	return fmt.Sprintf("%s:%d", n.client(seq), seq)
+}
+
+// client is the client id in UUID form numbered seq.
+func (n *namer) client(seq int64) string {
+	return fmt.Sprintf("%s-0000-4000-8000-%012d", n.prefix[10:18], seq)
+}
+
+// clientOwners returns a fresh client id and k fresh owners of it, as one
+// Client's tenures are: "<client>:<n>". A driver.ClientWatcher sends the
+// wake-ups of a queue head to its client's WatchClient (see watchHeads).
+func (n *namer) clientOwners(k int) (string, []string) {
+	client := n.client(n.seq.Add(1))
+	owners := make([]string, k)
+	for i := range owners {
+		owners[i] = fmt.Sprintf("%s:%d", client, n.seq.Add(1))
+	}
+	return client, owners
 }
 
 // quoteGlob quotes s for a driver.Glob pattern (and for Redis's, whose

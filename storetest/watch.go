@@ -52,6 +52,18 @@ func watchKind(t *testing.T, s driver.Store, kind driver.Kind, name string, w *w
 	return func() { once.Do(stop) }
 }
 
+// watchHeads watches kind on name as the core does for client's waiters,
+// through driver.WatchClient: on a driver.ClientWatcher the wake-ups of the
+// queue heads that are client's owners come only this way.
+func watchHeads(t *testing.T, s driver.Store, kind driver.Kind, name, client string, w *wakeCounter) {
+	t.Helper()
+	stop, err := driver.WatchClient(ctx(t), s.(driver.Watcher), kind, name, client, w.wake)
+	if err != nil {
+		t.Fatalf("WatchClient(%v %q, %q) error: %v", kind, name, client, err)
+	}
+	t.Cleanup(stop)
+}
+
 func wantWoken(t *testing.T, w *wakeCounter, what string) driver.Wake {
 	t.Helper()
 	select {

@@ -39,7 +39,7 @@ if pttl == -2 then
     end
     local now = now_ms()
     purge_queue(KEYS[3], KEYS[4], now)
-    local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[3], '0', '0')[1]
     if head == nil then
         return fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[3], ARGV[2], ARGV[1])
     end

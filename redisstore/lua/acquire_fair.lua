@@ -34,9 +34,9 @@ local function take_place(now)
         local _, arrival = now_us()
         redis.call('zadd', KEYS[3], arrival, ARGV[2])
     end
-    redis.call('zadd', KEYS[4], now + wait, ARGV[2])
-    extend(KEYS[3], wait)
-    extend(KEYS[4], wait)
+    redis.call('zadd', KEYS[4], string.format('%d', now + wait), ARGV[2])
+    extend(KEYS[3], ARGV[3])
+    extend(KEYS[4], ARGV[3])
 end
 
 if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
@@ -59,7 +59,7 @@ purge_queue(KEYS[3], KEYS[4], now)
 local free = redis.call('exists', KEYS[1]) == 0
 local refused = nil
 if free then
-    local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[3], '0', '0')[1]
     if head == nil or head == ARGV[2] then
         local token
         token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
@@ -83,7 +83,7 @@ if refused then
     return refused -- the caller keeps (or takes) its place meanwhile
 end
 if free then
-    local head = redis.call('zrange', KEYS[3], 0, 0)[1]
+    local head = redis.call('zrange', KEYS[3], '0', '0')[1]
     return {0, tonumber(redis.call('zscore', KEYS[4], head)) - now}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -1,6 +1,9 @@
 -- lib.lua: functions shared by the scripts. The Go side prepends this file to every
 -- script whose header says "uses lib.lua". Every time is the server's (TIME), never a
--- client's, so deadlines mean the same to every client whatever their clocks.
+-- client's, so deadlines mean the same to every client whatever their clocks. Arguments to
+-- redis.call are strings where that is easy ('0', not 0, and string.format('%d', n) for a
+-- computed integer): Redis 7.0 turns a Lua number into a command argument with "%.17g", a few
+-- thousand instructions each, measurable on the hot paths (see bench/NOTES.md).
 redis.replicate_commands()
 
 -- server_time returns the server's TIME reply, asked once per script and kept: every time a
@@ -69,9 +72,19 @@ end
 -- as leash's and Redisson's (UUID.randomUUID) are: requiring it keeps an application's hash
 -- whose fields merely look like "user:1" from being taken for a lock.
 local uuid_owner = '^%x%x%x%x%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x:%d+'
+local shaped = nil -- owner_shaped's verdicts in this script call: a queue's owners recur
 local function owner_shaped(s)
-    return s ~= nil and (string.find(s, uuid_owner .. '$') ~= nil or string.find(s, uuid_owner .. '@') ~= nil
-        or string.find(s, uuid_owner .. ':write$') ~= nil)
+    if s == nil then
+        return false
+    end
+    shaped = shaped or {}
+    local v = shaped[s]
+    if v == nil then
+        local _, e = string.find(s, uuid_owner)
+        v = e ~= nil and (e == #s or string.byte(s, e + 1) == 64 or string.sub(s, e + 1) == ':write')
+        shaped[s] = v
+    end
+    return v
 end
 
 -- not_lock is the one recognizer of what is a lock, used by every script that touches a name
@@ -122,7 +135,7 @@ local function not_lock(key, fam, sizekey)
     end
     if typ == 'zset' then
         if not sizekey or redis.call('exists', sizekey) == 0
-            or not owner_shaped(redis.call('zrange', key, 0, 0)[1]) then
+            or not owner_shaped(redis.call('zrange', key, '0', '0')[1]) then
             return 'a zset that is not a semaphore'
         end
         if fam == 'lock' then
@@ -174,8 +187,8 @@ local function companion(key, shape)
         end
         what = 'a string that is not a counter'
     elseif shape == 'owners' and typ == 'zset' then
-        if owner_shaped(redis.call('zrange', key, 0, 0)[1])
-            and owner_shaped(redis.call('zrange', key, -1, -1)[1]) then
+        if owner_shaped(redis.call('zrange', key, '0', '0')[1])
+            and owner_shaped(redis.call('zrange', key, '-1', '-1')[1]) then
             return nil
         end
         what = 'a zset of non-owners'
@@ -221,9 +234,13 @@ end
 -- strings without leading zeros, so comparing lengths, then strings, compares numbers. A
 -- counter that is not a decimal string (a user's hash or text, a negative number) is not
 -- leash's: mint then writes nothing and returns nil and the refusal {-1, what} (see
--- companion). Only a counter read as absent or not decimal costs the extra TYPE.
-local function mint(key, counter, now, now_s)
-    if counter and string.find(counter, '^[1-9]%d*$') then
+-- companion). Only a counter read as absent or not decimal costs the extra TYPE. A caller
+-- that has looked already passes whether counter is decimal, as is_decimal.
+local function mint(key, counter, now, now_s, is_decimal)
+    if is_decimal == nil then
+        is_decimal = counter and string.find(counter, '^[1-9]%d*$') ~= nil
+    end
+    if is_decimal then
         if #counter > #now_s or (#counter == #now_s and counter >= now_s) then
             return redis.call('incr', key)
         end
@@ -266,7 +283,7 @@ end
 -- purge_queue drops from a fair queue (owner -> arrival) the owners whose place
 -- (places: owner -> deadline in ms) has run out.
 local function purge_queue(queue, places, now)
-    for _, owner in ipairs(redis.call('zrangebyscore', places, '-inf', now)) do
+    for _, owner in ipairs(redis.call('zrangebyscore', places, '-inf', string.format('%d', now))) do
         redis.call('zrem', queue, owner)
         redis.call('zrem', places, owner)
     end
@@ -274,10 +291,10 @@ end
 
 -- first_score and last_score return the lowest and highest score of zset z, or nil.
 local function first_score(z)
-    return tonumber(redis.call('zrange', z, 0, 0, 'withscores')[2])
+    return tonumber(redis.call('zrange', z, '0', '0', 'withscores')[2])
 end
 local function last_score(z)
-    return tonumber(redis.call('zrange', z, -1, -1, 'withscores')[2])
+    return tonumber(redis.call('zrange', z, '-1', '-1', 'withscores')[2])
 end
 
 -- hold_for sets a readers-writer lock's time to live (hash lock) to lease ms, or to the end of
@@ -373,19 +390,25 @@ end
 -- names: a view read before a restart or a failover, or of another Cluster node than the one
 -- a redirect brought the script to, must not vouch for the grace of this process. "0" (no
 -- grace) and a grace without a view (tests' marker-only rule) name no process. INFO is read
--- at most once per script call (a batched one included: one server process runs it all).
-local info_ids = nil
+-- at most once per script call (a batched one included: one server process runs it all), and
+-- INFO replication only for a view that names a replication id (a promoted replica's).
+local info_server, info_repl = nil, nil
 local function same_process(grace)
     local id = string.match(grace, '^%d+@%d*:([^#]+)')
     if not id then
         return true
     end
-    if not info_ids then
-        info_ids = {string.match(redis.call('info', 'server'), 'run_id:(%x+)') or false,
-            string.match(redis.call('info', 'replication'), 'master_replid:(%x+)') or false}
+    local run, slash, repl = string.match(id, '^([^/]*)(/?)(.*)$')
+    info_server = info_server or redis.call('info', 'server')
+    -- Plain searches for the whole line: a pattern would scan the reply a character at a time.
+    if not string.find(info_server, '\nrun_id:' .. run .. '\r', 1, true) then
+        return false
     end
-    local run, repl = info_ids[1], info_ids[2]
-    return run ~= false and (id == run or (repl ~= false and id == run .. '/' .. repl))
+    if slash == '' then
+        return true
+    end
+    info_repl = info_repl or redis.call('info', 'replication')
+    return string.find(info_repl, '\nmaster_replid:' .. repl .. '\r', 1, true) ~= nil
 end
 
 -- same_node reports whether this script runs on the Cluster node (CLUSTER MYID) whose id
@@ -400,6 +423,13 @@ local function same_node(node)
         my_id = redis.call('cluster', 'myid')
     end
     return my_id == node
+end
+
+-- client_of returns the client id of an owner: what comes before its first ':'. A fair
+-- queue head's wake-up is published on the fair channel with ':' .. client_of(head) appended,
+-- which only that client subscribes (redisstore's WatchClient).
+local function client_of(owner)
+    return string.match(owner, '^[^:]*')
 end
 
 -- grace_at returns the restart grace's refusal {0, ms left, "grace"} (see fresh_token) at
@@ -479,13 +509,14 @@ end
 -- mint) is refused with {-1, what} before anything is written.
 local function fresh_token(tokenkey, marker, grace)
     local now, now_s = now_us()
-    local counter
+    local counter, is_decimal
     if grace == '0' then
         counter = try('get', tokenkey)
     else
         local v = redis.call('mget', marker, tokenkey)
         counter = v[2]
-        if not counter or not string.find(counter, '^[1-9]%d*$') then
+        is_decimal = counter and string.find(counter, '^[1-9]%d*$') ~= nil
+        if not is_decimal then
             local refused = foreign(tokenkey, 'counter') -- before grace_at writes the marker
             if refused then
                 return nil, refused
@@ -496,7 +527,7 @@ local function fresh_token(tokenkey, marker, grace)
             return nil, refused
         end
     end
-    return mint(tokenkey, counter, now, now_s)
+    return mint(tokenkey, counter, now, now_s, is_decimal)
 end
 
 -- fresh_grant gives the free exclusive lock to owner, as take does, with a token from

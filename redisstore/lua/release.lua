@@ -21,22 +21,29 @@
 --          something that is not a lock (see not_lock; ErrNotHeld and ErrNotALock), or KEYS[4]
 --          or KEYS[5] hold what leash does not write there (see companion): nothing is changed.
 -- On the last hold: if FairMutex waiters (or starving Mutex marks) are queued, only the
--- head's waiter is woken, on KEYS[6]; otherwise "0" is published on KEYS[2], as Redisson
--- does, so Java and Go waiters wake. With ARGV[5] > 0, the head is handed the lock in this step
+-- head's waiter is woken, on its client's channel KEYS[6] .. ':' .. <client> (see
+-- client_of); otherwise "0" is published on KEYS[2], as Redisson does, so Java and Go
+-- waiters wake. With ARGV[5] > 0, the head is handed the lock in this step
 -- (driver.HandoffStore): a fresh token (fresh_token: the clock floor and the restart grace,
 -- here only on the server process the client's grace argument names, see same_process), a
 -- lease of ARGV[5] ms or what the head's place had left if less, and the message
--- "=<token>:<lease ms>:<owner>" on KEYS[6] carries the grant. The head keeps its entry in
--- the queue, its place ending with the grant: that entry beside its field in KEYS[1] marks
--- the grant as not picked up yet (see reenter in lib.lua, and withdraw.lua). A grace that
--- refuses, or a counter that is not leash's, leaves the lock free and wakes the head as
--- with ARGV[5] = 0. The latch makes the release idempotent: a transport retry of the same
--- request (same request id) gets the first attempt's answer instead of ErrNotHeld or a
--- second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair queue
--- is read only when it exists. Touches only KEYS.
-local bad = foreign(KEYS[4], 'owners', KEYS[5], 'owners') -- read after the hold is dropped
-if bad then
-    return bad
+-- "=<token>:<lease ms>:<owner>" on the head's client's channel carries the grant. The head
+-- keeps its entry in the queue, its place ending with the grant: that entry beside its field
+-- in KEYS[1] marks the grant as not picked up yet (see reenter in lib.lua, and withdraw.lua).
+-- A grace that refuses, or a counter that is not leash's, leaves the lock free and wakes the
+-- head as with ARGV[5] = 0. The latch makes the release idempotent: a transport retry of the
+-- same request (same request id) gets the first attempt's answer instead of ErrNotHeld or a
+-- second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair queue is
+-- read only when it exists. Touches only KEYS, and the head's client's channel, which shares
+-- the name's hash tag and so its Cluster slot.
+-- The queue's shape is checked before anything is written; an uncontended release, with no
+-- queue, reads it with this one EXISTS.
+local queued = redis.call('exists', KEYS[4], KEYS[5]) > 0
+if queued then
+    local what = companion(KEYS[4], 'owners') or companion(KEYS[5], 'owners')
+    if what then
+        return {-1, what}
+    end
 end
 local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
@@ -49,23 +56,25 @@ end
 
 -- The owner's field was the hash's only one: the hash went with it.
 local head = nil
-if redis.call('exists', KEYS[4]) == 1 then
+if queued and redis.call('exists', KEYS[4]) == 1 then
     local now = now_ms()
     redis.call('zrem', KEYS[4], ARGV[1]) -- a handed-off lock's entry, kept since (see above)
     redis.call('zrem', KEYS[5], ARGV[1])
     purge_queue(KEYS[4], KEYS[5], now)
-    head = redis.call('zrange', KEYS[4], 0, 0)[1]
+    head = redis.call('zrange', KEYS[4], '0', '0')[1]
     local wait = tonumber(ARGV[5] or '0')
     if head and wait > 0 then
         local ms = math.min(wait, tonumber(redis.call('zscore', KEYS[5], head)) - now)
         if ms > 0 and same_process(ARGV[6]) then
             local token = fresh_token(KEYS[7], KEYS[8], ARGV[6])
             if token then
-                take(KEYS[1], head, ms, token)
-                redis.call('zadd', KEYS[5], now + ms, head)
+                local ms_s = string.format('%d', ms)
+                take(KEYS[1], head, ms_s, token)
+                redis.call('zadd', KEYS[5], string.format('%d', now + ms), head)
                 -- The counter holds the token as its decimal string (see mint): a 16-digit
                 -- number would lose digits in Lua's own formatting.
-                redis.call('publish', KEYS[6], '=' .. redis.call('get', KEYS[7]) .. ':' .. ms .. ':' .. head)
+                redis.call('publish', KEYS[6] .. ':' .. client_of(head),
+                    '=' .. redis.call('get', KEYS[7]) .. ':' .. ms_s .. ':' .. head)
                 redis.call('set', KEYS[3], '1', 'px', ARGV[4])
                 return 1
             end
@@ -73,7 +82,7 @@ if redis.call('exists', KEYS[4]) == 1 then
     end
 end
 if head then
-    redis.call('publish', KEYS[6], head)
+    redis.call('publish', KEYS[6] .. ':' .. client_of(head), head)
 else
     redis.call('publish', KEYS[2], '0')
 end

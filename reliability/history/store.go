@@ -83,6 +83,12 @@ type watching struct {
 	driver.Watcher
 }
 
+// WatchClient implements driver.ClientWatcher: it goes straight through, as
+// Watch does.
+func (w watching) WatchClient(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
+	return driver.WatchClient(ctx, w.Watcher, kind, name, client, wake)
+}
+
 // sessionStore is a Store whose inner store is a driver.SessionStore.
 type sessionStore struct{ *Store }
 

@@ -198,6 +198,10 @@ func (m marksIgnored) Watch(ctx context.Context, kind driver.Kind, name string, 
 	return m.s.(driver.Watcher).Watch(ctx, kind, name, wake)
 }
 
+func (m marksIgnored) WatchClient(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
+	return driver.WatchClient(ctx, m.s.(driver.Watcher), kind, name, client, wake)
+}
+
 func (m marksIgnored) Withdraw(ctx context.Context, r driver.Request) error {
 	return m.s.(driver.Withdrawer).Withdraw(ctx, r)
 }

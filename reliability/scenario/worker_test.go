@@ -102,6 +102,11 @@ type watchingSkewStore struct {
 	driver.Watcher
 }
 
+// WatchClient passes through to the store's, as Watch does.
+func (s watchingSkewStore) WatchClient(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
+	return driver.WatchClient(ctx, s.Watcher, kind, name, client, wake)
+}
+
 // sessionSkewStore is a skewStore on a driver.SessionStore.
 type sessionSkewStore struct {
 	skewStore
@@ -113,6 +118,11 @@ type watchingSessionSkewStore struct {
 	skewStore
 	driver.Watcher
 	driver.SessionStore
+}
+
+// WatchClient passes through to the store's, as Watch does.
+func (s watchingSessionSkewStore) WatchClient(ctx context.Context, kind driver.Kind, name, client string, wake func(driver.Wake)) (func(), error) {
+	return driver.WatchClient(ctx, s.Watcher, kind, name, client, wake)
 }
 
 func (s skewStore) scale(r driver.Request) driver.Request {

@@ -1,0 +1,213 @@
+package redisstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leash-go/leash/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestScriptInstructions counts the instructions redis-server executes per
+// call of the scripts on the paths that bound throughput: an uncontended
+// acquire and release, a release that hands the lock to a queued waiter,
+// and a FairMutex waiter's attempt on a held lock; and the floor under the
+// acquire (a script that only returns, and one that first defines lib.lua's
+// functions as the acquire does). It runs redis-server under valgrind's
+// callgrind, counting only inside EVALSHA, one server per
+// case; before each measured call an EVAL (not counted) puts the keys in
+// the case's state. Instruction counts repeat within about 2 % from run to
+// run whatever else the machine is doing, so two versions of the scripts
+// can be compared closely, where the microseconds of INFO commandstats
+// (BenchmarkScriptCost) move by tens of percent:
+//
+//	cd redisstore && LEASH_CALLGRIND=1 go test -run TestScriptInstructions -v .
+//
+// It needs valgrind (callgrind_annotate comes with it), and skips unless
+// LEASH_CALLGRIND is set: under valgrind the server runs fifty times slower.
+func TestScriptInstructions(t *testing.T) {
+	if os.Getenv("LEASH_CALLGRIND") == "" {
+		t.Skip("set LEASH_CALLGRIND=1 to count redis-server's instructions per script call (needs valgrind)")
+	}
+	for _, tool := range []string{"valgrind", "callgrind_annotate"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found (apt-get install valgrind): %v", tool, err)
+		}
+	}
+	const (
+		calls  = 1000
+		holder = "d88f154d-e078-610b-3a5f-3a574a1cc522:1"
+		waiter = "d88f154d-e078-610b-3a5f-3a574a1cc523:1"
+		name   = "hot"
+	)
+	keys := mutexKeys(name) // lock, counter, queue, places
+	marker := epochKey      // a single server's restart marker
+	hold := "redis.call('del', KEYS[1]) redis.call('hset', KEYS[1], ARGV[1], '1') redis.call('pexpire', KEYS[1], '30000')"
+	for _, tc := range []struct {
+		name   string
+		script *redis.Script
+		setup  string // run before each call, on KEYS = setupKeys, ARGV = {holder, waiter}
+		keys   func(i int) []string
+		args   func(grace string) []any
+		want   string // the measured call's reply, as fmt prints it
+	}{
+		{"acquire, free name", acquireScript, "redis.call('del', KEYS[1])",
+			func(int) []string { return append(append([]string{}, keys...), marker) },
+			func(g string) []any { return []any{"30000", holder, g} }, "[1 * 1]"},
+		{"release, no waiter", releaseScript[0], hold,
+			func(i int) []string {
+				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
+			},
+			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1"},
+		{"release, handed to a queued waiter", releaseScript[0], hold +
+			" local t = redis.call('time') redis.call('zadd', KEYS[3], t[1] .. '000000', ARGV[2])" +
+			" redis.call('zadd', KEYS[4], (t[1] + 3) .. '000', ARGV[2])",
+			func(i int) []string {
+				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
+			},
+			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1 handed"},
+		// The floor under the acquire: a script that only returns, with the
+		// acquire's keys and arguments, and one that first defines the
+		// acquire's lib.lua functions, as every call of it does.
+		{"return, acquire's arguments", returnScript, "redis.call('del', KEYS[1])",
+			func(int) []string { return append(append([]string{}, keys...), marker) },
+			func(g string) []any { return []any{"30000", holder, g} }, "1"},
+		{"acquire's lib.lua, then return", libReturnScript, "redis.call('del', KEYS[1])",
+			func(int) []string { return append(append([]string{}, keys...), marker) },
+			func(g string) []any { return []any{"30000", holder, g} }, "1"},
+		{"FairMutex attempt on a held lock", acquireFairScript, "redis.call('hset', KEYS[1], ARGV[1], '1') redis.call('pexpire', KEYS[1], '30000')",
+			func(int) []string { return append(append([]string{}, keys...), marker) },
+			func(g string) []any { return []any{"30000", waiter, "3000", g} }, "[0 *]"},
+	} {
+		n := countInstructions(t, calls, tc.script, tc.setup, keys, []any{holder, waiter}, tc.keys, tc.args,
+			func(rdb *redis.Client, v any) string {
+				got := fmt.Sprint(v)
+				if a, ok := v.([]any); ok && len(a) > 1 && strings.Contains(tc.want, "*") {
+					a[1] = "*" // a token or a time left
+					got = fmt.Sprint(a)
+				}
+				if strings.HasSuffix(tc.want, " handed") && rdb.HExists(context.Background(), name, waiter).Val() {
+					got += " handed"
+				}
+				return got
+			}, tc.want)
+		t.Logf("%-36s %8d instructions per call", tc.name, n)
+	}
+}
+
+// The floor scripts of TestScriptInstructions.
+var (
+	returnSource    = "return 1"
+	libReturnSource = libFor(acquireLua) + "\n" + returnSource
+	returnScript    = redis.NewScript(returnSource)
+	libReturnScript = redis.NewScript(libReturnSource)
+)
+
+// scriptSources are the sources of the scripts TestScriptInstructions runs.
+var scriptSources = map[*redis.Script]string{
+	acquireScript:     withLibSource(acquireLua),
+	releaseScript[0]:  withLibSource(releaseLua),
+	acquireFairScript: withLibSource(acquireFairLua),
+	returnScript:      returnSource,
+	libReturnScript:   libReturnSource,
+}
+
+// countInstructions starts redis-server under callgrind, collecting only in
+// EVALSHA, and runs calls pairs of (setup EVAL, measured EVALSHA of script);
+// it returns the instructions per measured call.
+func countInstructions(t *testing.T, calls int, script *redis.Script, setup string, setupKeys []string, setupArgs []any,
+	keysOf func(int) []string, argsOf func(grace string) []any, outcome func(*redis.Client, any) string, want string) int64 {
+	t.Helper()
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "callgrind.out")
+	cmd := exec.Command("valgrind", "--tool=callgrind", "--collect-atstart=no",
+		"--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
+		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), ReadTimeout: time.Minute})
+	defer rdb.Close()
+	for start := time.Now(); rdb.Ping(ctx).Err() != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Since(start) > time.Minute {
+			t.Fatal("redis-server under valgrind did not answer PING within a minute")
+		}
+	}
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f serverFacts
+	parseFacts(&f, info)
+	run := f.runID
+	// A marker a long way back: the restart grace is over, as on a server
+	// that has run for a while.
+	if err := rdb.Set(ctx, epochKey, "1000000:"+run, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	grace := "30000000@1000000:" + run
+	if err := rdb.ScriptLoad(ctx, scriptSources[script]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range calls {
+		if err := rdb.Eval(ctx, setup, setupKeys, setupArgs...).Err(); err != nil && err != redis.Nil {
+			t.Fatalf("setup: %v", err)
+		}
+		v, err := rdb.EvalSha(ctx, script.Hash(), keysOf(i), argsOf(grace)...).Result()
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := outcome(rdb, v); got != want { // the case is on the path it names
+			t.Fatalf("call %d: %s, want %s", i, got, want)
+		}
+	}
+	_ = rdb.Do(ctx, "shutdown", "nosave").Err() // the connection closes: no reply
+	select {
+	case err := <-done:
+		waited = true
+		if err != nil {
+			t.Logf("valgrind: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("redis-server under valgrind did not shut down within a minute")
+	}
+	a, err := exec.Command("callgrind_annotate", out).Output()
+	if err != nil {
+		t.Fatalf("callgrind_annotate: %v", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(a)))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[len(f)-2] == "PROGRAM" && f[len(f)-1] == "TOTALS" {
+			total, err := strconv.ParseInt(strings.ReplaceAll(f[0], ",", ""), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return total / int64(calls)
+		}
+	}
+	t.Fatalf("no PROGRAM TOTALS in callgrind_annotate's output:\n%s", a)
+	return 0
+}
