@@ -12,7 +12,8 @@ import (
 // TestAB measures leash Mutex beside redsync and rueidislock on one
 // redis-server, in the scenarios where a change to the core could show:
 // uncontended Lock + Unlock with 16 and 64 goroutines, and one hot name
-// with 16 clients, hold 0 and 1 ms. It prints one line per figure, each
+// with 16 clients, hold 0 and 1 ms (FairMutex there too). It prints one
+// line per figure, each
 // labelled with $BENCH_AB, so that two builds of it — this tree and an
 // earlier commit's, run one after the other several times — can be
 // compared as ratios to a peer measured in the same run (see NOTES.md,
@@ -29,7 +30,7 @@ func TestAB(t *testing.T) {
 		}
 	}
 	for _, hold := range []time.Duration{0, time.Millisecond} {
-		for _, n := range []string{"leash Mutex", "redsync"} {
+		for _, n := range []string{"leash Mutex", "leash FairMutex", "redsync"} {
 			r, err := runContended(byName[n], addr, 16, hold, 3*time.Second, fmt.Sprintf("ab/c/%v", hold))
 			if err != nil {
 				t.Fatal(err)
