@@ -167,9 +167,10 @@
 // read keys and writer marks: after a deletion, as the keys were at its
 // revision, a waiting writer when the lock is free and a writer is marked
 // (WakeWriter), the readers when none is (WakeReaders). Watch returns once the server
-// has created the watch, so no deletion after it is missed; a watch that
-// breaks, or whose revision was compacted, wakes every waiter and is set up
-// again.
+// has created the watch, so no deletion after it is missed, or, when no
+// member answers (a partition), with its context's error once that context
+// ends; a watch that breaks, or whose revision was compacted, wakes every
+// waiter and is set up again.
 //
 // A FairMutex follows etcd's queue recipe in the form the leash contract
 // gives it (the lock is granted only to the head of the name's queue): each

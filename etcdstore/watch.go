@@ -107,29 +107,39 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 	// WithRequireLeader: a member cut off from its cluster's leader cancels
 	// the watch rather than go quiet while other members let others in.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(wctx))
+	// The client's Watch itself waits, on wctx alone, until its gRPC stream
+	// takes the request, and a stream that cannot reach the server (a
+	// partition) keeps it waiting: ctx ending until the watch is created
+	// cancels wctx, so that the caller's deadline holds.
+	unbind := context.AfterFunc(ctx, cancel)
 	ch := s.cli.Watch(wctx, r.key, opts...)
+	var resp clientv3.WatchResponse
+	var ok bool
 	select {
-	case resp, ok := <-ch:
-		switch {
-		case !ok:
-			err := wctx.Err()
-			cancel()
-			if err == nil {
-				err = fmt.Errorf("watch closed before it was created")
-			}
-			return watch{}, err
-		case resp.Err() != nil:
-			cancel()
-			return watch{}, resp.Err()
-		case !resp.Created:
-			cancel()
-			return watch{}, fmt.Errorf("the first watch response is not its creation")
-		}
-		return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, nil
+	case resp, ok = <-ch:
 	case <-ctx.Done():
+	}
+	unbind()
+	if ctx.Err() != nil {
 		cancel()
 		return watch{}, ctx.Err()
 	}
+	switch {
+	case !ok:
+		err := wctx.Err()
+		cancel()
+		if err == nil {
+			err = fmt.Errorf("watch closed before it was created")
+		}
+		return watch{}, err
+	case resp.Err() != nil:
+		cancel()
+		return watch{}, resp.Err()
+	case !resp.Created:
+		cancel()
+		return watch{}, fmt.Errorf("the first watch response is not its creation")
+	}
+	return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, nil
 }
 
 // A broken watch waits watchRetry before it is set up again, doubled after
