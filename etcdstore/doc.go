@@ -169,8 +169,10 @@
 // (WakeWriter), the readers when none is (WakeReaders). Watch returns once the server
 // has created the watch, so no deletion after it is missed, or, when no
 // member answers (a partition), with its context's error once that context
-// ends; a watch that breaks, or whose revision was compacted, wakes every
-// waiter and is set up again.
+// ends; later watches then go on a new gRPC stream, since clientv3 creates
+// a stream's watches one at a time and a creation whose request or answer
+// was lost would hold every later one. A watch that breaks, or whose
+// revision was compacted, wakes every waiter and is set up again.
 //
 // A FairMutex follows etcd's queue recipe in the form the leash contract
 // gives it (the lock is granted only to the head of the name's queue): each

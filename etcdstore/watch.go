@@ -3,10 +3,12 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/leash-go/leash/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
 // Watch implements driver.Watcher with an etcd watch on name's lock key
@@ -106,7 +108,15 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 	}
 	// WithRequireLeader: a member cut off from its cluster's leader cancels
 	// the watch rather than go quiet while other members let others in.
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(wctx))
+	// clientv3 runs the watches of one context's metadata on one gRPC
+	// stream, which creates them one at a time: a creation whose request or
+	// answer was lost without the connection breaking would hold every
+	// later one on that stream for good. So a creation left unanswered when
+	// ctx ends moves the watches created after it to a new stream (the
+	// stream number below); those already created stay where they are.
+	stream := s.watchStream.Load()
+	wctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(wctx), watchStreamKey, strconv.FormatUint(stream, 10))
+	wctx, cancel := context.WithCancel(wctx)
 	// The client's Watch itself waits, on wctx alone, until its gRPC stream
 	// takes the request, and a stream that cannot reach the server (a
 	// partition) keeps it waiting: ctx ending until the watch is created
@@ -122,6 +132,9 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 	unbind()
 	if ctx.Err() != nil {
 		cancel()
+		if !ok {
+			s.watchStream.CompareAndSwap(stream, stream+1)
+		}
 		return watch{}, ctx.Err()
 	}
 	switch {
@@ -141,6 +154,10 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 	}
 	return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, nil
 }
+
+// watchStreamKey is the gRPC metadata key that carries the stream number
+// of a watch (see startWatch); the server ignores it.
+const watchStreamKey = "leash-watch-stream"
 
 // A broken watch waits watchRetry before it is set up again, doubled after
 // each failed try up to watchRetryMax: a member cut off from its leader is
