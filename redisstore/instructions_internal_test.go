@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +25,11 @@ import (
 // functions as the acquire does). It runs redis-server under valgrind's
 // callgrind, counting only inside EVALSHA, one server per
 // case; before each measured call an EVAL (not counted) puts the keys in
-// the case's state. Instruction counts repeat within about 2 % from run to
+// the case's state. The four script cases run a second time as Redis 7
+// functions (FUNCTION LOAD once, FCALL each call; see functionLibrary),
+// which the store does not use: the figures say what that would save (the
+// closures of lib.lua, made once per load instead of once per call).
+// Instruction counts repeat within about 2 % from run to
 // run whatever else the machine is doing, so two versions of the scripts
 // can be compared closely, where the microseconds of INFO commandstats
 // (BenchmarkScriptCost) move by tens of percent:
@@ -58,50 +63,119 @@ func TestScriptInstructions(t *testing.T) {
 		keys   func(i int) []string
 		args   func(grace string) []any
 		want   string // the measured call's reply, as fmt prints it
+		fcall  bool   // measure it as a Redis 7 function too
 	}{
 		{"acquire, free name", acquireScript, "redis.call('del', KEYS[1])",
 			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "[1 * 1]"},
+			func(g string) []any { return []any{"30000", holder, g} }, "[1 * 1]", true},
 		{"release, no waiter", releaseScript[0], hold,
 			func(i int) []string {
 				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
 			},
-			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1"},
+			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1", true},
 		{"release, handed to a queued waiter", releaseScript[0], hold +
 			" local t = redis.call('time') redis.call('zadd', KEYS[3], t[1] .. '000000', ARGV[2])" +
 			" redis.call('zadd', KEYS[4], (t[1] + 3) .. '000', ARGV[2])",
 			func(i int) []string {
 				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
 			},
-			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1 handed"},
+			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1 handed", true},
 		// The floor under the acquire: a script that only returns, with the
 		// acquire's keys and arguments, and one that first defines the
 		// acquire's lib.lua functions, as every call of it does.
 		{"return, acquire's arguments", returnScript, "redis.call('del', KEYS[1])",
 			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "1"},
+			func(g string) []any { return []any{"30000", holder, g} }, "1", false},
 		{"acquire's lib.lua, then return", libReturnScript, "redis.call('del', KEYS[1])",
 			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "1"},
+			func(g string) []any { return []any{"30000", holder, g} }, "1", false},
 		{"FairMutex attempt on a held lock", acquireFairScript, "redis.call('hset', KEYS[1], ARGV[1], '1') redis.call('pexpire', KEYS[1], '30000')",
 			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", waiter, "3000", g} }, "[0 *]"},
+			func(g string) []any { return []any{"30000", waiter, "3000", g} }, "[0 *]", true},
 	} {
-		n := countInstructions(t, calls, tc.script, tc.setup, keys, []any{holder, waiter}, tc.keys, tc.args,
-			func(rdb *redis.Client, v any) string {
-				got := fmt.Sprint(v)
-				if a, ok := v.([]any); ok && len(a) > 1 && strings.Contains(tc.want, "*") {
-					a[1] = "*" // a token or a time left
-					got = fmt.Sprint(a)
-				}
-				if strings.HasSuffix(tc.want, " handed") && rdb.HExists(context.Background(), name, waiter).Val() {
-					got += " handed"
-				}
-				return got
-			}, tc.want)
-		t.Logf("%-36s %8d instructions per call", tc.name, n)
+		outcome := func(rdb *redis.Client, v any) string {
+			got := fmt.Sprint(v)
+			if a, ok := v.([]any); ok && len(a) > 1 && strings.Contains(tc.want, "*") {
+				a[1] = "*" // a token or a time left
+				got = fmt.Sprint(a)
+			}
+			if strings.HasSuffix(tc.want, " handed") && rdb.HExists(context.Background(), name, waiter).Val() {
+				got += " handed"
+			}
+			return got
+		}
+		n := countInstructions(t, calls, evalShaCall(tc.script), tc.setup, keys, []any{holder, waiter}, tc.keys, tc.args, outcome, tc.want)
+		if !tc.fcall {
+			t.Logf("%-36s %8d instructions per call", tc.name, n)
+			continue
+		}
+		f := countInstructions(t, calls, fcallOf(scriptBodies[tc.script]), tc.setup, keys, []any{holder, waiter}, tc.keys, tc.args, outcome, tc.want)
+		t.Logf("%-36s %8d instructions per call; as a function %8d (%+.0f %%)", tc.name, n, f, 100*float64(f-n)/float64(n))
 	}
 }
+
+// A measuredCall is how countInstructions loads and calls what it measures:
+// the redis-server function that collects the count (callgrind's
+// --toggle-collect), a load before the first call, and one call.
+type measuredCall struct {
+	collect string
+	load    func(context.Context, *redis.Client) error
+	call    func(ctx context.Context, rdb *redis.Client, keys []string, args ...any) *redis.Cmd
+}
+
+// evalShaCall measures script as the store runs it: EVALSHA.
+func evalShaCall(script *redis.Script) measuredCall {
+	return measuredCall{
+		collect: "evalShaCommand",
+		load: func(ctx context.Context, rdb *redis.Client) error {
+			return rdb.ScriptLoad(ctx, scriptSources[script]).Err()
+		},
+		call: func(ctx context.Context, rdb *redis.Client, keys []string, args ...any) *redis.Cmd {
+			return rdb.EvalSha(ctx, script.Hash(), keys, args...)
+		},
+	}
+}
+
+// fcallOf measures body as a Redis 7 function (FCALL), loaded from
+// functionLibrary.
+func fcallOf(body string) measuredCall {
+	return measuredCall{
+		collect: "fcallCommand",
+		load: func(ctx context.Context, rdb *redis.Client) error {
+			return rdb.FunctionLoad(ctx, functionLibrary(body)).Err()
+		},
+		call: func(ctx context.Context, rdb *redis.Client, keys []string, args ...any) *redis.Cmd {
+			return rdb.FCall(ctx, "leash_measured", keys, args...)
+		},
+	}
+}
+
+// functionLibrary makes body, with the lib.lua functions it calls, into a
+// Redis function library whose one function, leash_measured, runs it. The
+// library's top level runs once per FUNCTION LOAD, so lib.lua's closures
+// are made once, and its per-call state (the top-level locals declared
+// "= nil": the TIME reply, the INFO replies, owner_shaped's memo) would
+// outlive a call: the function resets each of them before it runs body.
+// Functions take KEYS and ARGV as arguments, and replicate their effects
+// without redis.replicate_commands, which a library may not call at load.
+func functionLibrary(body string) string {
+	lib := strings.Replace(libFor(body), "redis.replicate_commands()", "", 1)
+	var state []string
+	for _, m := range perCallLocal.FindAllStringSubmatch(lib, -1) {
+		for _, v := range strings.Split(m[1], ",") {
+			state = append(state, strings.TrimSpace(v))
+		}
+	}
+	reset := ""
+	if len(state) > 0 {
+		reset = strings.Join(state, ", ") + " = " + strings.TrimSuffix(strings.Repeat("nil, ", len(state)), ", ")
+	}
+	return "#!lua name=leash_measured\n" + lib + "\nlocal function body(KEYS, ARGV)\n" + body + "\nend\n" +
+		"redis.register_function('leash_measured', function(keys, args)\n" + reset + "\nreturn body(keys, args)\nend)\n"
+}
+
+// perCallLocal matches a top-level local of lib.lua that starts nil.
+var perCallLocal = regexp.MustCompile(`(?m)^local ([a-z_]+(?:, [a-z_]+)*) = nil(?:, nil)*\b`)
 
 // The floor scripts of TestScriptInstructions.
 var (
@@ -110,6 +184,14 @@ var (
 	returnScript    = redis.NewScript(returnSource)
 	libReturnScript = redis.NewScript(libReturnSource)
 )
+
+// scriptBodies are the bodies of the scripts TestScriptInstructions also
+// measures as functions.
+var scriptBodies = map[*redis.Script]string{
+	acquireScript:     acquireLua,
+	releaseScript[0]:  releaseLua,
+	acquireFairScript: acquireFairLua,
+}
 
 // scriptSources are the sources of the scripts TestScriptInstructions runs.
 var scriptSources = map[*redis.Script]string{
@@ -121,9 +203,9 @@ var scriptSources = map[*redis.Script]string{
 }
 
 // countInstructions starts redis-server under callgrind, collecting only in
-// EVALSHA, and runs calls pairs of (setup EVAL, measured EVALSHA of script);
+// m's command, and runs calls pairs of (setup EVAL, measured call of m);
 // it returns the instructions per measured call.
-func countInstructions(t *testing.T, calls int, script *redis.Script, setup string, setupKeys []string, setupArgs []any,
+func countInstructions(t *testing.T, calls int, m measuredCall, setup string, setupKeys []string, setupArgs []any,
 	keysOf func(int) []string, argsOf func(grace string) []any, outcome func(*redis.Client, any) string, want string) int64 {
 	t.Helper()
 	port, err := testserver.FreePort()
@@ -133,7 +215,7 @@ func countInstructions(t *testing.T, calls int, script *redis.Script, setup stri
 	dir := t.TempDir()
 	out := filepath.Join(dir, "callgrind.out")
 	cmd := exec.Command("valgrind", "--tool=callgrind", "--collect-atstart=no",
-		"--toggle-collect=evalShaCommand", "--callgrind-out-file="+out,
+		"--toggle-collect="+m.collect, "--callgrind-out-file="+out,
 		"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir)
 	if err := cmd.Start(); err != nil {
@@ -169,14 +251,14 @@ func countInstructions(t *testing.T, calls int, script *redis.Script, setup stri
 		t.Fatal(err)
 	}
 	grace := "30000000@1000000:" + run
-	if err := rdb.ScriptLoad(ctx, scriptSources[script]).Err(); err != nil {
+	if err := m.load(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}
 	for i := range calls {
 		if err := rdb.Eval(ctx, setup, setupKeys, setupArgs...).Err(); err != nil && err != redis.Nil {
 			t.Fatalf("setup: %v", err)
 		}
-		v, err := rdb.EvalSha(ctx, script.Hash(), keysOf(i), argsOf(grace)...).Result()
+		v, err := m.call(ctx, rdb, keysOf(i), argsOf(grace)...).Result()
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
