@@ -17,6 +17,7 @@ type contendedResult struct {
 	perSec    float64
 	waits     []time.Duration // sorted: Lock called → Lock returned
 	handoffs  []time.Duration // sorted: Unlock called → another client's Lock returned
+	holds     []time.Duration // sorted: Lock returned → Unlock called (the hold's sleep, as long as it lasted)
 	selfGrant int             // grants that went to the client that had just released
 	gaveUp    int             // times a peer's Lock gave up (redsync's tries, bsm's deadline) and was called again
 	stuck     int             // Lock calls still waiting stuckGrace after the run ended (cancelled; their waits count as censored)
@@ -59,7 +60,7 @@ func runContended(l lib, addr string, workers int, hold, dur time.Duration, name
 	}
 	for id, lk := range lks {
 		wg.Go(func() {
-			var waits, handoffs []time.Duration
+			var waits, handoffs, holds []time.Duration
 			self := 0
 			for time.Now().Before(end) && violation.Load() == nil {
 				asked := time.Now()
@@ -98,8 +99,10 @@ func runContended(l lib, addr string, workers int, hold, dur time.Duration, name
 				if hold > 0 {
 					time.Sleep(hold)
 				}
+				rel := time.Since(t0)
+				holds = append(holds, rel-got.Sub(t0))
 				lastBy.Store(int64(id + 1))
-				lastRel.Store(int64(time.Since(t0)))
+				lastRel.Store(int64(rel))
 				if !owner.CompareAndSwap(int64(id+1), 0) {
 					fail(fmt.Errorf("%w: %s: client %d lost %q to client %d while holding it",
 						errExclusion, l.name, id, name, owner.Load()-1))
@@ -113,6 +116,7 @@ func runContended(l lib, addr string, workers int, hold, dur time.Duration, name
 			mu.Lock()
 			res.waits = append(res.waits, waits...)
 			res.handoffs = append(res.handoffs, handoffs...)
+			res.holds = append(res.holds, holds...)
 			res.selfGrant += self
 			mu.Unlock()
 		})
@@ -124,6 +128,7 @@ func runContended(l lib, addr string, workers int, hold, dur time.Duration, name
 	}
 	slices.Sort(res.waits)
 	slices.Sort(res.handoffs)
+	slices.Sort(res.holds)
 	res.grants = len(res.waits)
 	res.perSec = float64(res.grants) / elapsed.Seconds()
 	res.gaveUp = int(gaveUp.Load())

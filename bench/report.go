@@ -43,18 +43,20 @@ func fairLib(libs []lib) string {
 }
 
 // fifoIdeal is the FIFO ideal wait of one contended run: every waiter waits
-// for the others' turns, (contendedWorkers − 1) × (hold + the fair library's
-// hand-off p50 in that run).
-func fifoIdeal(m map[string]contendedResult, fair string, hold time.Duration) time.Duration {
-	return time.Duration(contendedWorkers-1) * (hold + pct(m[fair].handoffs, 0.5))
+// for the others' turns, (contendedWorkers − 1) × (hold + hand-off), the
+// fair library's hold p50 and hand-off p50 in that run. The hold is as
+// long as the holders held, not as long as they asked to: a 1 ms sleep
+// lasts longer than 1 ms on a busy machine, for every library alike.
+func fifoIdeal(m map[string]contendedResult, fair string) time.Duration {
+	return time.Duration(contendedWorkers-1) * (pct(m[fair].holds, 0.5) + pct(m[fair].handoffs, 0.5))
 }
 
 // overIdeal is the median over runs of lib's p-quantile wait over that run's
 // FIFO ideal.
-func overIdeal(runs []map[string]contendedResult, lib, fair string, hold time.Duration, p float64) float64 {
+func overIdeal(runs []map[string]contendedResult, lib, fair string, p float64) float64 {
 	var xs []float64
 	for _, m := range runs {
-		if ideal := fifoIdeal(m, fair, hold); ideal > 0 {
+		if ideal := fifoIdeal(m, fair); ideal > 0 {
 			xs = append(xs, float64(pct(m[lib].waits, p))/float64(ideal))
 		}
 	}
@@ -157,7 +159,7 @@ func report(res *results, cfg config) ([]byte, error) {
 			}
 			ideal := ""
 			if fair != "" {
-				ideal = " " + fmtTimes(overIdeal(runs, l.name, fair, hold, 0.99)) + " |"
+				ideal = " " + fmtTimes(overIdeal(runs, l.name, fair, 0.99)) + " |"
 			}
 			p("| %s | %s | %s | %s | %s | %s |%s %s | %s | %s | %d | %d | ok, %d grants |\n", l.name,
 				fmtNum(med(func(c contendedResult) float64 { return c.perSec })),
@@ -171,13 +173,14 @@ func report(res *results, cfg config) ([]byte, error) {
 		}
 		if fair != "" {
 			ho := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.5)) }))
+			hd := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.holds, 0.5)) }))
 			var ideals []float64
 			for _, m := range runs {
-				ideals = append(ideals, float64(fifoIdeal(m, fair, hold)))
+				ideals = append(ideals, float64(fifoIdeal(m, fair)))
 			}
 			ideal := time.Duration(median(ideals))
-			p("\nFIFO ideal, from %s's hand-offs: every waiter waits for the %d others' turns, (%d − 1) × (hold + hand-off p50) = %d × (%v + %s) ≈ %s (medians over runs).\n",
-				fair, contendedWorkers-1, contendedWorkers, contendedWorkers-1, hold, fmtDur(ho), fmtDur(ideal))
+			p("\nFIFO ideal, from %s's holds and hand-offs: every waiter waits for the %d others' turns, (%d − 1) × (hold p50 + hand-off p50) = %d × (%s + %s) ≈ %s (medians over runs; the hold is as long as the holders' %v sleep lasted).\n",
+				fair, contendedWorkers-1, contendedWorkers, contendedWorkers-1, fmtDur(hd), fmtDur(ho), fmtDur(ideal), hold)
 		}
 		p("\n")
 	}

@@ -228,7 +228,7 @@ func summaryRows(res *results) []summaryRow {
 				{"wait p99", 0.99, "Mutex ≤ 2×, FairMutex ≤ 1.25×", 2, 1.25},
 				{"longest wait", 1, "Mutex ≤ 4×", 4, 0},
 			} {
-				over := func(n string) (float64, bool) { return overIdeal(runs, n, fair, hold, q.p), true }
+				over := func(n string) (float64, bool) { return overIdeal(runs, n, fair, q.p), true }
 				peer, best := bestPeer(res.libs, over, false)
 				if peer != "" {
 					peer += " " + fmtTimes(best)

@@ -39,13 +39,13 @@ func TestSummaryRows(t *testing.T) {
 		w[98], w[99] = p99, longest
 		return w
 	}
-	// The FairMutex's hand-off p50 of 1 ms makes the FIFO ideal at hold 1 ms
-	// 15 × (1 + 1) ms = 30 ms.
+	// The FairMutex's holds, as long as asked, and its hand-off p50 of 1 ms
+	// make the FIFO ideal at hold 1 ms 15 × (1 + 1) ms = 30 ms.
 	fairHandoffs := []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
 	for _, h := range holds {
 		res.contended[h] = []map[string]contendedResult{{
 			"leash Mutex":     {perSec: 300, waits: waits(45*time.Millisecond, 20*time.Millisecond+100*time.Millisecond)},
-			"leash FairMutex": {perSec: 330, waits: waits(45*time.Millisecond, 40*time.Millisecond+100*time.Millisecond), handoffs: fairHandoffs},
+			"leash FairMutex": {perSec: 330, waits: waits(45*time.Millisecond, 40*time.Millisecond+100*time.Millisecond), handoffs: fairHandoffs, holds: []time.Duration{h, h, h}},
 			"redsync":         {perSec: 600, waits: waits(600*time.Millisecond, 2*time.Second)},
 			"bsm/redislock":   {perSec: 400, waits: waits(300*time.Millisecond, time.Second)},
 			"rueidislock":     {perSec: 100, waits: waits(900*time.Millisecond, 4*time.Second)},
@@ -156,5 +156,18 @@ func TestCPUPerLock(t *testing.T) {
 	}
 	if c, s := (uncontendedResult{}).cpuPerLock(); c != 0 || s != 0 {
 		t.Errorf("cpuPerLock of no locks = %v, %v; want 0, 0", c, s)
+	}
+}
+
+// TestFIFOIdealCountsHoldsAsHeld: the FIFO ideal counts each turn's hold as
+// long as the holders held (their sleep overran), not as long as asked.
+func TestFIFOIdealCountsHoldsAsHeld(t *testing.T) {
+	ms := time.Millisecond
+	m := map[string]contendedResult{"fair": {
+		holds:    []time.Duration{ms, 3 * ms / 2, 3 * ms / 2, 3 * ms / 2, 5 * ms},
+		handoffs: []time.Duration{ms / 4, ms / 2, ms / 2, ms},
+	}}
+	if got, want := fifoIdeal(m, "fair"), time.Duration(contendedWorkers-1)*(3*ms/2+ms/2); got != want {
+		t.Errorf("fifoIdeal = %v, want %d × (hold p50 1.5ms + hand-off p50 0.5ms) = %v", got, contendedWorkers-1, want)
 	}
 }
