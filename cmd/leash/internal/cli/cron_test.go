@@ -154,6 +154,16 @@ func TestCronReloadAndShutdown(t *testing.T) {
 		return strings.Contains(string(b), s)
 	}
 	eventually(t, time.Minute, "a run of job a", func() bool { return has("a " + prefix + "a ") })
+	// And a run of fail ended before the reload changes its command: a
+	// reload cancels a run of the old command that had not started yet.
+	eventually(t, time.Minute, "a failed run of job fail (exit 3)", func() bool {
+		for _, l := range strings.Split(daemonLog(), "\n") {
+			if strings.Contains(l, `msg="job failed"`) && strings.Contains(l, " job="+prefix+"fail ") && strings.Contains(l, " status=3 ") {
+				return true
+			}
+		}
+		return false
+	})
 	line := strings.Fields(readLog(out)[0])
 	if _, err := time.Parse(time.RFC3339Nano, line[2]); err != nil || line[3] == "" || line[4] != "1" {
 		t.Errorf("the command's environment: %q", line)
