@@ -15,7 +15,7 @@ import (
 // runs, default 3) on a redis-server of its own, and prints, per hold and
 // library, the medians over runs of grants/s, wait p50, p99 and max, and
 // their ratios: waits to the FIFO ideal of the same run (15 × (the
-// FairMutex's hold p50 + hand-off p50), as the report prints it), grants/s to the best
+// FairMutex's mean hold + mean hand-off), as the report prints it), grants/s to the best
 // peer of the same run. It rewrites nothing: it is how a change to the
 // contended path is checked before and after without the whole programme.
 //

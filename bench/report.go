@@ -44,11 +44,13 @@ func fairLib(libs []lib) string {
 
 // fifoIdeal is the FIFO ideal wait of one contended run: every waiter waits
 // for the others' turns, (contendedWorkers − 1) × (hold + hand-off), the
-// fair library's hold p50 and hand-off p50 in that run. The hold is as
-// long as the holders held, not as long as they asked to: a 1 ms sleep
-// lasts longer than 1 ms on a busy machine, for every library alike.
+// means of the fair library's holds and hand-offs in that run (a turn's
+// expected length; medians would leave out the long turns that a FIFO
+// queue makes every waiter wait through alike). The hold is as long as the
+// holders held, not as long as they asked to: a 1 ms sleep lasts longer
+// than 1 ms on a busy machine, for every library alike.
 func fifoIdeal(m map[string]contendedResult, fair string) time.Duration {
-	return time.Duration(contendedWorkers-1) * (pct(m[fair].holds, 0.5) + pct(m[fair].handoffs, 0.5))
+	return time.Duration(contendedWorkers-1) * (mean(m[fair].holds) + mean(m[fair].handoffs))
 }
 
 // overIdeal is the median over runs of lib's p-quantile wait over that run's
@@ -172,14 +174,14 @@ func report(res *results, cfg config) ([]byte, error) {
 				fmtPct(float64(selfN)/float64(max(total, 1))), gave, stuck, total)
 		}
 		if fair != "" {
-			ho := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.handoffs, 0.5)) }))
-			hd := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(pct(c.holds, 0.5)) }))
+			ho := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(mean(c.handoffs)) }))
+			hd := time.Duration(medianOf(runs, fair, func(c contendedResult) float64 { return float64(mean(c.holds)) }))
 			var ideals []float64
 			for _, m := range runs {
 				ideals = append(ideals, float64(fifoIdeal(m, fair)))
 			}
 			ideal := time.Duration(median(ideals))
-			p("\nFIFO ideal, from %s's holds and hand-offs: every waiter waits for the %d others' turns, (%d − 1) × (hold p50 + hand-off p50) = %d × (%s + %s) ≈ %s (medians over runs; the hold is as long as the holders' %v sleep lasted).\n",
+			p("\nFIFO ideal, from %s's holds and hand-offs: every waiter waits for the %d others' turns, (%d − 1) × (mean hold + mean hand-off) = %d × (%s + %s) ≈ %s (medians over runs; a hold is as long as the holder's %v sleep lasted).\n",
 				fair, contendedWorkers-1, contendedWorkers, contendedWorkers-1, fmtDur(hd), fmtDur(ho), fmtDur(ideal), hold)
 		}
 		p("\n")

@@ -24,3 +24,15 @@ func median(xs []float64) float64 {
 	slices.Sort(s)
 	return s[(len(s)-1)/2]
 }
+
+// mean returns the mean of ds, 0 for none.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
+}

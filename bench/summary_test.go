@@ -160,14 +160,16 @@ func TestCPUPerLock(t *testing.T) {
 }
 
 // TestFIFOIdealCountsHoldsAsHeld: the FIFO ideal counts each turn's hold as
-// long as the holders held (their sleep overran), not as long as asked.
+// long as the holders held (their sleep overran), not as long as asked, and
+// a turn as long as it lasted on average, long turns included.
 func TestFIFOIdealCountsHoldsAsHeld(t *testing.T) {
 	ms := time.Millisecond
 	m := map[string]contendedResult{"fair": {
 		holds:    []time.Duration{ms, 3 * ms / 2, 3 * ms / 2, 3 * ms / 2, 5 * ms},
 		handoffs: []time.Duration{ms / 4, ms / 2, ms / 2, ms},
 	}}
-	if got, want := fifoIdeal(m, "fair"), time.Duration(contendedWorkers-1)*(3*ms/2+ms/2); got != want {
-		t.Errorf("fifoIdeal = %v, want %d × (hold p50 1.5ms + hand-off p50 0.5ms) = %v", got, contendedWorkers-1, want)
+	// Means: holds 10.5 ms / 5 = 2.1 ms, hand-offs 2.25 ms / 4 = 0.5625 ms.
+	if got, want := fifoIdeal(m, "fair"), time.Duration(contendedWorkers-1)*(2100*time.Microsecond+562500*time.Nanosecond); got != want {
+		t.Errorf("fifoIdeal = %v, want %d × (mean hold 2.1ms + mean hand-off 0.5625ms) = %v", got, contendedWorkers-1, want)
 	}
 }
