@@ -169,10 +169,10 @@ func (c *Cluster) MasterOf(slot int) (*Redis, error) {
 
 // WaitHealthy waits until every running node reports cluster_state:ok, knows
 // every node, and names the same master for every slot, and every running
-// replica's link to its master is up.
+// replica's link to its master is up, for up to healthyTimeout.
 func (c *Cluster) WaitHealthy() error {
 	var why string
-	ok := eventually(func() bool {
+	ok := eventuallyWithin(healthyTimeout, func() bool {
 		why = ""
 		var first []string
 		var firstRoles string
@@ -218,10 +218,18 @@ func (c *Cluster) WaitHealthy() error {
 		return true
 	})
 	if !ok {
-		return fmt.Errorf("testserver: cluster not healthy within %v: %s", startTimeout, why)
+		return fmt.Errorf("testserver: cluster not healthy within %v: %s", healthyTimeout, why)
 	}
 	return nil
 }
+
+// healthyTimeout bounds WaitHealthy. A node learns that another is a
+// replica, and of whom, from that node's own pings, and with the node
+// timeout at 60s a node is pinged at least every 30s (once a second, the
+// node of five random ones heard from longest ago): on a busy machine a
+// six-node cluster took longer than startTimeout to agree on its replicas
+// (CI: "sees other replicas than the first node" after 15s).
+const healthyTimeout = 4 * startTimeout
 
 // Failover makes replica the master of its master's slots with CLUSTER
 // FAILOVER (a manual failover: the master stops taking writes until the
