@@ -169,10 +169,12 @@
 // (WakeWriter), the readers when none is (WakeReaders). Watch returns once the server
 // has created the watch, so no deletion after it is missed, or, when no
 // member answers (a partition), with its context's error once that context
-// ends; later watches then go on a new gRPC stream, since clientv3 creates
-// a stream's watches one at a time and a creation whose request or answer
-// was lost would hold every later one. A watch that breaks, or whose
-// revision was compacted, wakes every waiter and is set up again.
+// ends. A creation unanswered for 10 s is asked again; clientv3 creates a
+// stream's watches one at a time, so one whose request or answer was lost
+// would hold every later one, and a creation unanswered for 2 s or more
+// moves new watches to a new gRPC stream (at most once per 10 s, doubling
+// up to 2 minutes while the new stream answers none). A watch that breaks,
+// or whose revision was compacted, wakes every waiter and is set up again.
 //
 // A FairMutex follows etcd's queue recipe in the form the leash contract
 // gives it (the lock is granted only to the head of the name's queue): each

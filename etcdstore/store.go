@@ -44,9 +44,7 @@ type Store struct {
 	claims claims       // which owner of a client holds each lock key it put (see Renew)
 	slow   atomic.Int64 // requests Renew has checked by reading their keys
 
-	// watchStream numbers the gRPC stream that new watches join (see
-	// startWatch): a creation left unanswered moves them to the next.
-	watchStream atomic.Uint64
+	streams watchStreams // which gRPC stream new watches join
 
 	// presenceOnly makes Renew take any key on a client's lease as its
 	// owner's, the claims aside: set by tests only, as a negative control.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/leash-go/leash/driver"
@@ -16,8 +17,9 @@ import (
 // expiry or revocation of the holder's lease each delete the key, and each
 // deletion wakes one waiter per client (WakeOne). Acquires, retries and
 // refusals write nothing a watcher sees. Watch returns once the server has
-// created the watch, so a deletion after it returns is never missed. The
-// other kinds watch more keys and wake as the package doc says ("Waiting").
+// created the watch, so a deletion after it returns is never missed, or
+// with ctx's error if ctx ends first (see startWatch). The other kinds
+// watch more keys and wake as the package doc says ("Waiting").
 //
 // A watch the server cancels (its member lost the leader, or compaction
 // passed its revision) or whose stream breaks wakes every waiter (WakeAll)
@@ -94,7 +96,9 @@ type watch struct {
 
 // startWatch starts a watch of r's deletions from revision from (0: from
 // now), bound to wctx, and waits, within ctx, until the server has created
-// it. The caller ends the watch with its cancel.
+// it. The caller ends the watch with its cancel. A creation that the
+// server has not answered within createPatience is abandoned and asked
+// again, on a new gRPC stream when s.streams allows (see watchStreams).
 func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) (watch, error) {
 	opts := []clientv3.OpOption{clientv3.WithCreatedNotify(), clientv3.WithProgressNotify()}
 	if !r.puts {
@@ -106,36 +110,61 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 	if from > 0 {
 		opts = append(opts, clientv3.WithRev(from))
 	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return watch{}, err
+		}
+		if w, again, err := s.createWatch(ctx, wctx, r.key, opts); !again {
+			return w, err
+		}
+	}
+}
+
+// createPatience is how long one creation of a watch may go unanswered
+// before startWatch abandons it and asks again.
+const createPatience = 10 * time.Second
+
+// createWatch asks once for a watch of key on the stream s.streams names,
+// and waits for the server's creation within ctx, for up to
+// createPatience. It reports again when that passed unanswered while ctx
+// still runs.
+func (s *Store) createWatch(ctx, wctx context.Context, key string, opts []clientv3.OpOption) (w watch, again bool, err error) {
+	stream := s.streams.current()
 	// WithRequireLeader: a member cut off from its cluster's leader cancels
 	// the watch rather than go quiet while other members let others in.
-	// clientv3 runs the watches of one context's metadata on one gRPC
-	// stream, which creates them one at a time: a creation whose request or
-	// answer was lost without the connection breaking would hold every
-	// later one on that stream for good. So a creation left unanswered when
-	// ctx ends moves the watches created after it to a new stream (the
-	// stream number below); those already created stay where they are.
-	stream := s.watchStream.Load()
 	wctx = metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(wctx), watchStreamKey, strconv.FormatUint(stream, 10))
 	wctx, cancel := context.WithCancel(wctx)
-	// The client's Watch itself waits, on wctx alone, until its gRPC stream
-	// takes the request, and a stream that cannot reach the server (a
-	// partition) keeps it waiting: ctx ending until the watch is created
-	// cancels wctx, so that the caller's deadline holds.
-	unbind := context.AfterFunc(ctx, cancel)
-	ch := s.cli.Watch(wctx, r.key, opts...)
+	// The client's Watch itself waits, on wctx alone, for the server's
+	// answer, and a stream that cannot reach the server (a partition) keeps
+	// it waiting: the end of ctx, or of the patience, cancels wctx until the
+	// watch is created, so that the caller's deadline holds.
+	patience, stop := context.WithTimeout(ctx, createPatience)
+	defer stop()
+	unbind := context.AfterFunc(patience, cancel)
+	asked := time.Now()
+	ch := s.cli.Watch(wctx, key, opts...)
 	var resp clientv3.WatchResponse
 	var ok bool
 	select {
 	case resp, ok = <-ch:
-	case <-ctx.Done():
+	case <-patience.Done():
+		select { // answered as the patience ran out?
+		case resp, ok = <-ch:
+		default:
+		}
 	}
 	unbind()
-	if ctx.Err() != nil {
-		cancel()
-		if !ok {
-			s.watchStream.CompareAndSwap(stream, stream+1)
+	if patience.Err() != nil {
+		cancel() // AfterFunc may not have yet: the watch is given up either way
+		if ok {
+			s.streams.answered(stream)
+		} else {
+			s.streams.unanswered(stream, time.Since(asked))
 		}
-		return watch{}, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return watch{}, false, err
+		}
+		return watch{}, true, nil
 	}
 	switch {
 	case !ok:
@@ -144,20 +173,83 @@ func (s *Store) startWatch(ctx, wctx context.Context, r watchRange, from int64) 
 		if err == nil {
 			err = fmt.Errorf("watch closed before it was created")
 		}
-		return watch{}, err
+		return watch{}, false, err
 	case resp.Err() != nil:
 		cancel()
-		return watch{}, resp.Err()
+		s.streams.answered(stream)
+		return watch{}, false, resp.Err()
 	case !resp.Created:
 		cancel()
-		return watch{}, fmt.Errorf("the first watch response is not its creation")
+		return watch{}, false, fmt.Errorf("the first watch response is not its creation")
 	}
-	return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, nil
+	s.streams.answered(stream)
+	return watch{ch: ch, rev: resp.Header.Revision, cancel: cancel}, false, nil
 }
 
 // watchStreamKey is the gRPC metadata key that carries the stream number
-// of a watch (see startWatch); the server ignores it.
+// of a watch (see watchStreams); the server ignores it.
 const watchStreamKey = "leash-watch-stream"
+
+// watchStreams numbers the gRPC stream that new watches join: clientv3
+// runs the watches of one context's metadata on one stream, and the number
+// is in that metadata. clientv3 creates a stream's watches one at a time,
+// each once the server has answered the one before, so a creation whose
+// request or answer was lost without the connection breaking would hold
+// every later one on that stream for good (the fault proxy's black hole
+// does that; a real partition loses no bytes, but a proxy between client
+// and server might). A creation left unanswered for stuckAfter or longer
+// moves new watches to a new stream; the watches already created stay
+// where they are. An abandoned stream keeps its goroutines until the
+// client is closed, and during a partition every stream's creations go
+// unanswered, so a move comes at most once per gap, which doubles from
+// moveGapMin up to moveGapMax while no creation on the new stream is
+// answered.
+type watchStreams struct {
+	mu   sync.Mutex
+	n    uint64        // the stream new watches join
+	gap  time.Duration // the last gap set; 0 once a creation was answered
+	next time.Time     // no move before it
+}
+
+// The bounds of watchStreams' moves.
+const (
+	stuckAfter = 2 * time.Second
+	moveGapMin = 10 * time.Second
+	moveGapMax = 2 * time.Minute
+)
+
+// current returns the number of the stream new watches join.
+func (w *watchStreams) current() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+// answered records that the server answered a creation on stream n.
+func (w *watchStreams) answered(n uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == w.n {
+		w.gap, w.next = 0, time.Time{}
+	}
+}
+
+// unanswered records that a creation on stream n was given up after
+// pending, and moves new watches to a new stream if the rules above allow.
+func (w *watchStreams) unanswered(n uint64, pending time.Duration) {
+	if pending < stuckAfter {
+		return // the caller gave up within a slow round trip: no sign of a lost request
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if n != w.n || now.Before(w.next) {
+		return
+	}
+	w.n++
+	w.gap = min(max(2*w.gap, moveGapMin), moveGapMax)
+	w.next = now.Add(w.gap)
+}
 
 // A broken watch waits watchRetry before it is set up again, doubled after
 // each failed try up to watchRetryMax: a member cut off from its leader is

@@ -21,6 +21,10 @@ import (
 // the client must wait again: clientv3 creates a stream's watches one at a
 // time, and the creation the black hole swallowed is never answered, so
 // without a new stream every later watch of this client would wait for it.
+// The first Watch gives up within a second, too soon to move to a new
+// stream (stuckAfter), so the second one's first creation waits behind the
+// lost one, is abandoned after createPatience, and is asked again on a new
+// stream.
 func TestWatchHonoursContextInPartition(t *testing.T) {
 	srv := shared.Etcd(t)
 	p, err := faultproxy.New(strings.TrimPrefix(srv.Endpoint, "http://"))
