@@ -32,7 +32,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			// served by the FairMutex's script (see Starvation).
 			script = acquireFairScript
 			keys = mutexKeys(n)
-			args = append(make([]any, 0, 4), s.leaseMS(req.Lease), req.Owner, waitMS(req.Wait))
+			args = s.fairArgs(req)
 			break
 		}
 		script = acquireScript
@@ -43,7 +43,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 	case driver.KindFair:
 		script = acquireFairScript
 		keys = mutexKeys(n)
-		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, waitMS(req.Wait))
+		args = s.fairArgs(req)
 	case driver.KindRead:
 		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, req.Parent)
@@ -89,6 +89,14 @@ func mutexKeys(n string) []string {
 // first place's waiter on its client's fair channel (see WatchClient).
 // Redisson's RLock ignores the queue and is still excluded by the lock hash.
 func (s *Store) Starvation() bool { return true }
+
+// fairArgs are acquire_fair.lua's arguments for req, with room for the
+// grace that runAcquire appends: the lease and the place lifetime boxed
+// once while they stay the same, the owner and the list in one allocation.
+func (s *Store) fairArgs(req driver.Request) []any {
+	args, owner := ownerArgs(req.Owner)
+	return append(args, s.leaseMS(req.Lease), owner, s.waitArg.get(req.Wait, waitMSArg))
+}
 
 // waitMS is a place lifetime in milliseconds; 0 means no place.
 func waitMS(d time.Duration) int64 { return max(d.Milliseconds(), 0) }

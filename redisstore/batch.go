@@ -27,12 +27,15 @@ import (
 // slot are coalesced (every key of a request shares its first key's slot).
 
 // batchedScripts maps the scripts whose queued calls may be coalesced to
-// their batched variants: the Mutex's acquire and the Mutex's and
-// FairMutex's release, the calls of an uncontended Lock and Unlock.
+// their batched variants: the Mutex's and FairMutex's acquires and
+// releases, the calls of an uncontended Lock and Unlock. (A FairMutex's
+// waiters that share a batch share its TIME, and so an arrival time: the
+// queue orders such ties by owner, as it may order any concurrent calls.)
 var batchedScripts = map[*redis.Script]*redis.Script{
-	acquireScript:    withLibBatched(acquireLua),
-	releaseScript[0]: withLibBatched(releaseLua),
-	releaseScript[1]: withLibBatched(shardedPublish(releaseLua)), // see pubScript
+	acquireScript:     withLibBatched(acquireLua),
+	acquireFairScript: withLibBatched(acquireFairLua),
+	releaseScript[0]:  withLibBatched(releaseLua),
+	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua)), // see pubScript
 }
 
 // maxCoalesce is the most requests one batched script call carries, which

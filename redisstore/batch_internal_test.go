@@ -105,6 +105,8 @@ func TestCoalesceGroups(t *testing.T) {
 	for i := range maxCoalesce + 2 {
 		add(acquireScript, fmt.Sprintf("{a}/%d", i))
 	}
+	add(acquireFairScript, "{a}/f1")
+	add(acquireFairScript, "{a}/f2")
 	add(releaseScript[0], "{a}/r")
 	add(releaseScript[0], "{b}/r")
 	add(withdrawScript[0], "{a}/w")
@@ -120,11 +122,11 @@ func TestCoalesceGroups(t *testing.T) {
 		}
 		return out
 	}
-	if got, want := sizes(coalesce(batch, false, false)), []int{maxCoalesce, 2, 2, 1, 1}; !slices.Equal(got, want) {
+	if got, want := sizes(coalesce(batch, false, false)), []int{maxCoalesce, 2, 2, 2, 1, 1}; !slices.Equal(got, want) {
 		t.Errorf("one server: unit sizes %v, want %v", got, want)
 	}
 	// On Cluster the releases of {a} and {b} are in two slots.
-	if got, want := sizes(coalesce(batch, true, false)), []int{maxCoalesce, 2, 1, 1, 1, 1}; !slices.Equal(got, want) {
+	if got, want := sizes(coalesce(batch, true, false)), []int{maxCoalesce, 2, 2, 1, 1, 1, 1}; !slices.Equal(got, want) {
 		t.Errorf("Cluster: unit sizes %v, want %v", got, want)
 	}
 	if got := sizes(coalesce(batch, false, true)); len(got) != len(batch) {
@@ -209,8 +211,86 @@ func TestBatchOneName(t *testing.T) {
 		return driver.Request{Kind: driver.KindMutex, Name: "batch/one", Owner: owner(i), Lease: time.Minute}
 	}
 	batched(t, s, n, n, func(i int) { grants[i], errs[i] = s.Acquire(ctx, req(i)) })
-	winner := -1
+	winner := oneWinner(t, grants, errs)
+	// Every owner releases at once: the winner frees the lock, the others
+	// hold nothing.
+	batched(t, s, n, n, func(i int) { errs[i] = s.Release(ctx, req(i)) })
 	for i := range n {
+		if i == winner && errs[i] != nil {
+			t.Errorf("the holder's release: %v", errs[i])
+		}
+		if i != winner && !errors.Is(errs[i], leash.ErrNotHeld) {
+			t.Errorf("release %d, which held nothing: %v, want ErrNotHeld", i, errs[i])
+		}
+	}
+}
+
+// TestBatchFair sends FairMutex acquires in one batched script call: on
+// many free names every one is granted, with the token its name's counter
+// now holds; on one free name exactly one owner is granted and every other
+// takes a place in the queue, with a deadline, as separate calls would. A
+// starving Mutex waiter's attempt (the same script) shares the batch.
+func TestBatchFair(t *testing.T) {
+	s, rdb := batchStore(t)
+	ctx := context.Background()
+	const n = 12
+	fair := func(name string, i int) driver.Request {
+		return driver.Request{Kind: driver.KindFair, Name: name, Owner: owner(i), Lease: time.Minute, Wait: 5 * time.Second}
+	}
+	grants := make([]driver.Grant, n)
+	errs := make([]error, n)
+	batched(t, s, n, n, func(i int) { grants[i], errs[i] = s.Acquire(ctx, fair(fmt.Sprintf("batch/fair/%d", i), i)) })
+	for i := range n {
+		name := fmt.Sprintf("batch/fair/%d", i)
+		if errs[i] != nil || !grants[i].Acquired || grants[i].Fence == 0 {
+			t.Fatalf("fair acquire %d of a free name in a batch: %+v, %v", i, grants[i], errs[i])
+		}
+		if last, err := rdb.Get(ctx, tokenKey(name)).Int64(); err != nil || last != grants[i].Fence {
+			t.Errorf("%s granted token %d, its counter holds %d (%v)", name, grants[i].Fence, last, err)
+		}
+		if q, _ := rdb.Exists(ctx, fairQueueKey(name)).Result(); q != 0 {
+			t.Errorf("%s: a place was taken for a granted owner", name)
+		}
+	}
+
+	const name = "batch/fair/one"
+	batched(t, s, n, n, func(i int) {
+		req := fair(name, i)
+		if i == n-1 {
+			req.Kind = driver.KindMutex // a starving Mutex waiter: its mark is a place too
+		}
+		grants[i], errs[i] = s.Acquire(ctx, req)
+	})
+	winner := oneWinner(t, grants, errs)
+	queued, err := rdb.ZRange(ctx, fairQueueKey(name), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	places, err := rdb.ZRangeWithScores(ctx, fairPlacesKey(name), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queued) != n-1 || len(places) != n-1 {
+		t.Fatalf("queue %v, %d places; want the %d owners not granted", queued, len(places), n-1)
+	}
+	now := time.Now().UnixMilli()
+	for _, p := range places {
+		if p.Member == owner(winner) {
+			t.Errorf("the holder %s has a place", owner(winner))
+		}
+		if left := int64(p.Score) - now; left <= 0 || left > 5000+1000 {
+			t.Errorf("place of %s ends in %d ms, want within the 5 s asked", p.Member, left)
+		}
+	}
+}
+
+// oneWinner checks the replies to acquires of one free name sent in one
+// batch: exactly one granted, every other refused with the holder's lease
+// (a minute). It returns the one granted.
+func oneWinner(t *testing.T, grants []driver.Grant, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i := range grants {
 		switch {
 		case errs[i] != nil:
 			t.Fatalf("acquire %d: %v", i, errs[i])
@@ -225,17 +305,7 @@ func TestBatchOneName(t *testing.T) {
 	if winner < 0 {
 		t.Fatal("no owner granted")
 	}
-	// Every owner releases at once: the winner frees the lock, the others
-	// hold nothing.
-	batched(t, s, n, n, func(i int) { errs[i] = s.Release(ctx, req(i)) })
-	for i := range n {
-		if i == winner && errs[i] != nil {
-			t.Errorf("the holder's release: %v", errs[i])
-		}
-		if i != winner && !errors.Is(errs[i], leash.ErrNotHeld) {
-			t.Errorf("release %d, which held nothing: %v, want ErrNotHeld", i, errs[i])
-		}
-	}
+	return winner
 }
 
 // TestBatchRequestFailsAlone puts a request that fails with a Lua error

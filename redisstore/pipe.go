@@ -16,12 +16,12 @@ import (
 // call runs its script at once, on its own goroutine, exactly as without
 // pipelining. Beyond that, calls queue; when a round trip ends, everything
 // queued meanwhile leaves in one pipeline, in which the calls of one script
-// that has a batched variant (a Mutex's acquire, a release) go as one script
-// call carrying all their requests (see coalesce). So a lone caller pays
-// nothing, and many callers share round trips and script calls: Redis reads
-// and answers a whole batch per system call, and runs one script per batch
-// instead of one per lock, which is what bounds throughput when many
-// goroutines lock at once.
+// that has a batched variant (a Mutex's or FairMutex's acquire, a release)
+// go as one script call carrying all their requests (see coalesce). So a
+// lone caller pays nothing, and many callers share round trips and script
+// calls: Redis reads and answers a whole batch per system call, and runs one
+// script per batch instead of one per lock, which is what bounds throughput
+// when many goroutines lock at once.
 //
 // Each call still gets its own reply and error. A caller whose ctx ends
 // while its script is queued leaves the queue, and the script is never sent;

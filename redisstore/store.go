@@ -23,9 +23,9 @@
 // script touches is passed in KEYS. Scripts are embedded .lua files run with
 // EVALSHA and reloaded on NOSCRIPT. Concurrent acquires and releases share
 // round trips: beyond two in flight, the calls that wait go together in one
-// pipeline, and a Mutex's acquires, or releases, among them go as one script
-// call carrying every request, each with its own reply or error (on Cluster,
-// those of one hash slot).
+// pipeline, and the acquires of a Mutex or FairMutex, or their releases,
+// among them go as one script call carrying every request, each with its
+// own reply or error (on Cluster, those of one hash slot).
 //
 // Fencing tokens are max(counter + 1, server time in µs): they keep growing
 // even when Redis loses the counter (a restart without persistence, a
@@ -279,7 +279,7 @@ type Store struct {
 	// The last boxed lease and grace arguments (see args.go): they rarely
 	// change, and boxing them anew costs an allocation per script call.
 	leaseArg, latchArg lastArg[time.Duration]
-	waitArg            lastArg[time.Duration] // a hand-off's place lifetime (see handoffArgs)
+	waitArg            lastArg[time.Duration] // a place lifetime (fairArgs, handoffArgs)
 	graceArgs          lastArg[graceKey]
 	// markerOnly keeps the restart grace's rule of earlier versions (the
 	// marker alone, no server identity): tests' negative control.
