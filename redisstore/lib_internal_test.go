@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,6 +35,72 @@ func TestLibFor(t *testing.T) {
 				if strings.Contains(lib, "local function "+f+"(") {
 					t.Errorf("libFor(%s) carries %s, which it does not call", tc.name, f)
 				}
+			}
+		})
+	}
+}
+
+// TestLibSplit checks the scripts whose common path comes first (see
+// withLibSource): that path is preceded by only the lib.lua functions it
+// calls, the rest of the script by every other function the script calls,
+// and no function is defined twice. An uncontended release builds 3
+// closures, not 19; an acquire of a free name leaves out those only a held
+// lock or a queue needs.
+func TestLibSplit(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		body        string
+		first, rest []string
+	}{
+		{"release", releaseLua, []string{"drop_hold", "latched", "try"}, []string{"companion", "not_lock", "purge_queue", "fresh_token", "client_of"}},
+		{"acquire", acquireLua, []string{"fresh_grant", "fresh_token", "grace_at", "take"}, []string{"not_lock", "reenter", "purge_queue", "last_token", "now_ms"}},
+		{"acquire_fair", acquireFairLua, []string{"fresh_grant", "is_stale"}, []string{"refusal", "purge_queue", "reenter", "extend", "now_ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := withLibSource(tc.body)
+			first, rest, ok := strings.Cut(src, "\n"+libRest+"\n")
+			if !ok {
+				t.Fatalf("no %q line in the script", libRest)
+			}
+			defined := func(text string) []string {
+				var out []string
+				for _, m := range libFuncRE.FindAllStringSubmatch(text, -1) {
+					out = append(out, m[1])
+				}
+				return out
+			}
+			before := defined(first)
+			// Whatever the common path calls, directly or through the
+			// functions it calls, is defined before it.
+			lib := defined(libLua)
+			for name := range called(first) {
+				if slices.Contains(lib, name) && !slices.Contains(before, name) {
+					t.Errorf("%s is called before the %q line but defined after it", name, libRest)
+				}
+			}
+			if tc.name == "release" && len(before) != len(tc.first) {
+				t.Errorf("the uncontended release builds %d closures %v, want %v", len(before), before, tc.first)
+			}
+			for _, f := range tc.first {
+				if !slices.Contains(before, f) {
+					t.Errorf("%s is not defined before the common path, which calls it", f)
+				}
+			}
+			for _, f := range tc.rest {
+				if slices.Contains(before, f) {
+					t.Errorf("%s is defined before the common path, which does not call it", f)
+				}
+				if !slices.Contains(defined(rest), f) {
+					t.Errorf("%s is not defined for the rest of the script", f)
+				}
+			}
+			all := append(before, defined(rest)...)
+			if got, want := len(all), len(defined(libFor(tc.body)))+len(defined(tc.body)); got != want {
+				t.Errorf("the script defines %d functions, libFor and the body %d", got, want)
+			}
+			slices.Sort(all)
+			if d := slices.Compact(slices.Clone(all)); len(d) != len(all) {
+				t.Errorf("a function is defined twice: %v", all)
 			}
 		})
 	}

@@ -31,6 +31,7 @@ local found = redis.call('exists', KEYS[1], KEYS[3])
 if found == 0 then
     return fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[3], ARGV[2], ARGV[1])
 end
+-- (lib.lua: the functions only the rest calls are defined here, see withLibSource)
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -2 then
     local bad = foreign(KEYS[3], 'owners', KEYS[4], 'owners')

@@ -22,6 +22,15 @@
 -- first, so a dead waiter blocks the queue for at most one place lifetime. Deadlines use
 -- the server's clock. When the lock is free and nobody queues, it is granted at once, as a
 -- Mutex would be. Touches only KEYS.
+local fresh = redis.call('exists', KEYS[1], KEYS[3]) == 0
+local r
+if fresh then
+    r = fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[4], ARGV[2], ARGV[1])
+    if r[1] ~= 0 or is_stale(r) then
+        return r
+    end
+end
+-- (lib.lua: the functions only the rest calls are defined here, see withLibSource)
 local wait = tonumber(ARGV[3])
 
 -- take_place takes or refreshes the caller's place, if it waits: arrival order in the
@@ -39,15 +48,13 @@ local function take_place(now)
     extend(KEYS[4], ARGV[3])
 end
 
-if redis.call('exists', KEYS[1], KEYS[3]) == 0 then
-    local r = fresh_grant(KEYS[1], KEYS[2], KEYS[5], ARGV[4], ARGV[2], ARGV[1])
-    if r[1] == 0 and not is_stale(r) then
-        local bad = foreign(KEYS[4], 'owners')
-        if bad then
-            return bad
-        end
-        take_place(now_ms()) -- refused in the restart grace: wait in line meanwhile
+if fresh then
+    -- Refused in the restart grace: wait in line meanwhile.
+    local bad = foreign(KEYS[4], 'owners')
+    if bad then
+        return bad
     end
+    take_place(now_ms())
     return r
 end
 local bad = refusal(KEYS[1], 'lock', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')

@@ -235,8 +235,9 @@ end
 -- counter that is not a decimal string (a user's hash or text, a negative number) is not
 -- leash's: mint then writes nothing and returns nil and the refusal {-1, what} (see
 -- companion). Only a counter read as absent or not decimal costs the extra TYPE. A caller
--- that has looked already passes whether counter is decimal, as is_decimal.
-local function mint(key, counter, now, now_s, is_decimal)
+-- that has looked already passes whether counter is decimal, as is_decimal, and checked
+-- when it has also found a counter that is not decimal to be absent or leash's (foreign).
+local function mint(key, counter, now, now_s, is_decimal, checked)
     if is_decimal == nil then
         is_decimal = counter and string.find(counter, '^[1-9]%d*$') ~= nil
     end
@@ -244,7 +245,7 @@ local function mint(key, counter, now, now_s, is_decimal)
         if #counter > #now_s or (#counter == #now_s and counter >= now_s) then
             return redis.call('incr', key)
         end
-    else
+    elseif not checked then
         local refused = foreign(key, 'counter')
         if refused then
             return nil, refused
@@ -527,7 +528,7 @@ local function fresh_token(tokenkey, marker, grace)
             return nil, refused
         end
     end
-    return mint(tokenkey, counter, now, now_s, is_decimal)
+    return mint(tokenkey, counter, now, now_s, is_decimal, grace ~= '0')
 end
 
 -- fresh_grant gives the free exclusive lock to owner, as take does, with a token from

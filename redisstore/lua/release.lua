@@ -39,13 +39,28 @@
 -- The queue's shape is checked before anything is written; an uncontended release, with no
 -- queue, reads it with this one EXISTS.
 local queued = redis.call('exists', KEYS[4], KEYS[5]) > 0
+local finished, reply
+if not queued then
+    -- Nobody queued (an uncontended release): the last hold frees the lock and wakes every
+    -- waiter, as at the end of this script.
+    finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+    if not finished then
+        redis.call('publish', KEYS[2], '0')
+        redis.call('set', KEYS[3], '1', 'px', ARGV[4])
+        return 1
+    end
+    if reply ~= nil then
+        return reply
+    end
+end
+-- (lib.lua: the functions only the rest calls are defined here, see withLibSource)
 if queued then
     local what = companion(KEYS[4], 'owners') or companion(KEYS[5], 'owners')
     if what then
         return {-1, what}
     end
+    finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 end
-local finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if finished then
     local what = reply == nil and not_lock(KEYS[1], 'lock')
     if what then
