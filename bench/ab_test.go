@@ -9,10 +9,11 @@ import (
 	"github.com/leash-go/leash/internal/testserver"
 )
 
-// TestAB measures leash Mutex beside redsync and rueidislock on one
+// TestAB measures leash Mutex and FairMutex beside the peers on one
 // redis-server, in the scenarios where a change to the core could show:
-// uncontended Lock + Unlock with 16 and 64 goroutines, and one hot name
-// with 16 clients, hold 0 and 1 ms (FairMutex there too). It prints one
+// uncontended Lock + Unlock with 1, 16 and 64 goroutines (beside
+// bsm/redislock and rueidislock, the best peers there), and one hot name
+// with 16 clients, hold 0 and 1 ms (beside redsync). It prints one
 // line per figure, each
 // labelled with $BENCH_AB, so that two builds of it — this tree and an
 // earlier commit's, run one after the other several times — can be
@@ -20,8 +21,8 @@ import (
 // "Checking a change against an earlier commit"). It rewrites nothing.
 func TestAB(t *testing.T) {
 	label, addr, byName := abSetup(t)
-	for _, g := range []int{16, 64} {
-		for _, n := range []string{"leash Mutex", "rueidislock"} {
+	for _, g := range []int{1, 16, 64} {
+		for _, n := range []string{"leash Mutex", "leash FairMutex", "bsm/redislock", "rueidislock"} {
 			r, err := runUncontended(byName[n], addr, g, 2*time.Second, fmt.Sprintf("ab/u/%d", g), nil)
 			if err != nil {
 				t.Fatal(err)
