@@ -143,6 +143,7 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		one1     [1]driver.Request
 		starveAt int64 = -1 // when a waiting Mutex starts starving; -1: it never does
 		reported bool       // OpStarving was observed
+		hotStart bool       // the first attempt marks the name: it is hot (see warm)
 		// placeSent is the send time of the first attempt that could take
 		// a queue place (Wait > 0), -1 before: every place a release can
 		// hand the lock to was taken by a request sent no earlier.
@@ -157,6 +158,24 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 		sent = sent1[:]
 	} else {
 		sent = make([]int64, len(t.parts))
+	}
+	if p.wait && !p.many && c.caps.watch != nil {
+		// A watch of the name is established already (it lingers after a
+		// wait, see waiters): joined before the first attempt, it hears
+		// every release from then on, and the attempt after subscribing is
+		// saved.
+		name := t.parts[0].name
+		w = c.waiters.warm(t.kind, name, t.owner)
+		if w != nil && starveAt == 0 && c.waiters.joinWarm(w, watchKeyOf(driver.KindFair, name), true) {
+			// A Lock of this Client started starving on the name less
+			// than watchLinger ago: the name is hot, and a waiter that
+			// finds others queued marks it at once anyway. The first
+			// attempt marks it, instead of an attempt to barge in first.
+			// (Such a start is not itself a starvation: only a Lock that
+			// waited, or found marks queued, keeps the name hot.)
+			p.starving, p.queue = true, DefaultQueueLease
+			hotStart = true
+		}
 	}
 	defer func() {
 		if w != nil {
@@ -214,11 +233,13 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			}
 			return nil, fmt.Errorf("leash: %s %q: %w", what, reqs[0].Name, err)
 		}
-		if p.starving && !reported {
+		if p.starving && !reported && !(hotStart && g.Acquired) {
 			reported = true
 			c.observeStarving(t, start)
 		}
+		hotStart = false
 		if !g.Acquired && w != nil {
+			w.waited = true
 			// A grant announced before this attempt's answer is not this
 			// waiter's to use: the attempt found the lock held, so the
 			// grant was picked up and given back (the store undoes a grant
@@ -283,6 +304,7 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			if w, err = c.watchFor(ctx, t.kind, names, t.owner); err != nil {
 				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 			}
+			w.waited = true
 			if starveAt > 0 && g.Queued {
 				// Others are queued: the try after subscribing marks the
 				// name at once (see below).
@@ -419,9 +441,11 @@ func (c *Client) starving(ctx context.Context, p *plan, w *waiter, name string) 
 	if w.poll {
 		return nil
 	}
-	err := c.waiters.joinOne(ctx, w, watchKeyOf(driver.KindFair, name))
+	key := watchKeyOf(driver.KindFair, name)
+	err := c.waiters.joinOne(ctx, w, key)
 	switch {
 	case err == nil:
+		c.waiters.starvedOn(key)
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()

@@ -226,6 +226,7 @@ func (c *Client) Close() error {
 func (c *Client) close() error {
 	c.closed.Store(true)
 	close(c.done)
+	c.waiters.close()
 	var reqs []driver.Request
 	for _, t := range c.sched.stop() {
 		if t.lose(ReasonClosed, nil) {

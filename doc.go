@@ -82,9 +82,11 @@
 // Waiters do not poll on a store that notifies (a driver.Watcher: Redis,
 // memstore). A release wakes one waiter per client through the store's
 // notifications (pub/sub on Redis); a fallback timer set to the holder's
-// remaining lease covers a lost notification or an expiry. On a store
-// without notifications, waiters try again when the holder's lease runs
-// out, and at least every second.
+// remaining lease covers a lost notification or an expiry. A Client keeps
+// a name's watch for a second after a Lock that waited for the name got it
+// or gave up, so that a name contended again and again is not subscribed
+// to anew each time. On a store without notifications, waiters try again
+// when the holder's lease runs out, and at least every second.
 //
 // # Stores
 //

@@ -17,3 +17,7 @@ func SetHandoff(c *Client, on bool) { c.caps.handoff = on }
 // CountHandoffFromReceipt makes c count a handed-off lock's validity from
 // when its wake-up arrived: the unsafe rule, for the negative control.
 func CountHandoffFromReceipt(c *Client) { c.cfg.handoffFromReceipt = true }
+
+// WatchLinger is how long a watch stays established after its last waiter
+// left.
+const WatchLinger = watchLinger

@@ -181,6 +181,24 @@ func lockAsync(t *testing.T, m locker, ctx context.Context) <-chan *leash.Hold {
 	return ch
 }
 
+// handOver unlocks h, which a waiter's Lock (lockAsync's got) waits for,
+// checks in a synctest bubble that the waiter got the lock at the release's
+// instant (the release woke it, not a fallback timer), and unlocks the
+// waiter's hold.
+func handOver(t *testing.T, h *leash.Hold, got <-chan *leash.Hold) {
+	t.Helper()
+	released := time.Now()
+	mustUnlock(t, h)
+	wh := <-got
+	if wh == nil {
+		t.FailNow()
+	}
+	if d := time.Since(released); d != 0 {
+		t.Errorf("the waiter got the lock %v after the release: a timer woke it, not the release", d)
+	}
+	mustUnlock(t, wh)
+}
+
 // grantedAt runs m.Lock in a goroutine, sends on the returned channel the
 // time the lock was granted (the zero time on an error, reported with
 // t.Error), and unlocks it.

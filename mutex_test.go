@@ -376,8 +376,64 @@ func TestLocalWaitersShareOneWatch(t *testing.T) {
 			mustUnlock(t, h)
 		}
 		synctest.Wait()
+		if info, _ := s.Inspect(context.Background(), "shared"); info.Waiters != 1 || info.Held {
+			t.Errorf("after all waiters: %+v, want the watch lingering and the lock free", info)
+		}
+		time.Sleep(leash.WatchLinger)
+		synctest.Wait()
 		if info, _ := s.Inspect(context.Background(), "shared"); info.Waiters != 0 || info.Held {
-			t.Errorf("after all waiters: %+v, want no watch and free", info)
+			t.Errorf("after all waiters and the linger: %+v, want no watch and free", info)
+		}
+	})
+}
+
+// TestLingeringWatchSavesAnAttempt: a Lock that must subscribe makes two
+// attempts before it waits (the first, and one after subscribing, so that a
+// release in between is not missed); a Lock of a name whose watch lingers
+// (this Client waited for it less than WatchLinger ago) joins the watch
+// before its first attempt and makes that one only. The release reaches
+// the waiter either way.
+func TestLingeringWatchSavesAnAttempt(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		holder, waiter := newClient(t, s, nil), newClient(t, s, nil)
+		defer holder.Close()
+		defer waiter.Close()
+		ctx := context.Background()
+		// waitFor has the holder take the lock and the waiter wait for it;
+		// it returns the waiter's attempts before it waited, once the
+		// waiter, woken by the holder's Unlock, has the lock and gave it
+		// back.
+		waitFor := func() int64 {
+			h := mustLock(t, holder.FairMutex("linger", nil), ctx)
+			before := s.acquires.Load()
+			got := lockAsync(t, waiter.FairMutex("linger", nil), ctx)
+			synctest.Wait()
+			n := s.acquires.Load() - before
+			handOver(t, h, got)
+			return n
+		}
+		if n := waitFor(); n != 2 {
+			t.Errorf("a first wait made %d attempts before waiting, want 2 (before and after subscribing)", n)
+		}
+		if n := waitFor(); n != 1 {
+			t.Errorf("a wait while the watch lingers made %d attempts before waiting, want 1", n)
+		}
+		time.Sleep(leash.WatchLinger)
+		synctest.Wait()
+		if n := waitFor(); n != 2 {
+			t.Errorf("a wait after the watch ended made %d attempts before waiting, want 2", n)
+		}
+		// Closing the Client ends the watch that lingers.
+		if info, _ := s.Inspect(ctx, "linger"); info.Waiters != 1 {
+			t.Errorf("watches after the wait = %d, want the one lingering", info.Waiters)
+		}
+		if err := waiter.Close(); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if info, _ := s.Inspect(ctx, "linger"); info.Waiters != 0 {
+			t.Errorf("watches after Close = %d, want 0", info.Waiters)
 		}
 	})
 }
@@ -401,10 +457,11 @@ func TestCancelWhileWaitingLeavesNothing(t *testing.T) {
 		if !errors.Is(err, leash.ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled Lock = %v, want ErrNotAcquired and Canceled", err)
 		}
+		time.Sleep(leash.WatchLinger) // the watch lingers that long
 		synctest.Wait()
 		info, _ := s.Inspect(context.Background(), "cancel")
 		if info.Waiters != 0 {
-			t.Errorf("watches left after a cancelled wait = %d, want 0", info.Waiters)
+			t.Errorf("watches left after a cancelled wait and the linger = %d, want 0", info.Waiters)
 		}
 		mustUnlock(t, h)
 		if heldBy(t, s, "cancel") != "" {

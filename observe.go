@@ -66,8 +66,11 @@ const (
 	// OpStarving: a waiting Mutex Lock has waited longer than
 	// Options.Starvation, or found starving waiters queued before it, and
 	// its first attempt since, which made its starving mark, returned (on a
-	// store that keeps the marks only). Wait is how long the call had
-	// waited. The call's end is reported as usual.
+	// store that keeps the marks only); or the Lock marked the name on its
+	// first attempt (a Lock of its Client started starving on the name less
+	// than a second ago, see Options.Starvation) and that attempt was
+	// refused. Wait is how long the call had waited. The call's end is
+	// reported as usual.
 	OpStarving
 )
 

@@ -73,23 +73,25 @@ type Options struct {
 	// renewal stops. Default 0: off.
 	Liveness time.Duration
 
-	// Starvation is how long a waiting Mutex Lock waits before it is
-	// starving, as in Go's sync.Mutex: from then on its attempts keep a
-	// mark on the name (a place in line, with a lease of DefaultQueueLease
-	// that the waiting Lock renews, so a dead waiter's mark lapses), and
-	// every other Mutex or FairMutex acquirer of the name, TryLock
-	// included, waits behind the marks, which are served in the order they
-	// were made; a Lock that finds marks queued marks the name at once.
-	// Once no waiter is starving, waiters and newcomers race for the lock
-	// again, which costs fewer round trips than serving them in order. It
-	// needs a store that keeps the marks (a [driver.StarvationStore]:
-	// memstore and the Redis store do); with any other, the Mutex is
-	// unfair. A MultiLock, and clients that know nothing of the marks
-	// (Redisson's RLock), are still excluded, only not made to wait in
-	// line; while marks are queued a release wakes only the first marked
-	// waiter, so a Redisson waiter learns of releases from its own timer
-	// until the line drains. Default DefaultStarvation (1ms); NoStarvation
-	// turns it off (other clients' marks are still respected).
+	// Starvation is how long a waiting Mutex Lock waits before it is starving,
+	// as in Go's sync.Mutex: from then on its attempts keep a mark on the name
+	// (a place in line, with a lease of DefaultQueueLease that the waiting Lock
+	// renews, so a dead waiter's mark lapses), and every other Mutex or
+	// FairMutex acquirer of the name, TryLock included, waits behind the marks,
+	// which are served in the order they were made; a Lock that finds marks
+	// queued marks the name at once, and so does a Lock of a name on which a
+	// Lock of the same Client started starving less than a second ago (the
+	// name is hot: an attempt to barge in first would most likely find marks
+	// queued). Once no waiter is starving, waiters and newcomers race for
+	// the lock again, which costs fewer round trips than serving them in order.
+	// It needs a store that keeps the marks (a [driver.StarvationStore]:
+	// memstore and the Redis store do); with any other, the Mutex is unfair. A
+	// MultiLock, and clients that know nothing of the marks (Redisson's RLock),
+	// are still excluded, only not made to wait in line; while marks are queued
+	// a release wakes only the first marked waiter, so a Redisson waiter learns
+	// of releases from its own timer until the line drains. Default
+	// DefaultStarvation (1ms); NoStarvation turns it off (other clients' marks
+	// are still respected).
 	Starvation time.Duration
 
 	// ReleaseTimeout bounds each Unlock round trip, whatever the caller's

@@ -3,8 +3,11 @@ package leash_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -103,4 +106,99 @@ func TestMutexTryLockBehindMark(t *testing.T) {
 	if !errors.As(err, &na) || na.Remaining <= 0 || na.Remaining > leash.DefaultQueueLease {
 		t.Fatalf("TryLock behind a mark = %v, want ErrNotAcquired with the mark's remaining life", err)
 	}
+}
+
+// waitRecorder records the place lifetime (Wait) of every acquire: a
+// Mutex's request with Wait > 0 is a starving waiter's, which marks the
+// name.
+type waitRecorder struct {
+	*faultStore
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (r *waitRecorder) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	r.mu.Lock()
+	r.waits = append(r.waits, req.Wait)
+	r.mu.Unlock()
+	return r.faultStore.Acquire(ctx, req)
+}
+
+// since returns the waits recorded after the first n.
+func (r *waitRecorder) since(n int) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.waits[n:])
+}
+
+// TestMutexLingeringStarvation: a Client that started starving on a name
+// less than WatchLinger ago marks the name on its next Lock's first
+// attempt, which is then its only attempt before it waits; a second later
+// (Locks granted at once in between do not count as starving), and once the
+// watches ended, a Lock tries to barge in first again, as a Mutex does. The
+// release wakes the waiter every time, not its fallback timer.
+func TestMutexLingeringStarvation(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := &waitRecorder{faultStore: newFaultStore(t)}
+		var starving atomic.Int64 // the waiter's OpStarving events
+		holder := newClient(t, s, nil)
+		waiter := newClient(t, s, &leash.Options{Observer: leash.ObserverFunc(func(e leash.Event) {
+			if e.Op == leash.OpStarving {
+				starving.Add(1)
+			}
+		})})
+		defer holder.Close()
+		defer waiter.Close()
+		ctx := context.Background()
+		const name = "starve/linger"
+		// round has the holder take the lock and the waiter wait for it
+		// past its starvation; it returns the waiter's attempts before it
+		// waited (their place lifetimes), once the waiter had the lock and
+		// gave it back.
+		round := func() []time.Duration {
+			h := mustLock(t, holder.Mutex(name), ctx)
+			before := len(s.since(0))
+			got := lockAsync(t, waiter.Mutex(name), ctx)
+			time.Sleep(10 * time.Millisecond) // starved by now (leash.DefaultStarvation is 1 ms)
+			synctest.Wait()
+			attempts := s.since(before)
+			handOver(t, h, got)
+			return attempts
+		}
+		plainThenMark := func(got []time.Duration) bool {
+			return len(got) >= 3 && got[0] == 0 && got[1] == 0 && got[len(got)-1] != 0
+		}
+		if got := round(); !plainThenMark(got) {
+			t.Errorf("a first wait's attempts had places %v, want plain attempts (before and after subscribing, and until it starved), then the mark", got)
+		}
+		if got := round(); len(got) != 1 || got[0] == 0 {
+			t.Errorf("a wait while the watches linger: attempts with places %v, want one, marking the name", got)
+		}
+		if n := starving.Load(); n != 2 {
+			t.Errorf("%d OpStarving after two starving waits, want 2", n)
+		}
+		// Locks granted at once do not keep the name hot: after a second of
+		// them, a contended Lock tries to barge in first again.
+		for range 4 {
+			time.Sleep(leash.WatchLinger / 3)
+			before := len(s.since(0))
+			mustUnlock(t, mustLock(t, waiter.Mutex(name), ctx))
+			if got := s.since(before); len(got) != 1 {
+				t.Fatalf("an uncontended Lock made attempts with places %v, want one", got)
+			}
+		}
+		if n := starving.Load(); n != 2 {
+			t.Errorf("%d OpStarving after Locks granted at once, want still 2: they never waited", n)
+		}
+		synctest.Wait()
+		if got := round(); !plainThenMark(got) {
+			t.Errorf("a wait a second after the last starving one: attempts with places %v, want plain attempts first again, then the mark", got)
+		}
+		// And once every watch ended, the same.
+		time.Sleep(leash.WatchLinger)
+		synctest.Wait()
+		if got := round(); !plainThenMark(got) {
+			t.Errorf("a wait after the watches ended: attempts with places %v, want plain attempts first again, then the mark", got)
+		}
+	})
 }

@@ -13,12 +13,26 @@ import (
 
 // waiters groups the Client's waiting calls by the store watch they need,
 // so that one watch per (kind, name) serves every local waiter, and each
-// notification wakes exactly the waiters it is for.
+// notification wakes exactly the waiters it is for. A watch stays
+// established for watchLinger after a waiter that waited left it: a Lock of
+// that name in the meantime joins it before its first attempt (see warm),
+// and so needs no second attempt after subscribing, where a name is
+// contended again and again. (A Lock that joins and is granted at once does
+// not extend the linger: a name that stopped being contended loses its
+// watch.)
 type waiters struct {
 	c      *Client
 	mu     sync.Mutex
 	groups map[watchKey]*waitGroup
+	closed bool // the Client closed: watches end with their last waiter
 }
+
+// watchLinger is how long a watch stays established after a waiter that
+// waited left it. A lingering watch costs what the store's watch costs: a
+// subscribed channel on Redis (redisstore keeps it subscribed as long
+// anyway, see its Options.Linger), server-side watches on etcd and
+// ZooKeeper, a name in the poll on MySQL.
+const watchLinger = time.Second
 
 // watchKey names one store watch: readers and writers share one, as do the
 // holds that are one lock in the store but notify differently.
@@ -41,6 +55,16 @@ type waitGroup struct {
 	err   error         // why the watch failed; set before ready is closed
 	stop  func()        // ends the watch; set before ready is closed
 	list  []*waiter     // in arrival order
+	// The fields below are guarded by waiters.mu.
+	// until is when the watch ends once it has no waiter: watchLinger after
+	// the last waiter that waited left.
+	until time.Time
+	// idle ends the watch at until; nil while the group has waiters.
+	idle  *time.Timer
+	idled uint64 // how many times the group went idle
+	// starved is when a Lock of this Client last started starving on the
+	// name (this group's key is the name's KindFair watch), or zero.
+	starved time.Time
 }
 
 // A waiter is one waiting call. ch holds at most one pending wake-up, so a
@@ -52,6 +76,9 @@ type waiter struct {
 	owner  string
 	ch     chan struct{}
 	poll   bool // no watch: the waiter polls
+	// waited is set by the waiting call once an attempt was refused: its
+	// leaving extends its groups' linger.
+	waited bool
 	// handed is the last grant a release handed to this waiter's owner
 	// (see handoff.go): its fencing token (0: none) and lease. Guarded by
 	// waiters.mu, like the group lists.
@@ -138,8 +165,7 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 			g = &waitGroup{key: key, ready: make(chan struct{})}
 			ws.groups[key] = g
 		}
-		g.list = append(g.list, w)
-		w.groups = append(w.groups, g)
+		ws.addLocked(w, g)
 		ws.mu.Unlock()
 
 		if creator {
@@ -166,6 +192,84 @@ func (ws *waiters) joinOne(ctx context.Context, w *waiter, key watchKey) error {
 			return g.err
 		}
 		return nil
+	}
+}
+
+// addLocked adds w to g; a lingering group has waiters again. ws.mu must
+// be held.
+func (ws *waiters) addLocked(w *waiter, g *waitGroup) {
+	if g.idle != nil {
+		g.idle.Stop()
+		g.idle = nil
+	}
+	g.list = append(g.list, w)
+	w.groups = append(w.groups, g)
+}
+
+// warm returns a waiter for kind on name when the watch it needs is
+// established already (another waiter has it, or it lingers, see waiters),
+// nil otherwise: it never waits for a watch. A Lock that joins before its
+// first attempt hears every release from then on, and need not try again
+// after subscribing.
+func (ws *waiters) warm(kind driver.Kind, name, owner string) *waiter {
+	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
+	if !ws.joinWarm(w, watchKeyOf(kind, name), false) {
+		return nil
+	}
+	return w
+}
+
+// joinWarm adds w to the group of key, and reports true, when that group's
+// watch is established; it never waits for a watch. With hot set, only a
+// group on which a Lock started starving less than watchLinger ago is
+// joined (see starved).
+func (ws *waiters) joinWarm(w *waiter, key watchKey, hot bool) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	g := ws.groups[key]
+	if g == nil || ws.closed || hot && (g.starved.IsZero() || time.Since(g.starved) >= watchLinger) {
+		return false
+	}
+	select {
+	case <-g.ready:
+	default:
+		return false // still subscribing
+	}
+	if g.err != nil {
+		return false
+	}
+	ws.addLocked(w, g)
+	return true
+}
+
+// starvedOn records that a Lock started starving on the name whose KindFair
+// watch key is: a Lock of the name soon after marks it at once (see
+// Client.acquire).
+func (ws *waiters) starvedOn(key watchKey) {
+	ws.mu.Lock()
+	if g := ws.groups[key]; g != nil {
+		g.starved = time.Now()
+	}
+	ws.mu.Unlock()
+}
+
+// close ends the lingering watches, and makes every other end with its last
+// waiter.
+func (ws *waiters) close() {
+	ws.mu.Lock()
+	ws.closed = true
+	var stops []func()
+	for key, g := range ws.groups {
+		if g.idle != nil {
+			g.idle.Stop()
+			g.idle = nil
+			delete(ws.groups, key)
+			stops = append(stops, g.stop)
+		}
+	}
+	ws.mu.Unlock()
+	for _, stop := range stops {
+		stop()
 	}
 }
 
@@ -211,21 +315,46 @@ func (ws *waiters) leaveGroup(w *waiter, g *waitGroup) {
 	}
 }
 
-// leaveGroupLocked removes w from g and returns g's watch to stop when w was
-// its last waiter. ws.mu must be held.
+// leaveGroupLocked removes w from g. When w was its last waiter, g's watch
+// lingers until g.until (see waiters), or is returned to stop when that has
+// passed or the Client closed. ws.mu must be held.
 func (ws *waiters) leaveGroupLocked(w *waiter, g *waitGroup) (stop func()) {
 	if i := slices.Index(g.list, w); i >= 0 {
 		g.list = slices.Delete(g.list, i, i+1)
 	}
-	if len(g.list) == 0 && ws.groups[g.key] == g {
+	now := time.Now()
+	if w.waited {
+		g.until = now.Add(watchLinger)
+	}
+	if len(g.list) == 0 && ws.groups[g.key] == g && g.idle == nil {
 		select {
 		case <-g.ready:
-			delete(ws.groups, g.key)
-			return g.stop
+			left := g.until.Sub(now)
+			if ws.closed || left <= 0 {
+				delete(ws.groups, g.key)
+				return g.stop
+			}
+			g.idled++
+			idled := g.idled
+			g.idle = time.AfterFunc(left, func() { ws.expire(g, idled) })
 		default: // the creator is still subscribing and will clean up
 		}
 	}
 	return nil
+}
+
+// expire ends g's watch when it has lingered without a waiter since it went
+// idle for the idled-th time.
+func (ws *waiters) expire(g *waitGroup, idled uint64) {
+	ws.mu.Lock()
+	if g.idle == nil || g.idled != idled || ws.groups[g.key] != g {
+		ws.mu.Unlock()
+		return // a waiter came back, or close ended it
+	}
+	g.idle = nil
+	delete(ws.groups, g.key)
+	ws.mu.Unlock()
+	g.stop()
 }
 
 // wake delivers a notification to g's waiters. It never blocks, as
