@@ -305,9 +305,11 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 			}
 			w.waited = true
-			if starveAt > 0 && g.Queued {
+			if starveAt > 0 && (g.Queued || p.starving) {
 				// Others are queued: the try after subscribing marks the
-				// name at once (see below).
+				// name at once (see below). A Lock already starving (its
+				// late grant given back, see lateGrant) watches for its
+				// turn again.
 				if err := c.starving(ctx, p, w, reqs[0].Name); err != nil {
 					return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 				}

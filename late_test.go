@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/leash-go/leash"
@@ -99,4 +100,50 @@ func TestLockRetriesLateGrant(t *testing.T) {
 	if n := s.acquires.Load(); n < 3 {
 		t.Errorf("%d acquires, want the late one, the probe's and a retry", n)
 	}
+}
+
+// TestStarvingLockAfterLateGrantHearsItsTurn: a starving Mutex Lock whose
+// marked attempt was granted too late gives the grant back and tries again;
+// refused, it waits with a mark, subscribed to its turn's wake-ups too, so
+// the release that follows wakes it at once, not its fallback timer.
+func TestStarvingLockAfterLateGrantHearsItsTurn(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		const lease = 200 * time.Millisecond
+		ctx := context.Background()
+		holder := newClient(t, s, nil)
+		leash.SetHandoff(holder, false) // a release wakes the first mark; the waiter takes the lock itself
+		waiter := newClient(t, s, &leash.Options{Lease: lease})
+		defer holder.Close()
+		defer waiter.Close()
+		var (
+			armed  atomic.Bool
+			second = make(chan *leash.Hold, 1)
+		)
+		s.acquireHook = func(g driver.Grant) error {
+			if g.Acquired && armed.CompareAndSwap(true, false) {
+				// The waiter's grant is answered after its lease ran out,
+				// and the holder has taken the lock again meanwhile.
+				time.Sleep(lease + time.Millisecond)
+				h, err := holder.Mutex("late/starving").Lock(ctx)
+				if err != nil {
+					t.Errorf("holder's second Lock: %v", err)
+				}
+				second <- h
+			}
+			return nil
+		}
+		h := mustLock(t, holder.Mutex("late/starving"), ctx)
+		got := lockAsync(t, waiter.Mutex("late/starving"), ctx)
+		time.Sleep(10 * time.Millisecond) // the waiter starved and marked the name
+		synctest.Wait()
+		armed.Store(true)
+		mustUnlock(t, h) // wakes the waiter, whose marked attempt is granted late
+		h2 := <-second
+		if h2 == nil {
+			t.FailNow()
+		}
+		synctest.Wait() // the waiter gave the grant back and waits again
+		handOver(t, h2, got)
+	})
 }
