@@ -176,6 +176,18 @@ end
 -- foreign checks several (key, shape) pairs and returns the first refusal {-1, what}, or nil;
 -- one EXISTS when all are absent, as they mostly are.
 local function companion(key, shape)
+    if shape == 'owners' then
+        -- ZRANGE answers an absent key with no member and any other type with WRONGTYPE: the
+        -- TYPE below is needed only for the refusal's words.
+        local first = try('zrange', key, '0', '0')
+        if first then
+            if first[1] == nil or owner_shaped(first[1])
+                and owner_shaped(redis.call('zrange', key, '-1', '-1')[1]) then
+                return nil
+            end
+            return 'a zset of non-owners at its companion key ' .. key
+        end
+    end
     local typ = redis.call('type', key).ok
     if typ == 'none' then
         return nil
@@ -186,12 +198,6 @@ local function companion(key, shape)
             return nil
         end
         what = 'a string that is not a counter'
-    elseif shape == 'owners' and typ == 'zset' then
-        if owner_shaped(redis.call('zrange', key, '0', '0')[1])
-            and owner_shaped(redis.call('zrange', key, '-1', '-1')[1]) then
-            return nil
-        end
-        what = 'a zset of non-owners'
     end
     return what .. ' at its companion key ' .. key
 end

@@ -86,10 +86,9 @@ if queued and redis.call('exists', KEYS[4]) == 1 then
                 local ms_s = string.format('%d', ms)
                 take(KEYS[1], head, ms_s, token)
                 redis.call('zadd', KEYS[5], string.format('%d', now + ms), head)
-                -- The counter holds the token as its decimal string (see mint): a 16-digit
-                -- number would lose digits in Lua's own formatting.
+                -- '%d', not Lua's own formatting, which would round a 16-digit token.
                 redis.call('publish', KEYS[6] .. ':' .. client_of(head),
-                    '=' .. redis.call('get', KEYS[7]) .. ':' .. ms_s .. ':' .. head)
+                    '=' .. string.format('%d', token) .. ':' .. ms_s .. ':' .. head)
                 redis.call('set', KEYS[3], '1', 'px', ARGV[4])
                 return 1
             end
