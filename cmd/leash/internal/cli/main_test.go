@@ -41,6 +41,14 @@ func TestMain(m *testing.M) {
 	case "grandchild":
 		os.Exit(grandchildMain(os.Args[1:]))
 	}
+	if signal.Ignored(syscall.SIGHUP) {
+		// Started under nohup: the leash processes the tests start would
+		// inherit SIGHUP ignored, and the tests that send them SIGHUP
+		// would see it ignored, as it should be then (that case is
+		// TestRunKeepsIgnoredSignalsIgnored's). Caught here, it is reset
+		// to its default in every process this one starts.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	code := m.Run()
 	sharedMariaDB.Close()
 	shared.Close()
