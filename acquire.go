@@ -304,7 +304,6 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			if w, err = c.watchFor(ctx, t.kind, names, t.owner); err != nil {
 				return nil, c.waitEnded(reqs[0].Name, remaining, grace, err)
 			}
-			w.waited = true
 			if starveAt > 0 && (g.Queued || p.starving) {
 				// Others are queued: the try after subscribing marks the
 				// name at once (see below). A Lock already starving (its

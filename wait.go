@@ -60,8 +60,7 @@ type waitGroup struct {
 	// the last waiter that waited left.
 	until time.Time
 	// idle ends the watch at until; nil while the group has waiters.
-	idle  *time.Timer
-	idled uint64 // how many times the group went idle
+	idle *time.Timer
 	// starved is when a Lock of this Client last started starving on the
 	// name (this group's key is the name's KindFair watch), or zero.
 	starved time.Time
@@ -76,8 +75,9 @@ type waiter struct {
 	owner  string
 	ch     chan struct{}
 	poll   bool // no watch: the waiter polls
-	// waited is set by the waiting call once an attempt was refused: its
-	// leaving extends its groups' linger.
+	// waited is set once the call had an attempt refused (from the start
+	// for a waiter that joins after one): its leaving extends its groups'
+	// linger.
 	waited bool
 	// handed is the last grant a release handed to this waiter's owner
 	// (see handoff.go): its fencing token (0: none) and lease. Guarded by
@@ -146,7 +146,8 @@ func (c *Client) sleep(ctx context.Context, w *waiter, s *sleeper, d time.Durati
 // join adds a waiter for kind on names and returns once the store's watches
 // are established, so that any notification from then on reaches it.
 func (ws *waiters) join(ctx context.Context, kind driver.Kind, names []string, owner string) (*waiter, error) {
-	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
+	// Joined after a refused attempt: the call waits.
+	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1), waited: true}
 	for _, name := range names {
 		if err := ws.joinOne(ctx, w, watchKeyOf(kind, name)); err != nil {
 			ws.leave(w)
@@ -212,34 +213,46 @@ func (ws *waiters) addLocked(w *waiter, g *waitGroup) {
 // first attempt hears every release from then on, and need not try again
 // after subscribing.
 func (ws *waiters) warm(kind driver.Kind, name, owner string) *waiter {
-	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
-	if !ws.joinWarm(w, watchKeyOf(kind, name), false) {
-		return nil
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	g := ws.warmLocked(watchKeyOf(kind, name), false)
+	if g == nil {
+		return nil // an uncontended Lock allocates nothing here
 	}
+	w := &waiter{kind: kind, owner: owner, ch: make(chan struct{}, 1)}
+	ws.addLocked(w, g)
 	return w
 }
 
 // joinWarm adds w to the group of key, and reports true, when that group's
-// watch is established; it never waits for a watch. With hot set, only a
-// group on which a Lock started starving less than watchLinger ago is
-// joined (see starved).
+// watch is established (see warmLocked); it never waits for a watch.
 func (ws *waiters) joinWarm(w *waiter, key watchKey, hot bool) bool {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	g := ws.warmLocked(key, hot)
+	if g != nil {
+		ws.addLocked(w, g)
+	}
+	return g != nil
+}
+
+// warmLocked returns the group of key when its watch is established, nil
+// otherwise. With hot set, only a group on which a Lock started starving
+// less than watchLinger ago counts (see starved). ws.mu must be held.
+func (ws *waiters) warmLocked(key watchKey, hot bool) *waitGroup {
 	g := ws.groups[key]
 	if g == nil || ws.closed || hot && (g.starved.IsZero() || time.Since(g.starved) >= watchLinger) {
-		return false
+		return nil
 	}
 	select {
 	case <-g.ready:
 	default:
-		return false // still subscribing
+		return nil // still subscribing
 	}
 	if g.err != nil {
-		return false
+		return nil
 	}
-	ws.addLocked(w, g)
-	return true
+	return g
 }
 
 // starvedOn records that a Lock started starving on the name whose KindFair
@@ -334,22 +347,21 @@ func (ws *waiters) leaveGroupLocked(w *waiter, g *waitGroup) (stop func()) {
 				delete(ws.groups, g.key)
 				return g.stop
 			}
-			g.idled++
-			idled := g.idled
-			g.idle = time.AfterFunc(left, func() { ws.expire(g, idled) })
+			g.idle = time.AfterFunc(left, func() { ws.expire(g) })
 		default: // the creator is still subscribing and will clean up
 		}
 	}
 	return nil
 }
 
-// expire ends g's watch when it has lingered without a waiter since it went
-// idle for the idled-th time.
-func (ws *waiters) expire(g *waitGroup, idled uint64) {
+// expire ends g's watch when it is idle and its linger has passed. A timer
+// of an earlier idle spell, stopped too late, finds the linger not passed
+// (until only moves later) or the group with waiters.
+func (ws *waiters) expire(g *waitGroup) {
 	ws.mu.Lock()
-	if g.idle == nil || g.idled != idled || ws.groups[g.key] != g {
+	if g.idle == nil || time.Now().Before(g.until) || ws.groups[g.key] != g {
 		ws.mu.Unlock()
-		return // a waiter came back, or close ended it
+		return // a waiter came back, close ended it, or the linger was extended
 	}
 	g.idle = nil
 	delete(ws.groups, g.key)
