@@ -10,8 +10,9 @@ import (
 // Coalescing. When the pipeliner sends several queued calls of the same
 // script, and that script has a batched variant, they go as ONE script call
 // carrying every request instead of a pipeline of one EVALSHA each: Redis
-// pays the script call's own costs (the call, TIME, lib.lua's closures) once
-// per batch instead of once per lock, on its one thread.
+// pays the script call's own costs (the call, TIME, lib.lua's closures, the
+// restart grace's check: see grace_at in lib.lua) once per batch instead of
+// once per lock, on its one thread.
 //
 // The batched variant is made from the same source as the script: the
 // script's body becomes a function of KEYS and ARGV, run once per request
@@ -48,12 +49,24 @@ const maxCoalesce = 128
 // request after another. It returns one reply per request, in order: the
 // body's reply (false for none, which Redis sends as nil, as it does the
 // body's own nil), or an error reply.
-func withLibBatched(body string) *redis.Script {
-	return redis.NewScript(libFor(body) + "\n" + batchHead + body + batchTail)
+//
+// As in withLibSource, the functions only the part of body after its line
+// libRest calls are defined there, in the request's function: a request
+// that returns before it builds none of their closures.
+func withLibBatched(body string) *redis.Script { return redis.NewScript(batchedSource(body)) }
+
+// batchedSource is the source of withLibBatched's script.
+func batchedSource(body string) string {
+	lib, first, libAfter, rest, split := libSplit(body, true)
+	if !split {
+		return lib + "\n" + batchHead + body + batchTail
+	}
+	return lib + "\n" + batchHead + first + "\n" + libRest + "\n" + libAfter + "\n" + rest + batchTail
 }
 
 const batchHead = `
--- One request of the batched script; its KEYS and ARGV are the request's.
+-- One request of the batched script; its KEYS and ARGV are the request's, in two tables
+-- that every request of the call reuses: a body reads them and keeps neither.
 local function leash_request(KEYS, ARGV)
 `
 
@@ -63,8 +76,9 @@ end
 local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local all_keys, all_args = KEYS, ARGV
 local replies = {}
+local keys = {nil, nil, nil, nil, nil, nil, nil, nil} -- room for a request's keys and arguments
+local args = {nil, nil, nil, nil, nil, nil, nil, nil}
 for i = 0, n - 1 do
-    local keys, args = {}, {}
     for j = 1, nk do
         keys[j] = all_keys[i * nk + j]
     end

@@ -623,3 +623,47 @@ func BenchmarkCoalesceCluster(b *testing.B) {
 		}
 	}
 }
+
+// TestBatchGraceEachRequest runs, in one batched script call, acquires of
+// four names on a server whose restart marker is ten seconds old: three
+// whose grace (their lease's) is over, and between them one whose grace is
+// a minute. A request after the first is answered from the first one's
+// verdict only when its grace and the marker are the same (see grace_at):
+// the minute's grace is refused, and the ones after it granted.
+func TestBatchGraceEachRequest(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	s := New(rdb, nil)
+	defer s.Close()
+	f := s.watch.facts(ctx, nil, rdb)
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := now.Add(-10 * time.Second).UnixMicro()
+	if err := rdb.Set(ctx, epochKey, fmt.Sprintf("%d:%s", start, f.id), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	leases := []time.Duration{5 * time.Second, 5 * time.Second, time.Minute, 5 * time.Second}
+	var keys []string
+	args := []any{len(leases), 5, 3}
+	for i, lease := range leases {
+		keys = append(keys, append(mutexKeys(fmt.Sprint("batch/grace/", i)), epochKey)...)
+		args = append(args, ms(lease), owner(i), s.graceArg(lease, f))
+	}
+	v, err := batchedScripts[acquireScript].Run(ctx, rdb, keys, args...).Slice()
+	if err != nil || len(v) != len(leases) {
+		t.Fatalf("batched acquire = %v, %v", v, err)
+	}
+	for i, r := range v {
+		left, refused := parseGrace(r)
+		switch {
+		case leases[i] == time.Minute && (!refused || left < 45*time.Second):
+			t.Errorf("request %d, grace a minute from a marker 10 s old: %v; want refused with about 50 s left", i, r)
+		case leases[i] != time.Minute && !isGrant(r):
+			t.Errorf("request %d, grace 5 s from a marker 10 s old: %v; want granted", i, r)
+		}
+	}
+}

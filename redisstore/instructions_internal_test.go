@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +21,10 @@ import (
 // acquire and release, a release that hands the lock to a queued waiter,
 // and a FairMutex waiter's attempt on a held lock; and the floor under the
 // acquire (a script that only returns, and one that first defines lib.lua's
-// functions as the acquire does). It runs redis-server under valgrind's
+// functions as the acquire does); and the batched variants of the
+// uncontended acquire and release (see coalesce), as a call that carries
+// one request and what each request more in a call adds. It runs
+// redis-server under valgrind's
 // callgrind, counting only inside EVALSHA, one server per
 // case; before each measured call an EVAL (not counted) puts the keys in
 // the case's state. The four script cases run a second time as Redis 7
@@ -112,6 +114,46 @@ func TestScriptInstructions(t *testing.T) {
 		f := countInstructions(t, calls, fcallOf(scriptBodies[tc.script]), tc.setup, keys, []any{holder, waiter}, tc.keys, tc.args, outcome, tc.want)
 		t.Logf("%-36s %8d instructions per call; as a function %8d (%+.0f %%)", tc.name, n, f, 100*float64(f-n)/float64(n))
 	}
+	// The batched scripts (see coalesce), as a batch of one and of four
+	// requests on names of their own: what one more request in a batch costs.
+	for _, tc := range []struct {
+		name   string
+		script *redis.Script
+		keys   func(name string) []string
+		args   func(grace string) []any
+		held   bool // the request's lock is held by holder before the call
+	}{
+		{"acquire, free name", acquireScript, func(name string) []string { return append(mutexKeys(name), marker) },
+			func(g string) []any { return []any{"30000", holder, g} }, false},
+		{"release, no waiter", releaseScript[0], func(name string) []string { return append(releaseKeys(name, latchKey(name, "r")), marker) },
+			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, true},
+	} {
+		var per [2]int64
+		for j, n := range []int{1, 4} {
+			var keys, setup []string
+			nk := len(tc.keys(""))
+			for i := range n {
+				keys = append(keys, tc.keys(fmt.Sprint(name, i))...)
+				lock := fmt.Sprintf("KEYS[%d]", nk*i+1)
+				setup = append(setup, "redis.call('del', "+lock+")")
+				if tc.held {
+					setup = append(setup, fmt.Sprintf("redis.call('del', KEYS[%d]) redis.call('hset', %s, ARGV[1], '1') redis.call('pexpire', %s, '30000')", nk*i+3, lock, lock))
+				}
+			}
+			args := func(g string) []any {
+				one := tc.args(g)
+				a := []any{n, nk, len(one)}
+				for range n {
+					a = append(a, one...)
+				}
+				return a
+			}
+			per[j] = countInstructions(t, calls, evalShaCall(batchedScripts[tc.script]), strings.Join(setup, " "), keys, []any{holder},
+				func(int) []string { return keys }, args,
+				func(_ *redis.Client, v any) string { return fmt.Sprint(len(v.([]any))) }, fmt.Sprint(n))
+		}
+		t.Logf("%-36s %8d instructions per call of a batch of 1; each request more in a batch %8d", "batched "+tc.name, per[0], (per[1]-per[0])/3)
+	}
 }
 
 // A measuredCall is how countInstructions loads and calls what it measures:
@@ -174,9 +216,6 @@ func functionLibrary(body string) string {
 		"redis.register_function('leash_measured', function(keys, args)\n" + reset + "\nreturn body(keys, args)\nend)\n"
 }
 
-// perCallLocal matches a top-level local of lib.lua that starts nil.
-var perCallLocal = regexp.MustCompile(`(?m)^local ([a-z_]+(?:, [a-z_]+)*) = nil(?:, nil)*\b`)
-
 // The floor scripts of TestScriptInstructions.
 var (
 	returnSource    = "return 1"
@@ -195,11 +234,13 @@ var scriptBodies = map[*redis.Script]string{
 
 // scriptSources are the sources of the scripts TestScriptInstructions runs.
 var scriptSources = map[*redis.Script]string{
-	acquireScript:     withLibSource(acquireLua),
-	releaseScript[0]:  withLibSource(releaseLua),
-	acquireFairScript: withLibSource(acquireFairLua),
-	returnScript:      returnSource,
-	libReturnScript:   libReturnSource,
+	batchedScripts[acquireScript]:    batchedSource(acquireLua),
+	batchedScripts[releaseScript[0]]: batchedSource(releaseLua),
+	acquireScript:                    withLibSource(acquireLua),
+	releaseScript[0]:                 withLibSource(releaseLua),
+	acquireFairScript:                withLibSource(acquireFairLua),
+	returnScript:                     returnSource,
+	libReturnScript:                  libReturnSource,
 }
 
 // countInstructions starts redis-server under callgrind, collecting only in

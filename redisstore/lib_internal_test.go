@@ -102,6 +102,15 @@ func TestLibSplit(t *testing.T) {
 			if d := slices.Compact(slices.Clone(all)); len(d) != len(all) {
 				t.Errorf("a function is defined twice: %v", all)
 			}
+			// The batched variant defines the rest's functions per request:
+			// a function with state for the whole script call stays outside.
+			top, _, _ := strings.Cut(batchedSource(tc.body), batchHead)
+			for _, p := range libParas[1:] {
+				if perCallLocal.MatchString(p.text) && slices.ContainsFunc(p.defines, func(f string) bool { return slices.Contains(all, f) }) &&
+					!strings.Contains(top, p.text) {
+					t.Errorf("the batched script defines %v, which keeps state for the script call, per request", p.defines)
+				}
+			}
 		})
 	}
 }

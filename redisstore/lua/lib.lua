@@ -27,16 +27,22 @@ end
 -- names from its one TIME gives each a step of its own, and so a token of its own). Times in
 -- microseconds have 16 digits, and formatting or parsing a number that long (string.format,
 -- tonumber) takes the C library's slow multi-precision path: the hot scripts build and read
--- them in pieces instead.
+-- them in pieces instead. The time without a step is built once per script call.
+local now_n, now_str = nil, nil
 local function now_us(step)
+    if not step and now_n then
+        return now_n, now_str
+    end
     local t = server_time()
     local sec, us = t[1], t[2]
     if step then
         us = tonumber(us) + step
         sec = tostring(tonumber(sec) + math.floor(us / 1000000))
         us = us % 1000000
+        return tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
     end
-    return tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
+    now_n, now_str = tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
+    return now_n, now_str
 end
 
 -- decimal parses a non-negative decimal integer string, such as a token or a time in
@@ -456,9 +462,15 @@ end
 -- reads the node's view anew and tries again. A grace without "@" keeps the marker-only rule
 -- of earlier versions (a missing marker starts the grace now; any marker present is
 -- trusted), for tests' negative controls. With look set, the marker is read but never
--- written.
-local stale_view = {0, 0, 'stale'}
+-- written. A grace found over from the marker's value alone (nothing written) is remembered
+-- for the rest of the script call: the requests of a batched script call share the marker
+-- and the TIME, so each after the first is answered with three comparisons instead of the
+-- parse (about 16,000 of Redis's instructions per request).
+local graced, graced_value, graced_now = nil, nil, nil -- the last grace found over, see grace_at
 local function grace_at(marker, grace, now, now_s, value, look)
+    if value and value == graced_value and grace == graced and now == graced_now then
+        return nil
+    end
     local grace_us, view = string.match(grace, '^(%d+)@?(.*)$')
     local node = nil
     local hash = string.find(view, '#', 1, true)
@@ -466,19 +478,20 @@ local function grace_at(marker, grace, now, now_s, value, look)
         view, node = string.sub(view, 1, hash - 1), string.sub(view, hash + 1)
     end
     local sep = string.find(view, ':', 1, true)
-    local start
+    local start, read
     if value then
         local at = string.find(value, ':', 1, true)
         if not sep or (at and string.sub(value, at) == string.sub(view, sep)) then
             start = decimal(string.sub(value, 1, (at or 0) - 1))
             if start and not same_node(node) then
-                return stale_view
+                return {0, 0, 'stale'}
             end
+            read = start and value
         end
     end
     if not start then
         if sep and not same_process(grace) then
-            return stale_view
+            return {0, 0, 'stale'}
         end
         local s = sep and decimal(string.sub(view, 1, sep - 1))
         local new = view
@@ -493,6 +506,9 @@ local function grace_at(marker, grace, now, now_s, value, look)
     local left = start + tonumber(grace_us) - now
     if left > 0 then
         return {0, math.ceil(left / 1000), 'grace'}
+    end
+    if read then
+        graced, graced_value, graced_now = grace, value, now
     end
     return nil
 end
