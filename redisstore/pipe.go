@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -160,6 +161,18 @@ func (p *pipeliner) exec(batch []*call) {
 	}
 	for _, c := range batch {
 		close(c.done)
+	}
+	// The callers just answered often call again at once (an Unlock after
+	// a Lock, the next Lock after an Unlock). When fewer calls queued during
+	// the round trip than it answered, let those callers run first, so that
+	// their next calls join the batch about to leave instead of waiting a
+	// round trip for the next one: at 16 goroutines on one Store, about a
+	// tenth more locks per second (bench/NOTES.md).
+	p.mu.Lock()
+	short := len(p.queue) < len(batch)
+	p.mu.Unlock()
+	if short {
+		runtime.Gosched()
 	}
 	p.next()
 }
