@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,9 +11,11 @@ import (
 // Coalescing. When the pipeliner sends several queued calls of the same
 // script, and that script has a batched variant, they go as ONE script call
 // carrying every request instead of a pipeline of one EVALSHA each: Redis
-// pays the script call's own costs (the call, TIME, lib.lua's closures, the
-// restart grace's check: see grace_at in lib.lua) once per batch instead of
-// once per lock, on its one thread.
+// pays the script call's own costs (the call, TIME, the closures of the
+// lib.lua functions its common path needs) once per batch instead of once
+// per lock, on its one thread, and the restart grace's check once per
+// grace argument in a row (see grace_at in lib.lua): requests with the
+// same lease's grace, on an uncontended name, check it once between them.
 //
 // The batched variant is made from the same source as the script: the
 // script's body becomes a function of KEYS and ARGV, run once per request
@@ -52,16 +55,22 @@ const maxCoalesce = 128
 //
 // As in withLibSource, the functions only the part of body after its line
 // libRest calls are defined there, in the request's function: a request
-// that returns before it builds none of their closures.
+// that returns before it builds none of their closures, and one that goes
+// on builds them for itself. The state those functions keep for the script
+// call (their top-level locals that start nil, see perCallLocal) is
+// declared before the request's function, so that it lasts the call, as
+// in the script alone: one TIME, one INFO, one grace verdict for all.
 func withLibBatched(body string) *redis.Script { return redis.NewScript(batchedSource(body)) }
 
 // batchedSource is the source of withLibBatched's script.
 func batchedSource(body string) string {
-	lib, first, libAfter, rest, split := libSplit(body, true)
+	lib, first, libAfter, rest, split := libSplit(body)
 	if !split {
 		return lib + "\n" + batchHead + body + batchTail
 	}
-	return lib + "\n" + batchHead + first + "\n" + libRest + "\n" + libAfter + "\n" + rest + batchTail
+	state := strings.Join(perCallLocal.FindAllString(libAfter, -1), "\n")
+	libAfter = perCallLocal.ReplaceAllString(libAfter, "")
+	return lib + "\n" + state + "\n" + batchHead + first + "\n" + libRest + "\n" + libAfter + "\n" + rest + batchTail
 }
 
 const batchHead = `

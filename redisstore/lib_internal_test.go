@@ -103,12 +103,22 @@ func TestLibSplit(t *testing.T) {
 				t.Errorf("a function is defined twice: %v", all)
 			}
 			// The batched variant defines the rest's functions per request:
-			// a function with state for the whole script call stays outside.
-			top, _, _ := strings.Cut(batchedSource(tc.body), batchHead)
-			for _, p := range libParas[1:] {
-				if perCallLocal.MatchString(p.text) && slices.ContainsFunc(p.defines, func(f string) bool { return slices.Contains(all, f) }) &&
-					!strings.Contains(top, p.text) {
-					t.Errorf("the batched script defines %v, which keeps state for the script call, per request", p.defines)
+			// whatever the functions before the request's call is defined
+			// before it, nothing twice, and the state that lib.lua's
+			// functions keep for the script call is declared before it.
+			batch := batchedSource(tc.body)
+			top, inside, _ := strings.Cut(batch, batchHead)
+			for name := range called(top) {
+				if slices.Contains(lib, name) && !slices.Contains(defined(top), name) {
+					t.Errorf("batched: %s is called before the request's function but defined inside it", name)
+				}
+			}
+			if b := defined(batch); len(b) != len(all)+1 { // and leash_request
+				t.Errorf("batched: the script defines %d functions %v, the plain one %d", len(b), b, len(all))
+			}
+			for _, line := range perCallLocal.FindAllString(libFor(tc.body), -1) {
+				if !strings.Contains(top, line) || strings.Contains(inside, line) {
+					t.Errorf("batched: lib.lua's per-call state %q is not declared (only) before the request's function", line)
 				}
 			}
 		})

@@ -365,7 +365,7 @@ func withLib(body string) *redis.Script { return redis.NewScript(withLibSource(b
 // libRest builds only the first functions' closures: the common path of a
 // hot script (an uncontended release needs 3 of its 19) is put first.
 func withLibSource(body string) string {
-	lib, first, libAfter, rest, split := libSplit(body, false)
+	lib, first, libAfter, rest, split := libSplit(body)
 	if !split {
 		return lib + "\n" + body
 	}
@@ -376,38 +376,25 @@ func withLibSource(body string) string {
 // one) into first and rest, and returns the lib.lua text that precedes
 // first, lib (the functions first calls; all body calls when there is no
 // such line), and the text that goes at the line, libAfter (the others body
-// calls). With perCall set, a function that keeps state for the script
-// call (a top-level local that starts nil, see perCallLocal) goes in lib
-// whenever body calls it, with what it calls, even if only rest does: the
-// batched variant (see withLibBatched) defines libAfter per request, where
-// such state would not outlive the request.
-func libSplit(body string, perCall bool) (lib, first, libAfter, rest string, split bool) {
+// calls).
+func libSplit(body string) (lib, first, libAfter, rest string, split bool) {
 	first, rest, split = strings.Cut(body, "\n"+libRest+"\n")
 	if !split {
 		return libFor(body), body, "", "", false
 	}
-	all := libKeep(body)
-	need := called(first)
-	if perCall {
-		for i, p := range libParas {
-			if all[i] && i > 0 && perCallLocal.MatchString(p.text) {
-				for _, name := range p.defines {
-					need[name] = true
-				}
-			}
-		}
+	before := libKeep(first)
+	after := libKeep(body)
+	for i := range after {
+		after[i] = after[i] && !before[i]
 	}
-	before := libKeepNames(need)
-	for i := range all {
-		all[i] = all[i] && !before[i]
-	}
-	return libText(before), first, libText(all), rest, true
+	return libText(before), first, libText(after), rest, true
 }
 
-// perCallLocal matches a top-level local of lib.lua that starts nil: state
-// its functions keep for one script call (the TIME reply, the INFO replies,
-// memos), which Redis makes anew on every call of a script.
-var perCallLocal = regexp.MustCompile(`(?m)^local ([a-z_]+(?:, [a-z_]+)*) = nil(?:, nil)*\b`)
+// perCallLocal matches the line of a top-level local of lib.lua that starts
+// nil: state its functions keep for one script call (the TIME reply, the
+// INFO replies, memos), which Redis makes anew on every call of a script.
+// The first group is the locals' names.
+var perCallLocal = regexp.MustCompile(`(?m)^local ([a-z_]+(?:, [a-z_]+)*) = nil(?:, nil)*\b.*$`)
 
 // libRest is the line of a script body after which withLibSource defines
 // the lib.lua functions its part before the line does not call.

@@ -3,7 +3,11 @@
 -- client's, so deadlines mean the same to every client whatever their clocks. Arguments to
 -- redis.call are strings where that is easy ('0', not 0, and string.format('%d', n) for a
 -- computed integer): Redis 7.0 turns a Lua number into a command argument with "%.17g", a few
--- thousand instructions each, measurable on the hot paths (see bench/NOTES.md).
+-- thousand instructions each, measurable on the hot paths (see bench/NOTES.md). State a
+-- function keeps for one script call (a reply read once, a memo) is a top-level local that
+-- starts nil, written "local name = nil" (or "local a, b = nil, nil"): the Go side recognises
+-- that form (perCallLocal) and keeps such functions outside the per-request function of a
+-- batched script (withLibBatched), where the state would last one request only.
 redis.replicate_commands()
 
 -- server_time returns the server's TIME reply, asked once per script and kept: every time a
