@@ -629,7 +629,9 @@ func BenchmarkCoalesceCluster(b *testing.B) {
 // whose grace (their lease's) is over, and between them one whose grace is
 // a minute. A request after the first is answered from the first one's
 // verdict only when its grace and the marker are the same (see grace_at):
-// the minute's grace is refused, and the ones after it granted.
+// the minute's grace is refused, and the ones after it granted; with the
+// grace argument left out of the memo's key (the negative control), the
+// minute's is granted.
 func TestBatchGraceEachRequest(t *testing.T) {
 	srv := testserver.NewRedis(t, testserver.RedisOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -665,5 +667,22 @@ func TestBatchGraceEachRequest(t *testing.T) {
 		case leases[i] != time.Minute && !isGrant(r):
 			t.Errorf("request %d, grace 5 s from a marker 10 s old: %v; want granted", i, r)
 		}
+	}
+	// Negative control: a memo that forgot the grace argument would grant
+	// the minute's request on the verdict of the 5 s one before it.
+	const key = "and grace == graced "
+	src := batchedSource(acquireLua)
+	if !strings.Contains(src, key) {
+		t.Fatalf("the control's edit no longer applies: %q is not in the batched acquire", key)
+	}
+	for i := range leases {
+		keys[5*i] += "/control" // fresh names
+	}
+	v, err = redis.NewScript(strings.Replace(src, key, "", 1)).Run(ctx, rdb, keys, args...).Slice()
+	if err != nil || len(v) != len(leases) {
+		t.Fatalf("control: batched acquire = %v, %v", v, err)
+	}
+	if !isGrant(v[2]) {
+		t.Errorf("control: a memo keyed without the grace argument answered the minute's request %v; want it granted, wrongly, so that the check above can fail", v[2])
 	}
 }
