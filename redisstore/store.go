@@ -429,11 +429,8 @@ var libParas = func() []libPara {
 func libFor(body string) string { return libText(libKeep(body)) }
 
 // libKeep reports, per paragraph of lib.lua, whether libFor(body) keeps it.
-func libKeep(body string) []bool { return libKeepNames(called(body)) }
-
-// libKeepNames reports, per paragraph of lib.lua, whether it defines a
-// function of need or one that those call; need gains the names they call.
-func libKeepNames(need map[string]bool) []bool {
+func libKeep(body string) []bool {
+	need := called(body)
 	keep := make([]bool, len(libParas))
 	keep[0] = true
 	for changed := true; changed; {
