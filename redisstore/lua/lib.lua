@@ -6,8 +6,8 @@
 -- thousand instructions each, measurable on the hot paths (see bench/NOTES.md). State a
 -- function keeps for one script call (a reply read once, a memo) is a top-level local that
 -- starts nil, written "local name = nil" (or "local a, b = nil, nil"): the Go side recognises
--- that form (perCallLocal) and keeps such functions outside the per-request function of a
--- batched script (withLibBatched), where the state would last one request only.
+-- that form (perCallLocal) and declares it before the per-request function of a batched
+-- script (withLibBatched), so that it lasts the whole call and not one request.
 redis.replicate_commands()
 
 -- server_time returns the server's TIME reply, asked once per script and kept: every time a
