@@ -43,10 +43,12 @@ local function now_us(step)
         us = tonumber(us) + step
         sec = tostring(tonumber(sec) + math.floor(us / 1000000))
         us = us % 1000000
-        return tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
     end
-    now_n, now_str = tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
-    return now_n, now_str
+    local n, s = tonumber(sec) * 1000000 + tonumber(us), sec .. string.sub('00000' .. us, -6)
+    if not step then
+        now_n, now_str = n, s
+    end
+    return n, s
 end
 
 -- decimal parses a non-negative decimal integer string, such as a token or a time in
