@@ -19,8 +19,12 @@ import (
 
 // holdPipe takes every round trip slot of p, so that calls queue until the
 // returned function ends the hold: the queue then leaves at once, as one
-// batch, as it does when a round trip ends under load.
+// batch, as it does when a round trip ends under load. It first waits for
+// the pipelines p started to end: a batch's callers return before its
+// pipeline sends what queued meanwhile, which would take calls meant for
+// the held queue.
 func holdPipe(p *pipeliner) func() {
+	p.wg.Wait()
 	p.mu.Lock()
 	p.busy += p.max
 	p.mu.Unlock()
