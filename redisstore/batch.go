@@ -36,20 +36,23 @@ import (
 // waiters that share a batch share its TIME, and so an arrival time: the
 // queue orders such ties by owner, as it may order any concurrent calls.)
 var batchedScripts = map[*redis.Script]*redis.Script{
-	acquireScript:     withLibBatched(acquireLua),
-	acquireFairScript: withLibBatched(acquireFairLua),
-	releaseScript[0]:  withLibBatched(releaseLua),
-	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua)), // see pubScript
+	acquireScript:     withLibBatched(acquireLua, 0),
+	acquireFairScript: withLibBatched(acquireFairLua, 0),
+	releaseScript[0]:  withLibBatched(releaseLua, releaseLatchKey),
+	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua), releaseLatchKey), // see pubScript
 }
+
+// releaseLatchKey is the place of a request's latch among release.lua's
+// KEYS (see releaseKeys).
+const releaseLatchKey = 3
 
 // maxCoalesce is the most requests one batched script call carries, which
 // bounds how long Redis's one thread is busy with one call.
 const maxCoalesce = 128
 
-// withLibBatched makes the batched variant of body (see withLib): ARGV[1]
-// is the number of requests, ARGV[2] and ARGV[3] the number of keys and
-// arguments of each; then come the requests' keys, and their arguments, one
-// request after another. It returns one reply per request, in order: the
+// withLibBatched makes the batched variant of body (see withLib), which
+// takes the keys and arguments of several requests as batchArgs lays them
+// out. It returns one reply per request, in order: the
 // body's reply (false for none, which Redis sends as nil, as it does the
 // body's own nil), or an error reply.
 //
@@ -60,17 +63,50 @@ const maxCoalesce = 128
 // call (their top-level locals that start nil, see perCallLocal) is
 // declared before the request's function, so that it lasts the call, as
 // in the script alone: one TIME, one INFO, one grace verdict for all.
-func withLibBatched(body string) *redis.Script { return redis.NewScript(batchedSource(body)) }
+//
+// latch, when not 0, is the place among a request's keys of its release
+// latch (see latched and set_latch in lib.lua): the call records every
+// request's answer in the first request's latch, one key written once,
+// where the requests alone would each create a key of their own that Redis
+// keeps, expires and deletes (about a tenth of Redis's CPU per uncontended
+// Lock+Unlock, bench/NOTES.md).
+func withLibBatched(body string, latch int) *redis.Script {
+	return redis.NewScript(batchedSource(body, latch))
+}
 
 // batchedSource is the source of withLibBatched's script.
-func batchedSource(body string) string {
+func batchedSource(body string, latch int) string {
+	tail := batchTail(latch)
 	lib, first, libAfter, rest, split := libSplit(body)
+	if latch > 0 {
+		lib, libAfter = withBatchLatch(lib, libAfter)
+	}
 	if !split {
-		return lib + "\n" + batchHead + body + batchTail
+		return lib + "\n" + batchHead + body + tail
 	}
 	state := strings.Join(perCallLocal.FindAllString(libAfter, -1), "\n")
 	libAfter = perCallLocal.ReplaceAllString(libAfter, "")
-	return lib + "\n" + state + "\n" + batchHead + first + "\n" + libRest + "\n" + libAfter + "\n" + rest + batchTail
+	return lib + "\n" + state + "\n" + batchHead + first + "\n" + libRest + "\n" + libAfter + "\n" + rest + tail
+}
+
+// withBatchLatch puts lua/batch_latch.lua in place of lib.lua's paragraph
+// that defines latched and set_latch, in whichever of a batched script's
+// two parts of lib.lua holds it.
+func withBatchLatch(lib, libAfter string) (string, string) {
+	i := slices.IndexFunc(libParas, func(p libPara) bool { return slices.Contains(p.defines, "latched") })
+	if i < 0 || !slices.Equal(libParas[i].defines, []string{"latched", "set_latch"}) {
+		panic("redisstore: lib.lua has no paragraph that defines latched and set_latch alone")
+	}
+	plain := libParas[i].text
+	switch {
+	case strings.Contains(lib, plain):
+		lib = strings.Replace(lib, plain, batchLatchLua, 1)
+	case strings.Contains(libAfter, plain):
+		libAfter = strings.Replace(libAfter, plain, batchLatchLua, 1)
+	default:
+		panic("redisstore: a batched release without lib.lua's latched and set_latch")
+	}
+	return lib, libAfter
 }
 
 const batchHead = `
@@ -79,22 +115,52 @@ const batchHead = `
 local function leash_request(KEYS, ARGV)
 `
 
-const batchTail = `
+// batchTail ends the batched script: it runs each request and returns their
+// replies. With latch (see withLibBatched), it starts the call's record of
+// release answers (lua/batch_latch.lua), says which request runs and which
+// latch is the call's (the first request's), and writes it at the end.
+func batchTail(latch int) string {
+	open, next, end := "", "", ""
+	if latch > 0 {
+		open = "latch_got, latch_ms = {}, ''\n"
+		next = fmt.Sprintf("    latch_i = i + 1\n    if i == 0 then\n        latch_key = keys[%d]\n    end\n", latch)
+		end = "write_latch(n)\n"
+	}
+	return `
 end
 
-local n, nk, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = tonumber(ARGV[1])
 local all_keys, all_args = KEYS, ARGV
 local replies = {}
 local keys = {nil, nil, nil, nil, nil, nil, nil, nil} -- room for a request's keys and arguments
 local args = {nil, nil, nil, nil, nil, nil, nil, nil}
-for i = 0, n - 1 do
-    for j = 1, nk do
-        keys[j] = all_keys[i * nk + j]
+-- shared puts the shared values of all (from place at on) in their places in into, as mask
+-- (see batchArgs) says, and returns the places of the requests' own and where they start.
+local function shared(mask, all, at, into)
+    local own, m = {}, {string.byte(mask, 1, -1)}
+    for j = 1, #m do
+        if m[j] == 49 then
+            at = at + 1
+            into[j] = all[at]
+        else
+            own[#own + 1] = j
+        end
     end
-    for j = 1, na do
-        args[j] = all_args[3 + i * na + j]
+    return own, at
+end
+local kown, ki = shared(ARGV[2], all_keys, 0, keys)
+local aown, ai = shared(ARGV[3], all_args, 3, args)
+local nko, nao = #kown, #aown
+` + open + `for i = 0, n - 1 do
+    for j = 1, nko do
+        keys[kown[j]] = all_keys[ki + j]
     end
-    local ok, r = pcall(leash_request, keys, args)
+    ki = ki + nko
+    for j = 1, nao do
+        args[aown[j]] = all_args[ai + j]
+    end
+    ai = ai + nao
+` + next + `    local ok, r = pcall(leash_request, keys, args)
     if not ok then
         if type(r) ~= 'table' or not r.err then
             r = {err = tostring(r)}
@@ -104,8 +170,9 @@ for i = 0, n - 1 do
     end
     replies[i + 1] = r
 end
-return replies
+` + end + `return replies
 `
+}
 
 // A unit is what the pipeliner sends as one command: one call's script, or
 // the batched script of several calls.
@@ -166,16 +233,84 @@ func coalesce(batch []*call, cluster, separate bool) []unit {
 			u.script, u.keys, u.args = c.script, c.keys, c.args
 			continue
 		}
-		nk, na := len(c.keys), len(c.args)
 		u.script = batchedScripts[c.script]
-		u.keys = make([]string, 0, len(u.calls)*nk)
-		u.args = append(make([]any, 0, 3+len(u.calls)*na), len(u.calls), nk, na)
-		for _, c := range u.calls {
-			u.keys = append(u.keys, c.keys...)
-			u.args = append(u.args, c.args...)
-		}
+		u.keys, u.args = batchArgs(u.calls)
 	}
 	return units
+}
+
+// batchArgs lays out the keys and arguments of a batched script call of
+// calls (see batchTail): ARGV[1] is the number of requests, ARGV[2] and
+// ARGV[3] say which of a request's keys and arguments every request has the
+// same ("1", or "0" where they differ, a character for each key or argument
+// of a request, in order). Then come the shared keys, once, then each
+// request's other keys, request after request; and the same for the
+// arguments after the three of the header. What the requests of a batch
+// share (the restart marker, the lease, the grace argument, a release's
+// mode and latch lifetime) goes once: Redis makes a Lua string of every key
+// and argument of a script call, and the client writes each.
+func batchArgs(calls []*call) ([]string, []any) {
+	c := calls[0]
+	nk, na := len(c.keys), len(c.args)
+	kshared, sk := sharedPlaces(calls, nk, func(o *call, j int) bool { return o.keys[j] == c.keys[j] })
+	ashared, sa := sharedPlaces(calls, na, func(o *call, j int) bool { return sameArg(o.args[j], c.args[j]) })
+	keys := make([]string, 0, sk+len(calls)*(nk-sk))
+	args := append(make([]any, 0, 3+sa+len(calls)*(na-sa)), len(calls), string(kshared), string(ashared))
+	keys = appendPlaces(keys, c.keys, kshared, '1')
+	args = appendPlaces(args, c.args, ashared, '1')
+	for _, o := range calls {
+		keys = appendPlaces(keys, o.keys, kshared, '0')
+		args = appendPlaces(args, o.args, ashared, '0')
+	}
+	return keys, args
+}
+
+// sharedPlaces returns, for places 0..n-1, "1" where every call has the
+// same as the first (same(o, j) for each other call o), "0" elsewhere, and
+// how many places are shared.
+func sharedPlaces(calls []*call, n int, same func(o *call, j int) bool) ([]byte, int) {
+	mask, shared := make([]byte, n), 0
+	for j := range mask {
+		mask[j] = '1'
+		for _, o := range calls[1:] {
+			if !same(o, j) {
+				mask[j] = '0'
+				break
+			}
+		}
+		if mask[j] == '1' {
+			shared++
+		}
+	}
+	return mask, shared
+}
+
+// appendPlaces appends to dst the elements of src whose place in mask is
+// marked want.
+func appendPlaces[T any](dst, src []T, mask []byte, want byte) []T {
+	for j, v := range src {
+		if mask[j] == want {
+			dst = append(dst, v)
+		}
+	}
+	return dst
+}
+
+// sameArg reports whether two script arguments are the same string or
+// integer; any other argument counts as a request's own.
+func sameArg(a, b any) bool {
+	switch a := a.(type) {
+	case string:
+		b, ok := b.(string)
+		return ok && a == b
+	case int64:
+		b, ok := b.(int64)
+		return ok && a == b
+	case int:
+		b, ok := b.(int)
+		return ok && a == b
+	}
+	return false
 }
 
 // answer hands each call of u its reply from cmd, u's command: the command

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -119,9 +120,10 @@ func TestCoalesceGroups(t *testing.T) {
 		var out []int
 		for _, u := range units {
 			out = append(out, len(u.calls))
+			// Each call's two keys are its own, its one argument shared.
 			if len(u.calls) > 1 && (u.script != batchedScripts[u.calls[0].script] || len(u.keys) != 2*len(u.calls) ||
-				len(u.args) != 3+len(u.calls) || u.args[0] != len(u.calls)) {
-				t.Errorf("unit of %d calls: script %v, %d keys, args %v", len(u.calls), u.script.Hash(), len(u.keys), u.args[:3])
+				!slices.Equal(u.args, []any{len(u.calls), "00", "1", "1"})) {
+				t.Errorf("unit of %d calls: script %v, %d keys, args %v", len(u.calls), u.script.Hash(), len(u.keys), u.args)
 			}
 		}
 		return out
@@ -135,6 +137,31 @@ func TestCoalesceGroups(t *testing.T) {
 	}
 	if got := sizes(coalesce(batch, false, true)); len(got) != len(batch) {
 		t.Errorf("separate: %d units for %d calls", len(got), len(batch))
+	}
+}
+
+// TestBatchArgs checks the layout of a batched call's keys and arguments:
+// what every request has the same goes once, before the requests' own, and
+// only equal strings and integers count as the same.
+func TestBatchArgs(t *testing.T) {
+	o1, o2 := "owner", "owner" // equal, but pointers: a request's own
+	calls := []*call{
+		{keys: []string{"a", "m", "x"}, args: []any{int64(30000), &o1, "g", "all", 7}},
+		{keys: []string{"b", "m", "y"}, args: []any{int64(30000), &o2, "g", "one", 7}},
+		{keys: []string{"c", "m", "z"}, args: []any{int64(30000), &o1, "g", "all", 7}},
+	}
+	keys, args := batchArgs(calls)
+	if want := []string{"m", "a", "x", "b", "y", "c", "z"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+	want := []any{3, "010", "10101", int64(30000), "g", 7, &o1, "all", &o2, "one", &o1, "all"}
+	if !slices.Equal(args, want) {
+		t.Errorf("args %v, want %v", args, want)
+	}
+	// One request: everything is shared, nothing its own.
+	keys, args = batchArgs(calls[:1])
+	if !slices.Equal(keys, calls[0].keys) || !slices.Equal(args[:3], []any{1, "111", "11111"}) || len(args) != 8 {
+		t.Errorf("one request: keys %v, args %v", keys, args)
 	}
 }
 
@@ -653,12 +680,12 @@ func TestBatchGraceEachRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	leases := []time.Duration{5 * time.Second, 5 * time.Second, time.Minute, 5 * time.Second}
-	var keys []string
-	args := []any{len(leases), 5, 3}
+	var calls []*call
 	for i, lease := range leases {
-		keys = append(keys, append(mutexKeys(fmt.Sprint("batch/grace/", i)), epochKey)...)
-		args = append(args, ms(lease), owner(i), s.graceArg(lease, f))
+		calls = append(calls, &call{keys: append(mutexKeys(fmt.Sprint("batch/grace/", i)), epochKey),
+			args: []any{ms(lease), owner(i), s.graceArg(lease, f)}})
 	}
+	keys, args := batchArgs(calls)
 	v, err := batchedScripts[acquireScript].Run(ctx, rdb, keys, args...).Slice()
 	if err != nil || len(v) != len(leases) {
 		t.Fatalf("batched acquire = %v, %v", v, err)
@@ -675,18 +702,109 @@ func TestBatchGraceEachRequest(t *testing.T) {
 	// Negative control: a memo that forgot the grace argument would grant
 	// the minute's request on the verdict of the 5 s one before it.
 	const key = "and grace == graced "
-	src := batchedSource(acquireLua)
+	src := batchedSource(acquireLua, 0)
 	if !strings.Contains(src, key) {
 		t.Fatalf("the control's edit no longer applies: %q is not in the batched acquire", key)
 	}
-	for i := range leases {
-		keys[5*i] += "/control" // fresh names
+	for _, c := range calls {
+		c.keys[0] += "/control" // fresh names
 	}
+	keys, args = batchArgs(calls)
 	v, err = redis.NewScript(strings.Replace(src, key, "", 1)).Run(ctx, rdb, keys, args...).Slice()
 	if err != nil || len(v) != len(leases) {
 		t.Fatalf("control: batched acquire = %v, %v", v, err)
 	}
 	if !isGrant(v[2]) {
 		t.Errorf("control: a memo keyed without the grace argument answered the minute's request %v; want it granted, wrongly, so that the check above can fail", v[2])
+	}
+}
+
+// TestBatchLatchRetry sends a batched release call, then the same call
+// again twice, as go-redis does after a connection lost before the reply
+// (a transport retry resends the same command). The first call writes one
+// latch, its first request's, with every request's answer; each retry gets
+// the first answers instead of ErrNotHeld or a second decrement. A request
+// that held nothing the first time and holds its lock when a retry comes
+// has its answer added to the latch, and the next retry keeps every
+// answer: checked against a batched release that overwrote the latch with
+// its own answers alone (the negative control).
+func TestBatchLatchRetry(t *testing.T) {
+	_, rdb := batchStore(t)
+	ctx := context.Background()
+	// run returns what went wrong, so that the control can expect it.
+	run := func(script *redis.Script, prefix string) (wrong []string) {
+		fail := func(format string, args ...any) { wrong = append(wrong, fmt.Sprintf(format, args...)) }
+		names := []string{prefix + "/freed", prefix + "/reentered", prefix + "/freed2", prefix + "/later"}
+		modes := []string{"all", "one", "all", "all"}
+		hold := func(name, owner string, holds int) {
+			if err := rdb.HSet(ctx, name, owner, holds).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, name := range names[:3] {
+			hold(name, owner(i), 1+i%2) // the reentered lock has two holds
+		}
+		var (
+			calls   []*call
+			latches []string
+		)
+		for i, name := range names {
+			latch := latchKey(name, fmt.Sprint("retry-", i))
+			latches = append(latches, latch)
+			calls = append(calls, &call{keys: append(releaseKeys(name, latch), epochKey),
+				args: []any{owner(i), "60000", modes[i], "30000", "0", "0"}})
+		}
+		keys, args := batchArgs(calls)
+		send := func() []any {
+			v, err := script.Run(ctx, rdb, keys, args...).Slice()
+			if err != nil || len(v) != len(names) {
+				t.Fatalf("batched release = %v, %v", v, err)
+			}
+			return v
+		}
+		want := []any{int64(1), int64(0), int64(1), nil}
+		if got := send(); !reflect.DeepEqual(got, want) {
+			fail("first attempt: %v, want %v (freed, one hold dropped, freed, not held)", got, want)
+		}
+		if n, _ := rdb.Exists(ctx, latches[1:]...).Result(); n != 0 {
+			fail("%d latches besides the first request's, want none", n)
+		}
+		if v, _ := rdb.Get(ctx, latches[0]).Result(); v != "101-" {
+			fail("the batch's latch holds %q, want %q", v, "101-")
+		}
+		if ttl, _ := rdb.PTTL(ctx, latches[0]).Result(); ttl <= 0 || ttl > 30*time.Second {
+			fail("the batch's latch expires in %v, want (0, 30s]", ttl)
+		}
+		if got := send(); !reflect.DeepEqual(got, want) {
+			fail("retry: %v, want the first answers %v", got, want)
+		}
+		if holds, _ := rdb.HGet(ctx, names[1], owner(1)).Result(); holds != "1" {
+			fail("reentered lock after a retry: %q holds, want 1", holds)
+		}
+		hold(names[3], owner(3), 1) // held when the next retry comes
+		want[3] = int64(1)
+		if got := send(); !reflect.DeepEqual(got, want) {
+			fail("retry after the last request's lock was taken: %v, want %v", got, want)
+		}
+		if got := send(); !reflect.DeepEqual(got, want) {
+			fail("third retry: %v, want every answer an attempt gave %v", got, want)
+		}
+		return wrong
+	}
+	for _, w := range run(batchedScripts[releaseScript[0]], "latch/retry") {
+		t.Error(w)
+	}
+	// Negative control: a batched release that overwrites its latch with
+	// its own answers loses the first attempt's in the third.
+	const merge = "if redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms, 'nx') then\n        return\n    end"
+	src := batchedSource(releaseLua, releaseLatchKey)
+	if !strings.Contains(src, merge) {
+		t.Fatalf("the control's edit no longer applies: %q is not in the batched release", merge)
+	}
+	overwrite := strings.Replace(src, merge, "redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms)\n    do return end", 1)
+	if wrong := run(redis.NewScript(overwrite), "latch/control"); len(wrong) == 0 {
+		t.Error("control: a batched release that overwrites its latch passed; the test cannot tell it from one that keeps earlier answers")
+	} else {
+		t.Logf("control, as expected: %s", strings.Join(wrong, "; "))
 	}
 }

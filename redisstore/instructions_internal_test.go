@@ -130,26 +130,32 @@ func TestScriptInstructions(t *testing.T) {
 	} {
 		var per [2]int64
 		for j, n := range []int{1, 4} {
-			var keys, setup []string
+			var (
+				keys, setup []string
+				reqs        []*call
+			)
 			nk := len(tc.keys(""))
 			for i := range n {
 				keys = append(keys, tc.keys(fmt.Sprint(name, i))...)
+				reqs = append(reqs, &call{keys: tc.keys(fmt.Sprint(name, i))})
 				lock := fmt.Sprintf("KEYS[%d]", nk*i+1)
 				setup = append(setup, "redis.call('del', "+lock+")")
 				if tc.held {
 					setup = append(setup, fmt.Sprintf("redis.call('del', KEYS[%d]) redis.call('hset', %s, ARGV[1], '1') redis.call('pexpire', %s, '30000')", nk*i+3, lock, lock))
 				}
 			}
+			// The measured call's keys and arguments as coalesce lays
+			// them out; the setup's are the requests' in a row.
 			args := func(g string) []any {
-				one := tc.args(g)
-				a := []any{n, nk, len(one)}
-				for range n {
-					a = append(a, one...)
+				for _, c := range reqs {
+					c.args = tc.args(g)
 				}
+				_, a := batchArgs(reqs)
 				return a
 			}
+			batchKeys, _ := batchArgs(reqs)
 			per[j] = countInstructions(t, calls, evalShaCall(batchedScripts[tc.script]), strings.Join(setup, " "), keys, []any{holder},
-				func(int) []string { return keys }, args,
+				func(int) []string { return batchKeys }, args,
 				func(_ *redis.Client, v any) string { return fmt.Sprint(len(v.([]any))) }, fmt.Sprint(n))
 		}
 		t.Logf("%-36s %8d instructions per call of a batch of 1; each request more in a batch %8d", "batched "+tc.name, per[0], (per[1]-per[0])/3)
@@ -234,8 +240,8 @@ var scriptBodies = map[*redis.Script]string{
 
 // scriptSources are the sources of the scripts TestScriptInstructions runs.
 var scriptSources = map[*redis.Script]string{
-	batchedScripts[acquireScript]:    batchedSource(acquireLua),
-	batchedScripts[releaseScript[0]]: batchedSource(releaseLua),
+	batchedScripts[acquireScript]:    batchedSource(acquireLua, 0),
+	batchedScripts[releaseScript[0]]: batchedSource(releaseLua, releaseLatchKey),
 	acquireScript:                    withLibSource(acquireLua),
 	releaseScript[0]:                 withLibSource(releaseLua),
 	acquireFairScript:                withLibSource(acquireFairLua),

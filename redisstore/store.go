@@ -292,6 +292,8 @@ type Store struct {
 var (
 	//go:embed lua/lib.lua
 	libLua string
+	//go:embed lua/batch_latch.lua
+	batchLatchLua string
 	//go:embed lua/acquire.lua
 	acquireLua string
 	//go:embed lua/acquire_fair.lua

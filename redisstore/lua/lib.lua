@@ -364,13 +364,18 @@ local function reenter(lock, tokenkey, owner, lease, queue, places)
 end
 
 -- latched returns the answer recorded for a release request that already ran (a transport
--- retry), or nil.
+-- retry), or nil; set_latch records a release's answer, "0" (a hold dropped) or "1" (freed),
+-- in its latch for ms milliseconds. A batched release call defines both anew, to keep its
+-- requests' answers in one latch (lua/batch_latch.lua).
 local function latched(latch)
     local done = redis.call('get', latch)
     if done then
         return tonumber(done)
     end
     return nil
+end
+local function set_latch(latch, v, ms)
+    redis.call('set', latch, v, 'px', ms)
 end
 
 -- drop_hold begins the release of an owner's exclusive hold. It returns true and the reply
@@ -397,7 +402,7 @@ local function drop_hold(lock, latch, owner, lease, mode, latchms)
     end
     if redis.call('hincrby', lock, owner, -1) > 0 then
         redis.call('pexpire', lock, lease)
-        redis.call('set', latch, '0', 'px', latchms)
+        set_latch(latch, '0', latchms)
         return true, 0
     end
     redis.call('hdel', lock, owner)

@@ -46,7 +46,7 @@ if not queued then
     finished, reply = drop_hold(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
     if not finished then
         redis.call('publish', KEYS[2], '0')
-        redis.call('set', KEYS[3], '1', 'px', ARGV[4])
+        set_latch(KEYS[3], '1', ARGV[4])
         return 1
     end
     if reply ~= nil then
@@ -89,7 +89,7 @@ if queued and redis.call('exists', KEYS[4]) == 1 then
                 -- '%d', not Lua's own formatting, which would round a 16-digit token.
                 redis.call('publish', KEYS[6] .. ':' .. client_of(head),
                     '=' .. string.format('%d', token) .. ':' .. ms_s .. ':' .. head)
-                redis.call('set', KEYS[3], '1', 'px', ARGV[4])
+                set_latch(KEYS[3], '1', ARGV[4])
                 return 1
             end
         end
@@ -100,5 +100,5 @@ if head then
 else
     redis.call('publish', KEYS[2], '0')
 end
-redis.call('set', KEYS[3], '1', 'px', ARGV[4])
+set_latch(KEYS[3], '1', ARGV[4])
 return 1
