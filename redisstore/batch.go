@@ -35,24 +35,48 @@ import (
 // releases, the calls of an uncontended Lock and Unlock. (A FairMutex's
 // waiters that share a batch share its TIME, and so an arrival time: the
 // queue orders such ties by owner, as it may order any concurrent calls.)
-var batchedScripts = map[*redis.Script]*redis.Script{
-	acquireScript:     withLibBatched(acquireLua, 0),
-	acquireFairScript: withLibBatched(acquireFairLua, 0),
-	releaseScript[0]:  withLibBatched(releaseLua, releaseLatchKey),
-	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua), releaseLatchKey), // see pubScript
+var batchedScripts = map[*redis.Script]*batchSpec{
+	acquireScript:     withLibBatched(acquireLua, acquireLayout),
+	acquireFairScript: withLibBatched(acquireFairLua, acquireFairLayout),
+	releaseScript[0]:  withLibBatched(releaseLua, releaseLayout),
+	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua), releaseLayout), // see pubScript
 }
 
-// releaseLatchKey is the place of a request's latch among release.lua's
-// KEYS (see releaseKeys).
-const releaseLatchKey = 3
+// A batchLayout is what the requests of a batched script look like: how
+// many keys and arguments each has, and the places (from 0) of those that
+// the requests of one call must all have the same, which the call carries
+// once (see batchArgs): the restart marker, the lease, the grace argument,
+// a place's lifetime, a release's mode and latch lifetime. Calls that
+// differ there go in calls of their own. latch, when not 0, is the place
+// (from 1) of a release's latch among its keys (see lua/batch_latch.lua).
+type batchLayout struct {
+	nk, na     int
+	keys, args []int
+	latch      int
+}
+
+// The layouts of acquire.lua, acquire_fair.lua and release.lua (see their
+// headers, and runAcquire and release for the arguments).
+var (
+	acquireLayout     = batchLayout{nk: 5, na: 3, keys: []int{4}, args: []int{0, 2}}
+	acquireFairLayout = batchLayout{nk: 5, na: 4, keys: []int{4}, args: []int{0, 2, 3}}
+	releaseLayout     = batchLayout{nk: 8, na: 6, keys: []int{7}, args: []int{1, 2, 3, 4, 5}, latch: 3}
+)
+
+// A batchSpec is a batched variant of a script and its layout.
+type batchSpec struct {
+	batchLayout
+	script *redis.Script
+	source string
+}
 
 // maxCoalesce is the most requests one batched script call carries, which
 // bounds how long Redis's one thread is busy with one call.
 const maxCoalesce = 128
 
 // withLibBatched makes the batched variant of body (see withLib), which
-// takes the keys and arguments of several requests as batchArgs lays them
-// out. It returns one reply per request, in order: the
+// takes the keys and arguments of several requests of layout l as
+// batchArgs lays them out. It returns one reply per request, in order: the
 // body's reply (false for none, which Redis sends as nil, as it does the
 // body's own nil), or an error reply.
 //
@@ -64,21 +88,21 @@ const maxCoalesce = 128
 // declared before the request's function, so that it lasts the call, as
 // in the script alone: one TIME, one INFO, one grace verdict for all.
 //
-// latch, when not 0, is the place among a request's keys of its release
-// latch (see latched and set_latch in lib.lua): the call records every
-// request's answer in the first request's latch, one key written once,
-// where the requests alone would each create a key of their own that Redis
+// With l.latch, the call records every request's release answer in the
+// first request's latch, one key written once (lua/batch_latch.lua), where
+// the requests alone would each create a key of their own that Redis
 // keeps, expires and deletes (about a tenth of Redis's CPU per uncontended
 // Lock+Unlock, bench/NOTES.md).
-func withLibBatched(body string, latch int) *redis.Script {
-	return redis.NewScript(batchedSource(body, latch))
+func withLibBatched(body string, l batchLayout) *batchSpec {
+	src := batchedSource(body, l)
+	return &batchSpec{batchLayout: l, script: redis.NewScript(src), source: src}
 }
 
 // batchedSource is the source of withLibBatched's script.
-func batchedSource(body string, latch int) string {
-	tail := batchTail(latch)
+func batchedSource(body string, l batchLayout) string {
+	tail := batchTail(l)
 	lib, first, libAfter, rest, split := libSplit(body)
-	if latch > 0 {
+	if l.latch > 0 {
 		lib, libAfter = withBatchLatch(lib, libAfter)
 	}
 	if !split {
@@ -115,18 +139,16 @@ const batchHead = `
 local function leash_request(KEYS, ARGV)
 `
 
-// batchTail ends the batched script: it runs each request and returns their
-// replies. With latch (see withLibBatched), it starts the call's record of
-// release answers (lua/batch_latch.lua), says which request runs and which
-// latch is the call's (the first request's), and writes it at the end.
-func batchTail(latch int) string {
-	open, next, end := "", "", ""
-	if latch > 0 {
-		open = "latch_got, latch_ms = {}, ''\n"
-		next = fmt.Sprintf("    latch_i = i + 1\n    if i == 0 then\n        latch_key = keys[%d]\n    end\n", latch)
-		end = "write_latch(n)\n"
-	}
-	return `
+// batchTail ends the batched script of layout l: it runs each request and
+// returns their replies. The keys and arguments every request shares are
+// put in place once, each request's own before it runs, in straight lines
+// made for l. With l.latch, it starts the call's record of release answers
+// (lua/batch_latch.lua), says which request runs and which latch is the
+// call's (the first request's), and writes it at the end.
+func batchTail(l batchLayout) string {
+	ownKeys, ownArgs := ownPlaces(l.nk, l.keys), ownPlaces(l.na, l.args)
+	var b strings.Builder
+	b.WriteString(`
 end
 
 local n = tonumber(ARGV[1])
@@ -134,33 +156,22 @@ local all_keys, all_args = KEYS, ARGV
 local replies = {}
 local keys = {nil, nil, nil, nil, nil, nil, nil, nil} -- room for a request's keys and arguments
 local args = {nil, nil, nil, nil, nil, nil, nil, nil}
--- shared puts the shared values of all (from place at on) in their places in into, as mask
--- (see batchArgs) says, and returns the places of the requests' own and where they start.
-local function shared(mask, all, at, into)
-    local own, m = {}, {string.byte(mask, 1, -1)}
-    for j = 1, #m do
-        if m[j] == 49 then
-            at = at + 1
-            into[j] = all[at]
-        else
-            own[#own + 1] = j
-        end
-    end
-    return own, at
-end
-local kown, ki = shared(ARGV[2], all_keys, 0, keys)
-local aown, ai = shared(ARGV[3], all_args, 3, args)
-local nko, nao = #kown, #aown
-` + open + `for i = 0, n - 1 do
-    for j = 1, nko do
-        keys[kown[j]] = all_keys[ki + j]
-    end
-    ki = ki + nko
-    for j = 1, nao do
-        args[aown[j]] = all_args[ai + j]
-    end
-    ai = ai + nao
-` + next + `    local ok, r = pcall(leash_request, keys, args)
+-- What every request shares, once (see batchArgs), then each request's own.
+`)
+	b.WriteString(luaAssign("keys", l.keys, "all_keys[%d]", 0))
+	b.WriteString(luaAssign("args", l.args, "all_args[%d]", 1))
+	fmt.Fprintf(&b, "local ki, ai = %d, %d\n", len(l.keys), 1+len(l.args))
+	if l.latch > 0 {
+		b.WriteString("latch_got, latch_ms = {}, ''\n")
+	}
+	b.WriteString("for i = 0, n - 1 do\n")
+	b.WriteString("    " + luaAssign("keys", ownKeys, "all_keys[ki + %d]", 0))
+	b.WriteString("    " + luaAssign("args", ownArgs, "all_args[ai + %d]", 0))
+	fmt.Fprintf(&b, "    ki, ai = ki + %d, ai + %d\n", len(ownKeys), len(ownArgs))
+	if l.latch > 0 {
+		fmt.Fprintf(&b, "    latch_i = i + 1\n    if i == 0 then\n        latch_key = keys[%d]\n    end\n", l.latch)
+	}
+	b.WriteString(`    local ok, r = pcall(leash_request, keys, args)
     if not ok then
         if type(r) ~= 'table' or not r.err then
             r = {err = tostring(r)}
@@ -170,8 +181,38 @@ local nko, nao = #kown, #aown
     end
     replies[i + 1] = r
 end
-` + end + `return replies
-`
+`)
+	if l.latch > 0 {
+		b.WriteString("write_latch(n)\n")
+	}
+	b.WriteString("return replies\n")
+	return b.String()
+}
+
+// ownPlaces returns the places 0..n-1 not in shared.
+func ownPlaces(n int, shared []int) []int {
+	var own []int
+	for j := range n {
+		if !slices.Contains(shared, j) {
+			own = append(own, j)
+		}
+	}
+	return own
+}
+
+// luaAssign returns the Lua line that sets dst's places (from 0, Lua's from
+// 1) to the values src names (a format of one %d) from base+1 on, or "" for
+// no places.
+func luaAssign(dst string, places []int, src string, base int) string {
+	if len(places) == 0 {
+		return ""
+	}
+	lhs, rhs := make([]string, len(places)), make([]string, len(places))
+	for j, p := range places {
+		lhs[j] = fmt.Sprintf("%s[%d]", dst, p+1)
+		rhs[j] = fmt.Sprintf(src, base+j+1)
+	}
+	return strings.Join(lhs, ", ") + " = " + strings.Join(rhs, ", ") + "\n"
 }
 
 // A unit is what the pipeliner sends as one command: one call's script, or
@@ -188,12 +229,12 @@ type unit struct {
 // slot) become one unit, up to maxCoalesce each; every other call is a unit
 // of its own. Units keep the order of their first calls. The calls in the
 // queue were concurrent, so no order among them is owed to anyone.
-// With separate set, every call is a unit of its own.
-func coalesce(batch []*call, cluster, separate bool) []unit {
+// With separate set, every call is a unit of its own. specs are the
+// batched variants, batchedScripts unless a test gives others.
+func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separate bool) []unit {
 	type group struct {
 		script *redis.Script
 		slot   int
-		nk, na int
 	}
 	type opened struct {
 		g    group
@@ -206,15 +247,16 @@ func coalesce(batch []*call, cluster, separate bool) []unit {
 	)
 	for i, c := range batch {
 		one := batch[i : i+1 : i+1] // a unit of c alone; appending copies
-		if _, ok := batchedScripts[c.script]; !ok || separate || len(c.keys) == 0 {
+		spec := specs[c.script]
+		if spec == nil || separate || len(c.keys) != spec.nk || len(c.args) != spec.na {
 			units = append(units, unit{calls: one})
 			continue
 		}
-		g := group{script: c.script, slot: -1, nk: len(c.keys), na: len(c.args)}
+		g := group{script: c.script, slot: -1}
 		if cluster {
 			g.slot = slot(c.keys[0])
 		}
-		k := slices.IndexFunc(open, func(o opened) bool { return o.g == g })
+		k := slices.IndexFunc(open, func(o opened) bool { return o.g == g && spec.shares(units[o.unit].calls[0], c) })
 		if k >= 0 && len(units[open[k].unit].calls) < maxCoalesce {
 			units[open[k].unit].calls = append(units[open[k].unit].calls, c)
 			continue
@@ -233,63 +275,59 @@ func coalesce(batch []*call, cluster, separate bool) []unit {
 			u.script, u.keys, u.args = c.script, c.keys, c.args
 			continue
 		}
-		u.script = batchedScripts[c.script]
-		u.keys, u.args = batchArgs(u.calls)
+		spec := specs[c.script]
+		u.script = spec.script
+		u.keys, u.args = spec.batchArgs(u.calls)
 	}
 	return units
 }
 
 // batchArgs lays out the keys and arguments of a batched script call of
-// calls (see batchTail): ARGV[1] is the number of requests, ARGV[2] and
-// ARGV[3] say which of a request's keys and arguments every request has the
-// same ("1", or "0" where they differ, a character for each key or argument
-// of a request, in order). Then come the shared keys, once, then each
-// request's other keys, request after request; and the same for the
-// arguments after the three of the header. What the requests of a batch
-// share (the restart marker, the lease, the grace argument, a release's
-// mode and latch lifetime) goes once: Redis makes a Lua string of every key
-// and argument of a script call, and the client writes each.
-func batchArgs(calls []*call) ([]string, []any) {
+// calls (see batchTail), which share what l says they do: ARGV[1] is the
+// number of requests; then come the shared keys, once, in their order, then
+// each request's own, request after request; the same for the arguments
+// after ARGV[1]. Redis makes a Lua string of every key and argument of a
+// script call, and the client writes each: what the requests share goes
+// once.
+func (l batchLayout) batchArgs(calls []*call) ([]string, []any) {
 	c := calls[0]
-	nk, na := len(c.keys), len(c.args)
-	kshared, sk := sharedPlaces(calls, nk, func(o *call, j int) bool { return o.keys[j] == c.keys[j] })
-	ashared, sa := sharedPlaces(calls, na, func(o *call, j int) bool { return sameArg(o.args[j], c.args[j]) })
-	keys := make([]string, 0, sk+len(calls)*(nk-sk))
-	args := append(make([]any, 0, 3+sa+len(calls)*(na-sa)), len(calls), string(kshared), string(ashared))
-	keys = appendPlaces(keys, c.keys, kshared, '1')
-	args = appendPlaces(args, c.args, ashared, '1')
-	for _, o := range calls {
-		keys = appendPlaces(keys, o.keys, kshared, '0')
-		args = appendPlaces(args, o.args, ashared, '0')
+	ok, oa := l.nk-len(l.keys), l.na-len(l.args)
+	keys := make([]string, 0, len(l.keys)+len(calls)*ok)
+	args := append(make([]any, 0, 1+len(l.args)+len(calls)*oa), len(calls))
+	for _, j := range l.keys {
+		keys = append(keys, c.keys[j])
+	}
+	for _, j := range l.args {
+		args = append(args, c.args[j])
+	}
+	for _, c := range calls {
+		keys = appendOwn(keys, c.keys, l.keys)
+		args = appendOwn(args, c.args, l.args)
 	}
 	return keys, args
 }
 
-// sharedPlaces returns, for places 0..n-1, "1" where every call has the
-// same as the first (same(o, j) for each other call o), "0" elsewhere, and
-// how many places are shared.
-func sharedPlaces(calls []*call, n int, same func(o *call, j int) bool) ([]byte, int) {
-	mask, shared := make([]byte, n), 0
-	for j := range mask {
-		mask[j] = '1'
-		for _, o := range calls[1:] {
-			if !same(o, j) {
-				mask[j] = '0'
-				break
-			}
-		}
-		if mask[j] == '1' {
-			shared++
+// shares reports whether calls a and b have the same keys and arguments
+// where l's requests share them, and so may go in one batched call.
+func (l batchLayout) shares(a, b *call) bool {
+	for _, j := range l.keys {
+		if a.keys[j] != b.keys[j] {
+			return false
 		}
 	}
-	return mask, shared
+	for _, j := range l.args {
+		if !sameArg(a.args[j], b.args[j]) {
+			return false
+		}
+	}
+	return true
 }
 
-// appendPlaces appends to dst the elements of src whose place in mask is
-// marked want.
-func appendPlaces[T any](dst, src []T, mask []byte, want byte) []T {
+// appendOwn appends to dst the elements of src whose places are not in
+// shared.
+func appendOwn[T any](dst, src []T, shared []int) []T {
 	for j, v := range src {
-		if mask[j] == want {
+		if !slices.Contains(shared, j) {
 			dst = append(dst, v)
 		}
 	}

@@ -63,6 +63,17 @@ func batchStore(t testing.TB) (*Store, *redis.Client) {
 	if err := s.MarkFresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// The server's facts, read once more whenever the client dials, name
+	// the server's start in the grace argument, which the requests of one
+	// batched call share: read them until a read dials no more, so that the
+	// calls a test queues together share one batch.
+	for f := s.watch.facts(context.Background(), nil, rdb); ; {
+		g := s.watch.facts(context.Background(), nil, rdb)
+		if g == f {
+			break
+		}
+		f = g
+	}
 	return s, rdb
 }
 
@@ -101,67 +112,91 @@ func batched(t *testing.T, s *Store, n, want int, f func(i int)) {
 
 // TestCoalesceGroups checks how a queue is cut into commands: acquires and
 // releases apart, other scripts alone, at most maxCoalesce requests a
-// script, and on Cluster one slot a script.
+// script, calls whose shared arguments differ (another lease) apart, and on
+// Cluster one slot a script.
 func TestCoalesceGroups(t *testing.T) {
 	var batch []*call
-	add := func(script *redis.Script, name string) {
-		batch = append(batch, &call{script: script, keys: []string{name, tokenKey(name)}, args: []any{"1"}})
+	add := func(script *redis.Script, name string, lease int64) {
+		c := &call{script: script, keys: []string{name, tokenKey(name), "q", "p", epochKey}, args: []any{lease, name, "g"}}
+		switch script {
+		case acquireFairScript:
+			c.args = append(c.args, "g")
+		case releaseScript[0]:
+			c.keys = append(c.keys, "l", "c", epochKey)
+			c.args = []any{name, lease, "g", "g", "g", "g"}
+		}
+		batch = append(batch, c)
 	}
 	for i := range maxCoalesce + 2 {
-		add(acquireScript, fmt.Sprintf("{a}/%d", i))
+		add(acquireScript, fmt.Sprintf("{a}/%d", i), 30000)
 	}
-	add(acquireFairScript, "{a}/f1")
-	add(acquireFairScript, "{a}/f2")
-	add(releaseScript[0], "{a}/r")
-	add(releaseScript[0], "{b}/r")
-	add(withdrawScript[0], "{a}/w")
-	add(withdrawScript[0], "{a}/w2")
+	add(acquireScript, "{a}/other-lease", 5000)
+	add(acquireFairScript, "{a}/f1", 30000)
+	add(acquireFairScript, "{a}/f2", 30000)
+	add(releaseScript[0], "{a}/r", 30000)
+	add(releaseScript[0], "{b}/r", 30000)
+	add(withdrawScript[0], "{a}/w", 30000)
+	add(withdrawScript[0], "{a}/w2", 30000)
 	sizes := func(units []unit) []int {
 		var out []int
 		for _, u := range units {
 			out = append(out, len(u.calls))
-			// Each call's two keys are its own, its one argument shared.
-			if len(u.calls) > 1 && (u.script != batchedScripts[u.calls[0].script] || len(u.keys) != 2*len(u.calls) ||
-				!slices.Equal(u.args, []any{len(u.calls), "00", "1", "1"})) {
+			if len(u.calls) == 1 {
+				continue
+			}
+			spec := batchedScripts[u.calls[0].script]
+			own := spec.nk - len(spec.keys)
+			if u.script != spec.script || len(u.keys) != len(spec.keys)+own*len(u.calls) || u.args[0] != len(u.calls) {
 				t.Errorf("unit of %d calls: script %v, %d keys, args %v", len(u.calls), u.script.Hash(), len(u.keys), u.args)
 			}
 		}
 		return out
 	}
-	if got, want := sizes(coalesce(batch, false, false)), []int{maxCoalesce, 2, 2, 2, 1, 1}; !slices.Equal(got, want) {
+	if got, want := sizes(coalesce(batch, batchedScripts, false, false)), []int{maxCoalesce, 2, 1, 2, 2, 1, 1}; !slices.Equal(got, want) {
 		t.Errorf("one server: unit sizes %v, want %v", got, want)
 	}
 	// On Cluster the releases of {a} and {b} are in two slots.
-	if got, want := sizes(coalesce(batch, true, false)), []int{maxCoalesce, 2, 2, 1, 1, 1, 1}; !slices.Equal(got, want) {
+	if got, want := sizes(coalesce(batch, batchedScripts, true, false)), []int{maxCoalesce, 2, 1, 2, 1, 1, 1, 1}; !slices.Equal(got, want) {
 		t.Errorf("Cluster: unit sizes %v, want %v", got, want)
 	}
-	if got := sizes(coalesce(batch, false, true)); len(got) != len(batch) {
+	if got := sizes(coalesce(batch, batchedScripts, false, true)); len(got) != len(batch) {
 		t.Errorf("separate: %d units for %d calls", len(got), len(batch))
 	}
 }
 
 // TestBatchArgs checks the layout of a batched call's keys and arguments:
-// what every request has the same goes once, before the requests' own, and
-// only equal strings and integers count as the same.
+// what the layout says every request shares goes once, before the
+// requests' own; only equal strings and integers count as the same.
 func TestBatchArgs(t *testing.T) {
-	o1, o2 := "owner", "owner" // equal, but pointers: a request's own
+	l := batchLayout{nk: 3, na: 5, keys: []int{1}, args: []int{0, 2, 4}}
+	o1, o2 := "owner", "owner" // equal, but pointers: never shared
 	calls := []*call{
 		{keys: []string{"a", "m", "x"}, args: []any{int64(30000), &o1, "g", "all", 7}},
 		{keys: []string{"b", "m", "y"}, args: []any{int64(30000), &o2, "g", "one", 7}},
 		{keys: []string{"c", "m", "z"}, args: []any{int64(30000), &o1, "g", "all", 7}},
 	}
-	keys, args := batchArgs(calls)
+	for _, c := range calls[1:] {
+		if !l.shares(calls[0], c) {
+			t.Errorf("%v does not share with %v", c, calls[0])
+		}
+	}
+	keys, args := l.batchArgs(calls)
 	if want := []string{"m", "a", "x", "b", "y", "c", "z"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
-	want := []any{3, "010", "10101", int64(30000), "g", 7, &o1, "all", &o2, "one", &o1, "all"}
+	want := []any{3, int64(30000), "g", 7, &o1, "all", &o2, "one", &o1, "all"}
 	if !slices.Equal(args, want) {
 		t.Errorf("args %v, want %v", args, want)
 	}
-	// One request: everything is shared, nothing its own.
-	keys, args = batchArgs(calls[:1])
-	if !slices.Equal(keys, calls[0].keys) || !slices.Equal(args[:3], []any{1, "111", "11111"}) || len(args) != 8 {
-		t.Errorf("one request: keys %v, args %v", keys, args)
+	for _, other := range []*call{
+		{keys: []string{"d", "m2", "w"}, args: []any{int64(30000), &o1, "g", "all", 7}},
+		{keys: []string{"d", "m", "w"}, args: []any{int64(5000), &o1, "g", "all", 7}},
+		{keys: []string{"d", "m", "w"}, args: []any{int64(30000), &o1, "g", "all", int64(7)}},
+		{keys: []string{"d", "m", "w"}, args: []any{int64(30000), &o1, &o2, "all", 7}},
+	} {
+		if l.shares(calls[0], other) {
+			t.Errorf("%v shares with %v, want not", other, calls[0])
+		}
 	}
 }
 
@@ -348,6 +383,9 @@ func oneWinner(t *testing.T, grants []driver.Grant, errs []error) int {
 func TestBatchRequestFailsAlone(t *testing.T) {
 	s, rdb := batchStore(t)
 	ctx := context.Background()
+	// Requests of a batched acquire share their lease; here each has its
+	// own, so that one can be bad.
+	s.pipe.specs = map[*redis.Script]*batchSpec{acquireScript: withLibBatched(acquireLua, batchLayout{nk: 5, na: 3, keys: []int{4}})}
 	marker := s.markerKey("x")
 	call := func(name, lease string, i int) (any, error) {
 		keys := append(mutexKeys(name), marker)
@@ -398,11 +436,11 @@ func TestBatchReleaseLatch(t *testing.T) {
 	if _, err := s.Acquire(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	keys := releaseKeys(req.Name, s.nextLatch(req.Name))
+	keys := append(releaseKeys(req.Name, s.nextLatch(req.Name)), s.markerKey(req.Name))
 	replies := make([]any, 2)
 	errs := make([]error, 2)
 	batched(t, s, 2, 2, func(i int) {
-		replies[i], errs[i] = s.pipe.run(ctx, releaseScript[0], keys, req.Owner, "60000", "all", "30000")
+		replies[i], errs[i] = s.pipe.run(ctx, releaseScript[0], keys, req.Owner, "60000", "all", "30000", "0", "0")
 	})
 	for i := range 2 {
 		if errs[i] != nil || replies[i] != int64(1) {
@@ -685,8 +723,12 @@ func TestBatchGraceEachRequest(t *testing.T) {
 		calls = append(calls, &call{keys: append(mutexKeys(fmt.Sprint("batch/grace/", i)), epochKey),
 			args: []any{ms(lease), owner(i), s.graceArg(lease, f)}})
 	}
-	keys, args := batchArgs(calls)
-	v, err := batchedScripts[acquireScript].Run(ctx, rdb, keys, args...).Slice()
+	// coalesce puts requests with other grace arguments in calls of their
+	// own; a layout where each request has its own checks that the memo
+	// holds even then.
+	own := withLibBatched(acquireLua, batchLayout{nk: 5, na: 3, keys: []int{4}})
+	keys, args := own.batchArgs(calls)
+	v, err := own.script.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil || len(v) != len(leases) {
 		t.Fatalf("batched acquire = %v, %v", v, err)
 	}
@@ -702,14 +744,14 @@ func TestBatchGraceEachRequest(t *testing.T) {
 	// Negative control: a memo that forgot the grace argument would grant
 	// the minute's request on the verdict of the 5 s one before it.
 	const key = "and grace == graced "
-	src := batchedSource(acquireLua, 0)
+	src := own.source
 	if !strings.Contains(src, key) {
 		t.Fatalf("the control's edit no longer applies: %q is not in the batched acquire", key)
 	}
 	for _, c := range calls {
 		c.keys[0] += "/control" // fresh names
 	}
-	keys, args = batchArgs(calls)
+	keys, args = own.batchArgs(calls)
 	v, err = redis.NewScript(strings.Replace(src, key, "", 1)).Run(ctx, rdb, keys, args...).Slice()
 	if err != nil || len(v) != len(leases) {
 		t.Fatalf("control: batched acquire = %v, %v", v, err)
@@ -732,10 +774,9 @@ func TestBatchLatchRetry(t *testing.T) {
 	_, rdb := batchStore(t)
 	ctx := context.Background()
 	// run returns what went wrong, so that the control can expect it.
-	run := func(script *redis.Script, prefix string) (wrong []string) {
+	run := func(script *redis.Script, prefix, mode string) (wrong []string) {
 		fail := func(format string, args ...any) { wrong = append(wrong, fmt.Sprintf(format, args...)) }
 		names := []string{prefix + "/freed", prefix + "/reentered", prefix + "/freed2", prefix + "/later"}
-		modes := []string{"all", "one", "all", "all"}
 		hold := func(name, owner string, holds int) {
 			if err := rdb.HSet(ctx, name, owner, holds).Err(); err != nil {
 				t.Fatal(err)
@@ -752,9 +793,9 @@ func TestBatchLatchRetry(t *testing.T) {
 			latch := latchKey(name, fmt.Sprint("retry-", i))
 			latches = append(latches, latch)
 			calls = append(calls, &call{keys: append(releaseKeys(name, latch), epochKey),
-				args: []any{owner(i), "60000", modes[i], "30000", "0", "0"}})
+				args: []any{owner(i), "60000", mode, "30000", "0", "0"}})
 		}
-		keys, args := batchArgs(calls)
+		keys, args := releaseLayout.batchArgs(calls)
 		send := func() []any {
 			v, err := script.Run(ctx, rdb, keys, args...).Slice()
 			if err != nil || len(v) != len(names) {
@@ -762,15 +803,23 @@ func TestBatchLatchRetry(t *testing.T) {
 			}
 			return v
 		}
-		want := []any{int64(1), int64(0), int64(1), nil}
+		// "one" drops one of the reentered lock's two holds, "all" frees it.
+		want, latch := []any{int64(1), int64(0), int64(1), nil}, "101-"
+		if mode == "all" {
+			want[1], latch = int64(1), "111-"
+		}
+		holds := 1 // what the reentered lock keeps
+		if mode == "all" {
+			holds = 0
+		}
 		if got := send(); !reflect.DeepEqual(got, want) {
-			fail("first attempt: %v, want %v (freed, one hold dropped, freed, not held)", got, want)
+			fail("first attempt: %v, want %v (freed, %s, freed, not held)", got, want, map[string]string{"one": "one hold dropped", "all": "freed"}[mode])
 		}
 		if n, _ := rdb.Exists(ctx, latches[1:]...).Result(); n != 0 {
 			fail("%d latches besides the first request's, want none", n)
 		}
-		if v, _ := rdb.Get(ctx, latches[0]).Result(); v != "101-" {
-			fail("the batch's latch holds %q, want %q", v, "101-")
+		if v, _ := rdb.Get(ctx, latches[0]).Result(); v != latch {
+			fail("the batch's latch holds %q, want %q", v, latch)
 		}
 		if ttl, _ := rdb.PTTL(ctx, latches[0]).Result(); ttl <= 0 || ttl > 30*time.Second {
 			fail("the batch's latch expires in %v, want (0, 30s]", ttl)
@@ -778,8 +827,8 @@ func TestBatchLatchRetry(t *testing.T) {
 		if got := send(); !reflect.DeepEqual(got, want) {
 			fail("retry: %v, want the first answers %v", got, want)
 		}
-		if holds, _ := rdb.HGet(ctx, names[1], owner(1)).Result(); holds != "1" {
-			fail("reentered lock after a retry: %q holds, want 1", holds)
+		if n, _ := rdb.HGet(ctx, names[1], owner(1)).Int(); n != holds {
+			fail("reentered lock after a retry: %d holds, want %d", n, holds)
 		}
 		hold(names[3], owner(3), 1) // held when the next retry comes
 		want[3] = int64(1)
@@ -791,18 +840,20 @@ func TestBatchLatchRetry(t *testing.T) {
 		}
 		return wrong
 	}
-	for _, w := range run(batchedScripts[releaseScript[0]], "latch/retry") {
-		t.Error(w)
+	for _, mode := range []string{"one", "all"} {
+		for _, w := range run(batchedScripts[releaseScript[0]].script, "latch/retry/"+mode, mode) {
+			t.Errorf("mode %s: %s", mode, w)
+		}
 	}
 	// Negative control: a batched release that overwrites its latch with
 	// its own answers loses the first attempt's in the third.
 	const merge = "if redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms, 'nx') then\n        return\n    end"
-	src := batchedSource(releaseLua, releaseLatchKey)
+	src := batchedScripts[releaseScript[0]].source
 	if !strings.Contains(src, merge) {
 		t.Fatalf("the control's edit no longer applies: %q is not in the batched release", merge)
 	}
 	overwrite := strings.Replace(src, merge, "redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms)\n    do return end", 1)
-	if wrong := run(redis.NewScript(overwrite), "latch/control"); len(wrong) == 0 {
+	if wrong := run(redis.NewScript(overwrite), "latch/control", "one"); len(wrong) == 0 {
 		t.Error("control: a batched release that overwrites its latch passed; the test cannot tell it from one that keeps earlier answers")
 	} else {
 		t.Logf("control, as expected: %s", strings.Join(wrong, "; "))

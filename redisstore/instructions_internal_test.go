@@ -137,7 +137,7 @@ func TestScriptInstructions(t *testing.T) {
 			nk := len(tc.keys(""))
 			for i := range n {
 				keys = append(keys, tc.keys(fmt.Sprint(name, i))...)
-				reqs = append(reqs, &call{keys: tc.keys(fmt.Sprint(name, i))})
+				reqs = append(reqs, &call{keys: tc.keys(fmt.Sprint(name, i)), args: tc.args("")})
 				lock := fmt.Sprintf("KEYS[%d]", nk*i+1)
 				setup = append(setup, "redis.call('del', "+lock+")")
 				if tc.held {
@@ -150,11 +150,11 @@ func TestScriptInstructions(t *testing.T) {
 				for _, c := range reqs {
 					c.args = tc.args(g)
 				}
-				_, a := batchArgs(reqs)
+				_, a := batchedScripts[tc.script].batchArgs(reqs)
 				return a
 			}
-			batchKeys, _ := batchArgs(reqs)
-			per[j] = countInstructions(t, calls, evalShaCall(batchedScripts[tc.script]), strings.Join(setup, " "), keys, []any{holder},
+			batchKeys, _ := batchedScripts[tc.script].batchArgs(reqs)
+			per[j] = countInstructions(t, calls, evalShaCall(batchedScripts[tc.script].script), strings.Join(setup, " "), keys, []any{holder},
 				func(int) []string { return batchKeys }, args,
 				func(_ *redis.Client, v any) string { return fmt.Sprint(len(v.([]any))) }, fmt.Sprint(n))
 		}
@@ -240,13 +240,13 @@ var scriptBodies = map[*redis.Script]string{
 
 // scriptSources are the sources of the scripts TestScriptInstructions runs.
 var scriptSources = map[*redis.Script]string{
-	batchedScripts[acquireScript]:    batchedSource(acquireLua, 0),
-	batchedScripts[releaseScript[0]]: batchedSource(releaseLua, releaseLatchKey),
-	acquireScript:                    withLibSource(acquireLua),
-	releaseScript[0]:                 withLibSource(releaseLua),
-	acquireFairScript:                withLibSource(acquireFairLua),
-	returnScript:                     returnSource,
-	libReturnScript:                  libReturnSource,
+	batchedScripts[acquireScript].script:    batchedScripts[acquireScript].source,
+	batchedScripts[releaseScript[0]].script: batchedScripts[releaseScript[0]].source,
+	acquireScript:                           withLibSource(acquireLua),
+	releaseScript[0]:                        withLibSource(releaseLua),
+	acquireFairScript:                       withLibSource(acquireFairLua),
+	returnScript:                            returnSource,
+	libReturnScript:                         libReturnSource,
 }
 
 // countInstructions starts redis-server under callgrind, collecting only in

@@ -106,14 +106,14 @@ func TestLibSplit(t *testing.T) {
 			// whatever the functions before the request's call is defined
 			// before it, nothing twice, and the state that lib.lua's
 			// functions keep for the script call is declared before it.
-			batch := batchedSource(tc.body, map[string]int{"release": releaseLatchKey}[tc.name])
+			batch := batchedSource(tc.body, map[string]batchLayout{"release": releaseLayout, "acquire": acquireLayout, "acquire_fair": acquireFairLayout}[tc.name])
 			top, inside, _ := strings.Cut(batch, batchHead)
 			for name := range called(top) {
 				if slices.Contains(lib, name) && !slices.Contains(defined(top), name) {
 					t.Errorf("batched: %s is called before the request's function but defined inside it", name)
 				}
 			}
-			extra := 2 // leash_request, shared
+			extra := 1 // leash_request
 			if tc.name == "release" {
 				extra++ // write_latch (lua/batch_latch.lua)
 			}

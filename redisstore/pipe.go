@@ -52,6 +52,8 @@ type pipeliner struct {
 	// coalesce) and the requests they carried.
 	separate                        bool
 	batchedScripts, batchedRequests atomic.Int64
+	// For tests: batched variants to use instead of batchedScripts.
+	specs map[*redis.Script]*batchSpec
 }
 
 // A call is one queued script.
@@ -148,7 +150,11 @@ func (p *pipeliner) exec(batch []*call) {
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	_, cluster := p.rdb.(*redis.ClusterClient)
-	units := coalesce(batch, cluster, p.separate)
+	specs := p.specs
+	if specs == nil {
+		specs = batchedScripts
+	}
+	units := coalesce(batch, specs, cluster, p.separate)
 	cmds, _ := evalPipelined(ctx, p.rdb, replicaGuard{}, len(units), func(i int) (*redis.Script, []string, []any) {
 		return units[i].script, units[i].keys, units[i].args
 	})

@@ -304,6 +304,10 @@ func TestBatchStaleViewAfterSlotMigration(t *testing.T) {
 	bView := s.watch.facts(ctx, key, c)
 	replies := make([]any, 4)
 	errs = make([]error, 4)
+	// coalesce puts requests with other grace arguments in calls of their
+	// own; a layout where each request has its own puts the two views in
+	// one call, which must judge each request by its own.
+	s.pipe.specs = map[*redis.Script]*batchSpec{acquireScript: withLibBatched(acquireLua, batchLayout{nk: 5, na: 3, keys: []int{4}})}
 	batched(t, s, 4, 4, func(i int) {
 		view := bView
 		if i%2 == 0 {
