@@ -38,16 +38,31 @@ import (
 var batchedScripts = map[*redis.Script]*batchSpec{
 	acquireScript:     withLibBatched(acquireLua, acquireLayout),
 	acquireFairScript: withLibBatched(acquireFairLua, acquireFairLayout),
-	releaseScript[0]:  withLibBatched(releaseLua, releaseLayout),
-	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua), releaseLayout), // see pubScript
+	releaseScript[0]:  withClusterVariant(withLibBatched(releaseLua, releaseLayout), releaseLua),
+	releaseScript[1]:  withClusterVariant(withLibBatched(shardedPublish(releaseLua), releaseLayout), shardedPublish(releaseLua)), // see pubScript
+}
+
+// withClusterVariant gives a batched release spec the variant coalesce
+// uses on Cluster, where each request writes its own latch, as alone: there
+// a call refused with TRYAGAIN is sent again by its callers one by one (see
+// pipeliner.run), and a request sent apart from its batch would not find
+// the batch's one latch, should go-redis's own resend of the batch have
+// been the refused one, after the first had run and its reply was lost.
+func withClusterVariant(spec *batchSpec, body string) *batchSpec {
+	l := spec.batchLayout
+	l.latch = 0
+	spec.onCluster = withLibBatched(body, l)
+	return spec
 }
 
 // A batchLayout is what the requests of a batched script look like: how
 // many keys and arguments each has, and the places (from 0) of those that
 // the requests of one call must all have the same, which the call carries
 // once (see batchArgs): the restart marker, the lease, the grace argument,
-// a place's lifetime, a release's mode and latch lifetime. Calls that
-// differ there go in calls of their own. latch, when not 0, is the place
+// a place's lifetime, a release's mode and hand-off lease (not its latch
+// lifetime, which follows each caller's deadline: the batch's latch lives
+// as long as the longest). Calls that differ there go in calls of their
+// own. latch, when not 0, is the place
 // (from 1) of a release's latch among its keys (see lua/batch_latch.lua).
 type batchLayout struct {
 	nk, na     int
@@ -60,14 +75,16 @@ type batchLayout struct {
 var (
 	acquireLayout     = batchLayout{nk: 5, na: 3, keys: []int{4}, args: []int{0, 2}}
 	acquireFairLayout = batchLayout{nk: 5, na: 4, keys: []int{4}, args: []int{0, 2, 3}}
-	releaseLayout     = batchLayout{nk: 8, na: 6, keys: []int{7}, args: []int{1, 2, 3, 4, 5}, latch: 3}
+	releaseLayout     = batchLayout{nk: 8, na: 6, keys: []int{7}, args: []int{1, 2, 4, 5}, latch: 3}
 )
 
-// A batchSpec is a batched variant of a script and its layout.
+// A batchSpec is a batched variant of a script and its layout; onCluster,
+// when not nil, is the variant to use on Cluster.
 type batchSpec struct {
 	batchLayout
-	script *redis.Script
-	source string
+	script    *redis.Script
+	source    string
+	onCluster *batchSpec
 }
 
 // maxCoalesce is the most requests one batched script call carries, which
@@ -91,8 +108,8 @@ const maxCoalesce = 128
 // With l.latch, the call records every request's release answer in the
 // first request's latch, one key written once (lua/batch_latch.lua), where
 // the requests alone would each create a key of their own that Redis
-// keeps, expires and deletes (about a tenth of Redis's CPU per uncontended
-// Lock+Unlock, bench/NOTES.md).
+// keeps, expires and deletes (about a seventh of Redis's CPU per
+// uncontended Lock+Unlock, bench/NOTES.md).
 func withLibBatched(body string, l batchLayout) *batchSpec {
 	src := batchedSource(body, l)
 	return &batchSpec{batchLayout: l, script: redis.NewScript(src), source: src}
@@ -183,7 +200,9 @@ local args = {nil, nil, nil, nil, nil, nil, nil, nil}
 end
 `)
 	if l.latch > 0 {
-		b.WriteString("write_latch(n)\n")
+		// The latch serves only a reply that is lost: a latch that cannot
+		// be written fails no request.
+		b.WriteString("pcall(write_latch, n)\n")
 	}
 	b.WriteString("return replies\n")
 	return b.String()
@@ -248,6 +267,9 @@ func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separa
 	for i, c := range batch {
 		one := batch[i : i+1 : i+1] // a unit of c alone; appending copies
 		spec := specs[c.script]
+		if spec != nil && cluster && spec.onCluster != nil {
+			spec = spec.onCluster
+		}
 		if spec == nil || separate || len(c.keys) != spec.nk || len(c.args) != spec.na {
 			units = append(units, unit{calls: one})
 			continue
@@ -276,6 +298,9 @@ func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separa
 			continue
 		}
 		spec := specs[c.script]
+		if cluster && spec.onCluster != nil {
+			spec = spec.onCluster
+		}
 		u.script = spec.script
 		u.keys, u.args = spec.batchArgs(u.calls)
 	}

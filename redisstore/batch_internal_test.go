@@ -563,6 +563,32 @@ func TestBatchClusterPerSlot(t *testing.T) {
 	if got := s.pipe.batchedScripts.Load() - scripts0; got != int64(len(slots)) {
 		t.Errorf("%d batched script calls, want one per slot (%d)", got, len(slots))
 	}
+	// The releases, batched per slot too, keep a latch each on Cluster (see
+	// withClusterVariant): the warm-up's releases left one per name, these
+	// one more each.
+	scripts0 = s.pipe.batchedScripts.Load()
+	together(t, s, len(names), func(i int) {
+		errs[i] = s.Release(ctx, driver.Request{Kind: driver.KindMutex, Name: names[i], Owner: owner(i), Lease: time.Minute})
+	})
+	for i := range names {
+		if errs[i] != nil {
+			t.Errorf("release %s: %v", names[i], errs[i])
+		}
+	}
+	if got := s.pipe.batchedScripts.Load() - scripts0; got != int64(len(slots)) {
+		t.Errorf("%d batched release calls, want one per slot (%d)", got, len(slots))
+	}
+	var latches atomic.Int64
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.Keys(ctx, latchPrefix+"*").Result()
+		latches.Add(int64(len(n)))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := latches.Load(); got != int64(2*len(names)) {
+		t.Errorf("%d release latches, want %d (one per release on Cluster)", got, 2*len(names))
+	}
 }
 
 // BenchmarkCoalesce measures one batch of 16 acquires of free names, then
@@ -768,8 +794,8 @@ func TestBatchGraceEachRequest(t *testing.T) {
 // the first answers instead of ErrNotHeld or a second decrement. A request
 // that held nothing the first time and holds its lock when a retry comes
 // has its answer added to the latch, and the next retry keeps every
-// answer: checked against a batched release that overwrote the latch with
-// its own answers alone (the negative control).
+// answer. The negative control is a batched release that never reads its
+// latch.
 func TestBatchLatchRetry(t *testing.T) {
 	_, rdb := batchStore(t)
 	ctx := context.Background()
@@ -845,16 +871,31 @@ func TestBatchLatchRetry(t *testing.T) {
 			t.Errorf("mode %s: %s", mode, w)
 		}
 	}
-	// Negative control: a batched release that overwrites its latch with
-	// its own answers loses the first attempt's in the third.
-	const merge = "if redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms, 'nx') then\n        return\n    end"
-	src := batchedScripts[releaseScript[0]].source
-	if !strings.Contains(src, merge) {
-		t.Fatalf("the control's edit no longer applies: %q is not in the batched release", merge)
+	// Two requests with one latch key in a call (a release and a resend of
+	// it): the second gets the first's answer, and so does each in a retry
+	// of the call.
+	hold := "latch/same"
+	if err := rdb.HSet(ctx, hold, owner(0), 1).Err(); err != nil {
+		t.Fatal(err)
 	}
-	overwrite := strings.Replace(src, merge, "redis.call('set', latch_key, table.concat(latch_got, '', 1, n), 'px', latch_ms)\n    do return end", 1)
-	if wrong := run(redis.NewScript(overwrite), "latch/control", "one"); len(wrong) == 0 {
-		t.Error("control: a batched release that overwrites its latch passed; the test cannot tell it from one that keeps earlier answers")
+	same := &call{keys: append(releaseKeys(hold, latchKey(hold, "same")), epochKey), args: []any{owner(0), "60000", "all", "30000", "0", "0"}}
+	keys, args := releaseLayout.batchArgs([]*call{same, same})
+	for attempt := range 2 {
+		v, err := batchedScripts[releaseScript[0]].script.Run(ctx, rdb, keys, args...).Slice()
+		if err != nil || !reflect.DeepEqual(v, []any{int64(1), int64(1)}) {
+			t.Errorf("attempt %d of a call with one request twice: %v, %v; want freed for both", attempt, v, err)
+		}
+	}
+	// Negative control: a batched release that does not read its latch
+	// answers a retry ErrNotHeld and drops a reentered lock's second hold.
+	const read = "v = latch_stored and string.sub(latch_stored, latch_i, latch_i)"
+	src := batchedScripts[releaseScript[0]].source
+	if !strings.Contains(src, read) {
+		t.Fatalf("the control's edit no longer applies: %q is not in the batched release", read)
+	}
+	blind := strings.Replace(src, read, "v = false", 1)
+	if wrong := run(redis.NewScript(blind), "latch/control", "one"); len(wrong) == 0 {
+		t.Error("control: a batched release that never reads its latch passed; the test cannot tell it from one that does")
 	} else {
 		t.Logf("control, as expected: %s", strings.Join(wrong, "; "))
 	}

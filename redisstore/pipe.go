@@ -78,7 +78,9 @@ const (
 // Cluster slot half-way through a migration, its keys split between the two
 // nodes) is sent again, with a growing wait, for about 1.3 s or until ctx
 // ends: Redis refuses it before running it, so sending it again is safe
-// whatever it does. go-redis itself retries it only MaxRedirects times
+// whatever it does. (A release that go-redis had sent before, and that ran
+// but whose reply was lost, finds its answer in its own latch: on Cluster
+// batched releases keep one each, see withClusterVariant.) go-redis itself retries it only MaxRedirects times
 // (three by default) with waits of milliseconds, often less than the rest
 // of a migration of a slot with a few keys takes.
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {

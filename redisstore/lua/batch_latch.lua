@@ -7,7 +7,9 @@
 -- when the call ends, where the requests alone would each create a key of their own. A
 -- transport retry of a batched call is the same call (go-redis sends the same command again),
 -- so request i of a retry finds its first answer at place i of that latch; a request finds
--- the answer of an earlier one with the same latch key in its own call. latch_got holds the
+-- the answer of an earlier one with the same latch key in its own call, and keeps it at its
+-- own place for a retry. On Cluster, where the requests of a call refused with TRYAGAIN are
+-- sent again one by one, batched releases keep a latch each (see withClusterVariant). latch_got holds the
 -- call's answers by place and by latch key, latch_i is the place of the request running,
 -- latch_ms the longest lifetime asked (a decimal string), latch_stored the latch's value
 -- (false for none).
@@ -19,6 +21,13 @@ local function latched(latch)
             latch_stored = redis.call('get', latch_key) or false
         end
         v = latch_stored and string.sub(latch_stored, latch_i, latch_i)
+        if v == '-' or v == '' then
+            return nil
+        end
+    end
+    if v then
+        -- Kept at this request's place too: a retry of the call finds it there.
+        latch_got[latch], latch_got[latch_i] = v, v
     end
     return v and tonumber(v)
 end

@@ -370,7 +370,7 @@ end
 local function latched(latch)
     local done = redis.call('get', latch)
     if done then
-        return tonumber(done)
+        return tonumber(string.sub(done, 1, 1)) -- a batched call's latch holds one answer a request
     end
     return nil
 end

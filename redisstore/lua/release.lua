@@ -33,7 +33,9 @@
 -- A grace that refuses, or a counter that is not leash's, leaves the lock free and wakes the
 -- head as with ARGV[5] = 0. The latch makes the release idempotent: a transport retry of the
 -- same request (same request id) gets the first attempt's answer instead of ErrNotHeld or a
--- second decrement; Redisson's unlock uses the same latch (see drop_hold). The fair queue is
+-- second decrement; Redisson's unlock uses the same latch (see drop_hold). A batched call of
+-- several releases keeps their answers in its first request's latch, which a retry of the
+-- same call reads (lua/batch_latch.lua). The fair queue is
 -- read only when it exists. Touches only KEYS, and the head's client's channel, which shares
 -- the name's hash tag and so its Cluster slot.
 -- The queue's shape is checked before anything is written; an uncontended release, with no
