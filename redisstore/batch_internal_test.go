@@ -900,3 +900,43 @@ func TestBatchLatchRetry(t *testing.T) {
 		t.Logf("control, as expected: %s", strings.Join(wrong, "; "))
 	}
 }
+
+// TestBatchReleaseOnUserData releases, in one batched call, a held lock and
+// a name that holds an application's string: the string is refused with
+// what it is (ErrNotALock), as a release alone refuses it, and left as it
+// was; the lock beside it is freed.
+func TestBatchReleaseOnUserData(t *testing.T) {
+	s, rdb := batchStore(t)
+	ctx := context.Background()
+	held := driver.Request{Kind: driver.KindMutex, Name: "batch/userdata/lock", Owner: owner(0), Lease: time.Minute}
+	if _, err := s.Acquire(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	data := driver.Request{Kind: driver.KindMutex, Name: "batch/userdata/string", Owner: owner(1), Lease: time.Minute}
+	if err := rdb.Set(ctx, data.Name, "hello", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []driver.Request{held, data}
+	for _, mode := range []string{"all", "one"} {
+		errs := make([]error, 2)
+		batched(t, s, 2, 2, func(i int) {
+			if mode == "all" {
+				errs[i] = s.Release(ctx, reqs[i])
+			} else {
+				_, errs[i] = s.ReleaseOne(ctx, reqs[i])
+			}
+		})
+		if mode == "all" && errs[0] != nil {
+			t.Errorf("release of the held lock beside user data: %v", errs[0])
+		}
+		if !errors.Is(errs[1], leash.ErrNotHeld) || !errors.Is(errs[1], leash.ErrNotALock) {
+			t.Errorf("batched release (%s) of a string: %v, want ErrNotHeld and ErrNotALock", mode, errs[1])
+		}
+		if v, err := rdb.Get(ctx, data.Name).Result(); err != nil || v != "hello" {
+			t.Errorf("the string after a batched release (%s): %q, %v", mode, v, err)
+		}
+		if _, err := s.Acquire(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -21,15 +21,13 @@ local function latched(latch)
             latch_stored = redis.call('get', latch_key) or false
         end
         v = latch_stored and string.sub(latch_stored, latch_i, latch_i)
-        if v == '-' or v == '' then
-            return nil
+        if not v or v == '-' or v == '' then
+            return nil -- nil, not false: release.lua then asks what the lock key holds
         end
     end
-    if v then
-        -- Kept at this request's place too: a retry of the call finds it there.
-        latch_got[latch], latch_got[latch_i] = v, v
-    end
-    return v and tonumber(v)
+    -- Kept at this request's place too: a retry of the call finds it there.
+    latch_got[latch], latch_got[latch_i] = v, v
+    return tonumber(v)
 end
 local function set_latch(latch, v, ms)
     latch_got[latch], latch_got[latch_i] = v, v
