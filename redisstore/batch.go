@@ -38,21 +38,8 @@ import (
 var batchedScripts = map[*redis.Script]*batchSpec{
 	acquireScript:     withLibBatched(acquireLua, acquireLayout),
 	acquireFairScript: withLibBatched(acquireFairLua, acquireFairLayout),
-	releaseScript[0]:  withClusterVariant(withLibBatched(releaseLua, releaseLayout), releaseLua),
-	releaseScript[1]:  withClusterVariant(withLibBatched(shardedPublish(releaseLua), releaseLayout), shardedPublish(releaseLua)), // see pubScript
-}
-
-// withClusterVariant gives a batched release spec the variant coalesce
-// uses on Cluster, where each request writes its own latch, as alone: there
-// a call refused with TRYAGAIN is sent again by its callers one by one (see
-// pipeliner.run), and a request sent apart from its batch would not find
-// the batch's one latch, should go-redis's own resend of the batch have
-// been the refused one, after the first had run and its reply was lost.
-func withClusterVariant(spec *batchSpec, body string) *batchSpec {
-	l := spec.batchLayout
-	l.latch = 0
-	spec.onCluster = withLibBatched(body, l)
-	return spec
+	releaseScript[0]:  withLibBatched(releaseLua, releaseLayout),
+	releaseScript[1]:  withLibBatched(shardedPublish(releaseLua), releaseLayout), // see pubScript
 }
 
 // A batchLayout is what the requests of a batched script look like: how
@@ -62,8 +49,8 @@ func withClusterVariant(spec *batchSpec, body string) *batchSpec {
 // a place's lifetime, a release's mode and hand-off lease (not its latch
 // lifetime, which follows each caller's deadline: the batch's latch lives
 // as long as the longest). Calls that differ there go in calls of their
-// own. latch, when not 0, is the place
-// (from 1) of a release's latch among its keys (see lua/batch_latch.lua).
+// own. latch, when not 0, is the place (from 1) of a release's latch among
+// its keys (see lua/batch_latch.lua).
 type batchLayout struct {
 	nk, na     int
 	keys, args []int
@@ -79,7 +66,7 @@ var (
 )
 
 // A batchSpec is a batched variant of a script and its layout; onCluster,
-// when not nil, is the variant to use on Cluster.
+// when not nil, is the variant to use on Cluster (see withLibBatched).
 type batchSpec struct {
 	batchLayout
 	script    *redis.Script
@@ -110,9 +97,31 @@ const maxCoalesce = 128
 // the requests alone would each create a key of their own that Redis
 // keeps, expires and deletes (about a seventh of Redis's CPU per
 // uncontended Lock+Unlock, bench/NOTES.md).
+//
+// On Cluster a batched release keeps a latch per request, as alone
+// (onCluster): there a call refused with TRYAGAIN is sent again by its
+// callers one by one (see pipeliner.run), and a request sent apart from its
+// batch would not find the batch's one latch, should go-redis's own resend
+// of the batch have been the refused one, after the first had run and its
+// reply was lost.
 func withLibBatched(body string, l batchLayout) *batchSpec {
 	src := batchedSource(body, l)
-	return &batchSpec{batchLayout: l, script: redis.NewScript(src), source: src}
+	spec := &batchSpec{batchLayout: l, script: redis.NewScript(src), source: src}
+	if l.latch > 0 {
+		l.latch = 0
+		spec.onCluster = withLibBatched(body, l)
+	}
+	return spec
+}
+
+// variant returns the batched variant of script to use (on Cluster or
+// not), nil for none.
+func variant(specs map[*redis.Script]*batchSpec, script *redis.Script, cluster bool) *batchSpec {
+	spec := specs[script]
+	if spec != nil && cluster && spec.onCluster != nil {
+		return spec.onCluster
+	}
+	return spec
 }
 
 // batchedSource is the source of withLibBatched's script.
@@ -266,10 +275,7 @@ func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separa
 	)
 	for i, c := range batch {
 		one := batch[i : i+1 : i+1] // a unit of c alone; appending copies
-		spec := specs[c.script]
-		if spec != nil && cluster && spec.onCluster != nil {
-			spec = spec.onCluster
-		}
+		spec := variant(specs, c.script, cluster)
 		if spec == nil || separate || len(c.keys) != spec.nk || len(c.args) != spec.na {
 			units = append(units, unit{calls: one})
 			continue
@@ -297,10 +303,7 @@ func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separa
 			u.script, u.keys, u.args = c.script, c.keys, c.args
 			continue
 		}
-		spec := specs[c.script]
-		if cluster && spec.onCluster != nil {
-			spec = spec.onCluster
-		}
+		spec := variant(specs, c.script, cluster)
 		u.script = spec.script
 		u.keys, u.args = spec.batchArgs(u.calls)
 	}
@@ -316,9 +319,9 @@ func coalesce(batch []*call, specs map[*redis.Script]*batchSpec, cluster, separa
 // once.
 func (l batchLayout) batchArgs(calls []*call) ([]string, []any) {
 	c := calls[0]
-	ok, oa := l.nk-len(l.keys), l.na-len(l.args)
-	keys := make([]string, 0, len(l.keys)+len(calls)*ok)
-	args := append(make([]any, 0, 1+len(l.args)+len(calls)*oa), len(calls))
+	ownK, ownA := l.nk-len(l.keys), l.na-len(l.args)
+	keys := make([]string, 0, len(l.keys)+len(calls)*ownK)
+	args := append(make([]any, 0, 1+len(l.args)+len(calls)*ownA), len(calls))
 	for _, j := range l.keys {
 		keys = append(keys, c.keys[j])
 	}

@@ -563,9 +563,9 @@ func TestBatchClusterPerSlot(t *testing.T) {
 	if got := s.pipe.batchedScripts.Load() - scripts0; got != int64(len(slots)) {
 		t.Errorf("%d batched script calls, want one per slot (%d)", got, len(slots))
 	}
-	// The releases, batched per slot too, keep a latch each on Cluster (see
-	// withClusterVariant): the warm-up's releases left one per name, these
-	// one more each.
+	// The releases, batched per slot too, keep a latch each on Cluster
+	// (onCluster, see withLibBatched): the warm-up's releases left one per
+	// name, these one more each.
 	scripts0 = s.pipe.batchedScripts.Load()
 	together(t, s, len(names), func(i int) {
 		errs[i] = s.Release(ctx, driver.Request{Kind: driver.KindMutex, Name: names[i], Owner: owner(i), Lease: time.Minute})

@@ -80,9 +80,10 @@ const (
 // ends: Redis refuses it before running it, so sending it again is safe
 // whatever it does. (A release that go-redis had sent before, and that ran
 // but whose reply was lost, finds its answer in its own latch: on Cluster
-// batched releases keep one each, see withClusterVariant.) go-redis itself retries it only MaxRedirects times
-// (three by default) with waits of milliseconds, often less than the rest
-// of a migration of a slot with a few keys takes.
+// batched releases keep one each, see withLibBatched.) go-redis itself
+// retries it only MaxRedirects times (three by default) with waits of
+// milliseconds, often less than the rest of a migration of a slot with a
+// few keys takes.
 func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	for wait := tryAgainFirst; ; wait *= 2 {
 		v, err := p.runOnce(ctx, script, keys, args...)

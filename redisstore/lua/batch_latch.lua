@@ -9,10 +9,10 @@
 -- so request i of a retry finds its first answer at place i of that latch; a request finds
 -- the answer of an earlier one with the same latch key in its own call, and keeps it at its
 -- own place for a retry. On Cluster, where the requests of a call refused with TRYAGAIN are
--- sent again one by one, batched releases keep a latch each (see withClusterVariant). latch_got holds the
--- call's answers by place and by latch key, latch_i is the place of the request running,
--- latch_ms the longest lifetime asked (a decimal string), latch_stored the latch's value
--- (false for none).
+-- sent again one by one, batched releases keep a latch each (see withLibBatched). latch_got
+-- holds the call's answers by place and by latch key, latch_i is the place of the request
+-- running, latch_ms the longest lifetime asked (a decimal string), latch_stored the latch's
+-- value (false for none).
 local latch_got, latch_i, latch_key, latch_ms, latch_stored = nil, nil, nil, nil, nil
 local function latched(latch)
     local v = latch_got[latch]
