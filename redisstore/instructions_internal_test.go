@@ -23,7 +23,9 @@ import (
 // acquire (a script that only returns, and one that first defines lib.lua's
 // functions as the acquire does); and the batched variants of the
 // uncontended acquire and release (see coalesce), as a call that carries
-// one request and what each request more in a call adds. It runs
+// one request and what each request more in a call adds; and the floor
+// under those (the same Redis commands with none of leash's logic), beside
+// the peers' lock and unlock scripts. It runs
 // redis-server under valgrind's
 // callgrind, counting only inside EVALSHA, one server per
 // case; before each measured call an EVAL (not counted) puts the keys in
@@ -157,6 +159,88 @@ func TestScriptInstructions(t *testing.T) {
 			per[j] = countInstructions(t, calls, evalShaCall(batchedScripts[tc.script].script), strings.Join(setup, " "), keys, []any{holder},
 				func(int) []string { return batchKeys }, args,
 				func(_ *redis.Client, v any) string { return fmt.Sprint(len(v.([]any))) }, fmt.Sprint(n))
+		}
+		t.Logf("%-36s %8d instructions per call of a batch of 1; each request more in a batch %8d", "batched "+tc.name, per[0], (per[1]-per[0])/3)
+	}
+	// The floor under those: batched scripts that run only the Redis
+	// commands an uncontended request of the batched acquire or release
+	// runs, in the same order on the same keys, with none of leash's own
+	// logic around them (no shape checks, grace, token arithmetic, latch
+	// reads or pcall); and, beside them, the peers' pattern, one script
+	// call each, with no batching: SET NX PX then GET to lock, GET then DEL
+	// to unlock. What the acquire's and release's commands cost per request
+	// is what batching cannot remove (bench/NOTES.md, "What bounds the
+	// uncontended rows").
+	for _, tc := range []struct {
+		name     string
+		source   string
+		held     bool                       // the request's lock is held by holder before the call
+		keys     func(name string) []string // a request's keys; the call's arguments are the batch's size and the owner
+		batched  bool
+		wantEach string
+	}{
+		{"acquire's commands alone", `local t = redis.call('time')
+local r = {}
+for i = 0, tonumber(ARGV[1]) - 1 do
+    local k = i * 5
+    redis.call('exists', KEYS[k + 1], KEYS[k + 3])
+    redis.call('mget', KEYS[k + 5], KEYS[k + 2])
+    redis.call('set', KEYS[k + 2], t[1] .. t[2])
+    redis.call('hincrby', KEYS[k + 1], ARGV[2], '1')
+    redis.call('pexpire', KEYS[k + 1], '30000')
+    r[i + 1] = {1, 1, 1}
+end
+return r`, false, func(n string) []string { return append(mutexKeys(n), marker) }, true, ""},
+		{"release's commands alone", `local r = {}
+for i = 0, tonumber(ARGV[1]) - 1 do
+    local k = i * 5
+    redis.call('exists', KEYS[k + 3], KEYS[k + 4])
+    redis.call('hdel', KEYS[k + 1], ARGV[2])
+    redis.call('publish', KEYS[k + 5], '0')
+    r[i + 1] = 1
+end
+redis.call('set', KEYS[5] .. ':latch', string.rep('1', #r), 'px', '6000')
+return r`, true, func(n string) []string { return append(mutexKeys(n), channelName(n)) }, true, ""},
+		{"peers' lock: SET NX PX, GET", `local r = redis.call('set', KEYS[1], ARGV[2], 'nx', 'px', '30000') redis.call('get', KEYS[1]) return {r and 1 or 0}`, false, func(n string) []string { return []string{n} }, false, "[1]"},
+		{"peers' unlock: GET, DEL", `if redis.call('get', KEYS[1]) == ARGV[2] then return {redis.call('del', KEYS[1])} end return {0}`, true, func(n string) []string { return []string{n} }, false, "[1]"},
+	} {
+		script := redis.NewScript(tc.source)
+		scriptSources[script] = tc.source
+		sizes := []int{1, 4}
+		if !tc.batched {
+			sizes = sizes[:1]
+		}
+		var per [2]int64
+		for j, n := range sizes {
+			var keys, setup []string
+			for i := range n {
+				nm := fmt.Sprint(name, i)
+				keys = append(keys, tc.keys(nm)...)
+				lock := fmt.Sprintf("KEYS[%d]", len(tc.keys(nm))*i+1)
+				setup = append(setup, "redis.call('del', "+lock+")")
+				switch {
+				case tc.held && tc.batched:
+					setup = append(setup, fmt.Sprintf("redis.call('hset', %s, ARGV[1], '1') redis.call('pexpire', %s, '30000')", lock, lock))
+				case tc.held:
+					setup = append(setup, fmt.Sprintf("redis.call('set', %s, ARGV[1], 'px', '30000')", lock))
+				}
+			}
+			want := tc.wantEach
+			if tc.batched {
+				want = fmt.Sprint(n)
+			}
+			per[j] = countInstructions(t, calls, evalShaCall(script), strings.Join(setup, " "), keys, []any{holder},
+				func(int) []string { return keys }, func(string) []any { return []any{n, holder} },
+				func(_ *redis.Client, v any) string {
+					if tc.batched {
+						return fmt.Sprint(len(v.([]any)))
+					}
+					return fmt.Sprint(v)
+				}, want)
+		}
+		if !tc.batched {
+			t.Logf("%-36s %8d instructions per call", tc.name, per[0])
+			continue
 		}
 		t.Logf("%-36s %8d instructions per call of a batch of 1; each request more in a batch %8d", "batched "+tc.name, per[0], (per[1]-per[0])/3)
 	}
