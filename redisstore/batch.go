@@ -50,11 +50,12 @@ var batchedScripts = map[*redis.Script]*batchSpec{
 // lifetime, which follows each caller's deadline: the batch's latch lives
 // as long as the longest). Calls that differ there go in calls of their
 // own. latch, when not 0, is the place (from 1) of a release's latch among
-// its keys (see lua/batch_latch.lua).
+// its keys, and latchMS the place (from 1) of its lifetime among its
+// arguments (see lua/batch_latch.lua).
 type batchLayout struct {
-	nk, na     int
-	keys, args []int
-	latch      int
+	nk, na         int
+	keys, args     []int
+	latch, latchMS int
 }
 
 // The layouts of acquire.lua, acquire_fair.lua and release.lua (see their
@@ -62,7 +63,7 @@ type batchLayout struct {
 var (
 	acquireLayout     = batchLayout{nk: 5, na: 3, keys: []int{4}, args: []int{0, 2}}
 	acquireFairLayout = batchLayout{nk: 5, na: 4, keys: []int{4}, args: []int{0, 2, 3}}
-	releaseLayout     = batchLayout{nk: 8, na: 6, keys: []int{7}, args: []int{1, 2, 4, 5}, latch: 3}
+	releaseLayout     = batchLayout{nk: 8, na: 6, keys: []int{7}, args: []int{1, 2, 4, 5}, latch: 3, latchMS: 4}
 )
 
 // A batchSpec is a batched variant of a script and its layout; onCluster,
@@ -188,14 +189,14 @@ local args = {nil, nil, nil, nil, nil, nil, nil, nil}
 	b.WriteString(luaAssign("args", l.args, "all_args[%d]", 1))
 	fmt.Fprintf(&b, "local ki, ai = %d, %d\n", len(l.keys), 1+len(l.args))
 	if l.latch > 0 {
-		b.WriteString("latch_got, latch_ms = {}, ''\n")
+		b.WriteString("latch_got, latch_ms, latch_new = {}, '', false\n")
 	}
 	b.WriteString("for i = 0, n - 1 do\n")
 	b.WriteString("    " + luaAssign("keys", ownKeys, "all_keys[ki + %d]", 0))
 	b.WriteString("    " + luaAssign("args", ownArgs, "all_args[ai + %d]", 0))
 	fmt.Fprintf(&b, "    ki, ai = ki + %d, ai + %d\n", len(ownKeys), len(ownArgs))
 	if l.latch > 0 {
-		fmt.Fprintf(&b, "    latch_i = i + 1\n    if i == 0 then\n        latch_key = keys[%d]\n    end\n", l.latch)
+		fmt.Fprintf(&b, "    latch_i = i + 1\n    latch_asks(args[%d])\n    if i == 0 then\n        latch_key = keys[%d]\n    end\n", l.latchMS, l.latch)
 	}
 	b.WriteString(`    local ok, r = pcall(leash_request, keys, args)
     if not ok then

@@ -787,6 +787,48 @@ func TestBatchGraceEachRequest(t *testing.T) {
 	}
 }
 
+// TestBatchLatchLifetime checks that a batched release call's latch lives
+// as long as the longest lifetime any of its requests asks, in every
+// attempt of the call: a transport retry may come until the latest of the
+// callers' deadlines. Here the request with the long lifetime answers in
+// the first attempt and only reads its answer in the second, where the
+// request with the short one answers anew; the latch the second attempt
+// writes must keep the long lifetime, or a third attempt after the short
+// one would find no latch and drop the reentered lock's second hold.
+func TestBatchLatchLifetime(t *testing.T) {
+	_, rdb := batchStore(t)
+	ctx := context.Background()
+	long, short := "batch/lifetime/long", "batch/lifetime/short"
+	if err := rdb.HSet(ctx, long, owner(0), 2).Err(); err != nil { // reentered: two holds
+		t.Fatal(err)
+	}
+	latch := latchKey(long, "lifetime-0")
+	calls := []*call{
+		{keys: append(releaseKeys(long, latch), epochKey), args: []any{owner(0), "60000", "one", "30000", "0", "0"}},
+		{keys: append(releaseKeys(short, latchKey(short, "lifetime-1")), epochKey), args: []any{owner(1), "60000", "one", "1000", "0", "0"}},
+	}
+	keys, args := releaseLayout.batchArgs(calls)
+	send := func(attempt int, want []any) {
+		t.Helper()
+		v, err := batchedScripts[releaseScript[0]].script.Run(ctx, rdb, keys, args...).Slice()
+		if err != nil || !reflect.DeepEqual(v, want) {
+			t.Fatalf("attempt %d: batched release = %v, %v; want %v", attempt, v, err, want)
+		}
+		// PTTL only falls: a latch written for 1000 ms can never read more.
+		if pttl := rdb.PTTL(ctx, latch).Val(); pttl <= time.Second {
+			t.Fatalf("attempt %d: the latch expires in %v; its requests asked for up to 30s", attempt, pttl)
+		}
+	}
+	send(1, []any{int64(0), nil}) // one of two holds dropped; the short one held nothing
+	if err := rdb.HSet(ctx, short, owner(1), 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	send(2, []any{int64(0), int64(1)}) // the first answer read back; the short one freed
+	if holds := rdb.HGet(ctx, long, owner(0)).Val(); holds != "1" {
+		t.Fatalf("holds left = %q, want 1", holds)
+	}
+}
+
 // TestBatchLatchRetry sends a batched release call, then the same call
 // again twice, as go-redis does after a connection lost before the reply
 // (a transport retry resends the same command). The first call writes one

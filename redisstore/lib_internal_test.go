@@ -115,7 +115,7 @@ func TestLibSplit(t *testing.T) {
 			}
 			extra := 1 // leash_request
 			if tc.name == "release" {
-				extra++ // write_latch (lua/batch_latch.lua)
+				extra += 2 // latch_asks and write_latch (lua/batch_latch.lua)
 			}
 			if b := defined(batch); len(b) != len(all)+extra {
 				t.Errorf("batched: the script defines %d functions %v, the plain one %d", len(b), b, len(all))

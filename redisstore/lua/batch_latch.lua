@@ -11,9 +11,10 @@
 -- own place for a retry. On Cluster, where the requests of a call refused with TRYAGAIN are
 -- sent again one by one, batched releases keep a latch each (see withLibBatched). latch_got
 -- holds the call's answers by place and by latch key, latch_i is the place of the request
--- running, latch_ms the longest lifetime asked (a decimal string), latch_stored the latch's
--- value (false for none).
-local latch_got, latch_i, latch_key, latch_ms, latch_stored = nil, nil, nil, nil, nil
+-- running, latch_ms the longest lifetime any request of the call asks (a decimal string),
+-- latch_new whether a request answered anew in this attempt, latch_stored the latch's value
+-- (false for none).
+local latch_got, latch_i, latch_key, latch_ms, latch_new, latch_stored = nil, nil, nil, nil, nil, nil
 local function latched(latch)
     local v = latch_got[latch]
     if not v then
@@ -31,6 +32,14 @@ local function latched(latch)
 end
 local function set_latch(latch, v, ms)
     latch_got[latch], latch_got[latch_i] = v, v
+    latch_new = true
+end
+
+-- latch_asks notes the latch lifetime ms (a decimal string) that a request of the call asks,
+-- before it runs, whether it answers anew in this attempt or reads its answer back: a retry
+-- of the call may come until the latest of its callers' deadlines, so the latch keeps every
+-- answer that long, and every attempt writes it with the same lifetime.
+local function latch_asks(ms)
     if #ms > #latch_ms or (#ms == #latch_ms and ms > latch_ms) then
         latch_ms = ms
     end
@@ -41,8 +50,8 @@ end
 -- gave none (a request that held nothing the first time and holds its lock when the retry
 -- comes): SET NX writes the latch when no attempt has.
 local function write_latch(n)
-    if latch_ms == '' then
-        return
+    if not latch_new then
+        return -- every answer it holds was read from the latch, which keeps them
     end
     for i = 1, n do
         latch_got[i] = latch_got[i] or '-'
