@@ -316,8 +316,17 @@ func (s *Store) runAcquire(ctx context.Context, script *redis.Script, undo []dri
 // was dialed may have run on a process the Store had not read yet: unless
 // INFO still names f's process, the grant is given back (its holds in undo
 // released, unused) and confirm reports false, so that the acquire runs
-// again under the new process's grace. Failing to give it back is an error:
-// the grant then ends with its lease, unused.
+// again under the new process's grace. Every hold of undo's owners goes
+// (mode "all"), not only the one this attempt meant to add: a resend of the
+// script whose reply was lost (go-redis sends a command again when its
+// connection ends) re-entered the lock and added one more, and a hold left
+// behind would be re-entered by the acquire's next run, which checks no
+// grace for an owner that holds the lock already: a grant inside the new
+// process's grace. The core's tenures each have an owner of their own, so
+// every hold is this attempt's; a caller of the store that re-entered a lock
+// it held before loses the earlier holds too, which its next renewal
+// reports (the server changed under it). Failing to give it back is an
+// error: the grant then ends with its lease, unused.
 func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v any, undo []driver.Request) (bool, error) {
 	if !isGrant(v) || f.runID == "" || s.watch.dials.Load() == f.gen {
 		return true, nil
@@ -331,7 +340,7 @@ func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v an
 		// vouched for, and this owner's wake-up may still announce the
 		// grant being undone.
 		r.Wait = 0
-		if _, err := s.release(ctx, r, "one"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
+		if _, err := s.release(ctx, r, "all"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
 			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)
 		}
 	}

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,41 +64,57 @@ func TestParseGrace(t *testing.T) {
 // server was read before a restart from a snapshot, and whose script ran on
 // a connection dialed after it, is granted by the restored marker (the
 // marker-only blind spot); confirm sees the dial, reads the new run id, and
-// gives the grant back.
+// gives the grant back. Its reply may have been lost and the script sent
+// again (go-redis resends a command whose connection ended, a pipeline
+// whole): the resend re-entered the lock, so the owner holds it twice, and
+// confirm must give back both holds, or the acquire's next run would find
+// the lock still held by its owner and re-enter it again, granted inside
+// the new process's grace.
 func TestConfirmGivesBackAGrantOnANewProcess(t *testing.T) {
-	srv := testserver.NewRedis(t, testserver.RedisOptions{})
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1})
-	defer rdb.Close()
-	ctx := context.Background()
-	s := New(rdb, nil)
-	stale := s.watch.facts(ctx, nil, rdb) // the view before the restart
-	if err := rdb.Save(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	req := driver.Request{Kind: driver.KindMutex, Name: "test/confirm", Owner: "o:1", Lease: time.Minute}
-	keys := []string{req.Name, tokenKey(req.Name), fairQueueKey(req.Name), fairPlacesKey(req.Name), epochKey}
-	args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
-	v, err := acquireScript.Run(ctx, rdb, keys, args...).Result() // dials: the old connection is dead
-	if err != nil || !isGrant(v) {
-		t.Fatalf("acquire with the stale view = %v, %v; want granted (the blind spot confirm covers)", v, err)
-	}
-	keep, err := s.confirm(ctx, epochKey, stale, v, []driver.Request{req})
-	if keep || err != nil {
-		t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
-	}
-	if n, _ := rdb.Exists(ctx, req.Name).Result(); n != 0 {
-		t.Errorf("the grant is still on the server after confirm gave it back")
-	}
-	fresh := s.watch.facts(ctx, nil, rdb)
-	if fresh.runID == stale.runID {
-		t.Fatalf("the Store still names the old process")
-	}
-	v, err = acquireScript.Run(ctx, rdb, keys, ms(req.Lease), req.Owner, s.graceArg(req.Lease, fresh)).Result()
-	if _, inGrace := parseGrace(v); err != nil || !inGrace {
-		t.Errorf("acquire with the new view = %v, %v; want refused by the grace", v, err)
+	for _, sends := range []int{1, 2} {
+		t.Run(fmt.Sprintf("sent %d times", sends), func(t *testing.T) {
+			srv := testserver.NewRedis(t, testserver.RedisOptions{})
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1})
+			defer rdb.Close()
+			ctx := context.Background()
+			s := New(rdb, nil)
+			stale := s.watch.facts(ctx, nil, rdb) // the view before the restart
+			if err := rdb.Save(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			req := driver.Request{Kind: driver.KindMutex, Name: "test/confirm", Owner: owner(0), Lease: time.Minute}
+			keys := []string{req.Name, tokenKey(req.Name), fairQueueKey(req.Name), fairPlacesKey(req.Name), epochKey}
+			args := []any{ms(req.Lease), req.Owner, s.graceArg(req.Lease, stale)}
+			var v any
+			for i := range sends {
+				var err error
+				v, err = acquireScript.Run(ctx, rdb, keys, args...).Result() // the first dials: the old connection is dead
+				if err != nil || !isGrant(v) {
+					t.Fatalf("send %d of the acquire with the stale view = %v, %v; want granted (the blind spot confirm covers)", i+1, v, err)
+				}
+			}
+			if holds := rdb.HGet(ctx, req.Name, req.Owner).Val(); holds != strconv.Itoa(sends) {
+				t.Fatalf("holds after %d sends = %q", sends, holds)
+			}
+			keep, err := s.confirm(ctx, epochKey, stale, v, []driver.Request{req})
+			if keep || err != nil {
+				t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
+			}
+			if n, _ := rdb.Exists(ctx, req.Name).Result(); n != 0 {
+				t.Errorf("the grant is still on the server after confirm gave it back: %v", rdb.HGetAll(ctx, req.Name).Val())
+			}
+			fresh := s.watch.facts(ctx, nil, rdb)
+			if fresh.runID == stale.runID {
+				t.Fatalf("the Store still names the old process")
+			}
+			v, err = acquireScript.Run(ctx, rdb, keys, ms(req.Lease), req.Owner, s.graceArg(req.Lease, fresh)).Result()
+			if _, inGrace := parseGrace(v); err != nil || !inGrace {
+				t.Errorf("acquire with the new view = %v, %v; want refused by the grace", v, err)
+			}
+		})
 	}
 }
 

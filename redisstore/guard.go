@@ -116,9 +116,12 @@ func isGrant(v any) bool {
 // unknown (cause: the transport's error, when the reply was lost), and
 // returns the error the acquire fails with. ReleaseOne drops exactly the hold
 // the acquire added: the whole lock when it was fresh, one hold of a
-// re-entry. The release has a context of its own: the caller's may have
-// ended while WAIT waited. An acquire that never reached the server (it
-// could not connect) has nothing to give back.
+// re-entry. (A resend of the script whose reply was lost re-entered the
+// lock once more: that hold stays, and the core's background release of an
+// acquire whose outcome is unknown, which this error is, takes every hold
+// of the tenure's owner.) The release has a context of its own: the
+// caller's may have ended while WAIT waited. An acquire that never reached
+// the server (it could not connect) has nothing to give back.
 func (s *Store) undoGrant(ctx context.Context, reqs []driver.Request, cause error) error {
 	replicated := errors.Is(cause, ErrNotReplicated)
 	if !replicated && neverSent(cause) {
