@@ -507,9 +507,19 @@ func (c *Client) withdraw(ctx context.Context, req driver.Request) {
 // start when the acquire call began (for the observer). short is, for a
 // lock a release handed over (see handoff.go), the lease it was granted
 // with, counted from send; zero for a grant of the tenure's own lease.
+//
+// The hold begins at send, for MaxHold and Liveness as for the validity;
+// but a handed-over lock's send is the waiter's first place-taking request,
+// before its wait: its hold begins now, when the wake-up brought the grant,
+// and only its validity counts from send. (Counted from send, a Liveness
+// shorter than the wait would find the holder stalled the moment Lock
+// returned, before it could touch the hold.)
 func (c *Client) granted(ctx context.Context, t *tenure, send, start int64, short time.Duration) (*Hold, error) {
 	t.grantAt = send
-	t.lastTouch.Store(send)
+	if short > 0 {
+		t.grantAt = c.now()
+	}
+	t.lastTouch.Store(t.grantAt)
 	var due int64 // when to renew first; 0: after an interval
 	if short > 0 {
 		// Renewed to the full lease halfway through what is left of the

@@ -3,6 +3,7 @@ package leash_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,6 +131,49 @@ func TestHandoffMissedWakeUp(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoffHoldBeginsWhenTaken: a handed-over lock's validity counts from
+// the waiter's place-taking request, but its hold begins when the waiter
+// takes the grant: a Liveness shorter than the wait does not find the new
+// holder stalled the moment its Lock returns. The control is the same wait
+// on a store that does not hand off.
+func TestHandoffHoldBeginsWhenTaken(t *testing.T) {
+	for _, handoff := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hand-off %v", handoff), func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				var s driver.Store = newFaultStore(t)
+				if !handoff {
+					s = noHandoffStore{s.(*faultStore)}
+				}
+				c := newClient(t, s, &leash.Options{Liveness: time.Second, SafetyMargin: 50 * time.Millisecond})
+				defer c.Close()
+				m := c.FairMutex("live", nil)
+				h := mustLock(t, m, context.Background())
+				got := lockAsync(t, m, context.Background())
+				synctest.Wait() // queued
+				for range 12 { // the holder works 1.2 s, a Liveness and more, touching its hold
+					time.Sleep(100 * time.Millisecond)
+					h.Touch()
+				}
+				mustUnlock(t, h)
+				h2 := <-got
+				if h2 == nil {
+					return
+				}
+				synctest.Wait() // no time passes: the new holder has not touched it yet
+				if err := h2.Err(); err != nil {
+					t.Errorf("the hold as its Lock returned: %v, want held", err)
+				}
+				mustUnlock(t, h2)
+			})
+		})
+	}
+}
+
+// noHandoffStore is a faultStore that does not hand locks over.
+type noHandoffStore struct{ *faultStore }
+
+func (noHandoffStore) Handoff() bool { return false }
 
 // lossyStore drops the wake-ups that carry a grant while drop is set.
 type lossyStore struct {

@@ -26,7 +26,7 @@ type tenure struct {
 	parts   []part
 	owner   string      // store owner
 	cfg     *lockConfig // shared with the locker, and with the Client for default options
-	grantAt int64       // monotonic ns: send time of the granting acquire
+	grantAt int64       // monotonic ns: send time of the granting acquire, or when a handed-over grant was taken
 	parent  *tenure     // the tenure on the same name this one was taken inside, if any
 
 	validUntil atomic.Int64 // monotonic ns: the local validity deadline (see the package doc)
