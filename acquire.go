@@ -474,7 +474,11 @@ func (c *Client) waitEnded(name string, remaining time.Duration, grace bool, err
 
 // fallback is how long a waiter sleeps when no notification comes: until the
 // holder's lease runs out, but no longer than a third of a queue place's life
-// (the attempt refreshes it), nor than a second when polling.
+// (the attempt refreshes it), nor than a second when polling. A place a
+// release may hand the lock to (a FairMutex's, a starving Mutex's mark, on a
+// store that hands off) is tried again within half the hand-off's lease, so
+// that a waiter whose wake-up was lost picks the grant up before it lapses,
+// and with it, its turn: the release ends the place with the grant.
 func (p *plan) fallback(remaining time.Duration, w *waiter) time.Duration {
 	d := remaining
 	if d < 0 || d > p.t.cfg.lease {
@@ -482,6 +486,9 @@ func (p *plan) fallback(remaining time.Duration, w *waiter) time.Duration {
 	}
 	if p.queue > 0 {
 		d = min(d, p.queue/3)
+		if p.t.c.caps.handoff && (p.t.kind == driver.KindFair || p.starving) {
+			d = min(d, handoffLease/2)
+		}
 	}
 	if w.poll {
 		d = min(d, time.Second)

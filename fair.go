@@ -19,6 +19,15 @@ type QueueOptions struct {
 	// server's clock. A waiting Lock renews its place every QueueLease/3, so
 	// a waiter that dies leaves the queue within one QueueLease, and one that
 	// gives up leaves it at once. Default DefaultQueueLease (3s).
+	//
+	// On a store that hands a released lock to the first waiter (Redis,
+	// memstore: see driver.HandoffStore), the first waiter's place ends with
+	// the grant it is handed, which lasts DefaultQueueLease at most until the
+	// waiter takes it. So a waiting Lock there renews its place at least
+	// every DefaultQueueLease/2, whatever QueueLease, so that a waiter whose
+	// wake-up was lost still takes its grant in time; and a waiter paused
+	// (or cut off) for longer than that as its turn comes loses its turn,
+	// however long QueueLease is.
 	QueueLease time.Duration
 }
 

@@ -43,8 +43,9 @@ import (
 //     which releases a grant handed to it and not picked up; one that took
 //     the grant and then finds ctx cancelled releases it (granted).
 //   - A waiter that missed the wake-up (a reconnect) finds the grant on its
-//     next attempt: the store answers an Acquire by the grant's owner with
-//     that grant, not a second hold.
+//     next attempt, which comes within half of handoffLease whatever its
+//     queue lease (plan.fallback): the store answers an Acquire by the
+//     grant's owner with that grant, not a second hold.
 const handoffLease = DefaultQueueLease
 
 // handed returns, and forgets, the grant a release handed to w's owner.

@@ -101,35 +101,55 @@ func TestHandoffCancelledWaiterLeavesNothing(t *testing.T) {
 }
 
 // TestHandoffMissedWakeUp: a waiter whose wake-up is lost (a reconnect)
-// finds the grant on its next attempt, with the handed grant's token.
+// finds the grant on its next attempt, with the handed grant's token, and
+// keeps its turn before a waiter that queued after it. With a long queue
+// place its attempts would come every third of the place, long after the
+// grant's short lease (and the place with it) ran out: a waiter on a store
+// that hands off tries again within half the hand-off's lease.
 func TestHandoffMissedWakeUp(t *testing.T) {
-	synctestRun(t, func(t *testing.T) {
-		s := &lossyStore{Store: memstore.New()}
-		c := newClient(t, s, nil)
-		defer c.Close()
-		m := c.FairMutex("missed", nil)
-		h := mustLock(t, m, context.Background())
-		got := lockAsync(t, m, context.Background())
-		synctest.Wait()
-		s.drop.Store(true)
-		mustUnlock(t, h)
-		synctest.Wait()
-		fence := s.dropped()
-		if fence == 0 {
-			t.Fatal("no wake-up with a grant was sent")
-		}
-		h2 := <-got // the fallback attempt, within a third of the place lease
-		if h2 == nil {
-			return
-		}
-		if h2.Fence() != fence {
-			t.Errorf("fence after a missed wake-up = %d, want the handed grant's %d", h2.Fence(), fence)
-		}
-		mustUnlock(t, h2)
-		if who := heldBy(t, s, "missed"); who != "" {
-			t.Errorf("after one Unlock the name is held by %q, want free (no second hold)", who)
-		}
-	})
+	for _, queueLease := range []time.Duration{0, 30 * time.Second} {
+		t.Run(fmt.Sprintf("queue lease %v", queueLease), func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				s := &lossyStore{Store: memstore.New()}
+				c := newClient(t, s, nil)
+				defer c.Close()
+				q := &leash.QueueOptions{QueueLease: queueLease}
+				h := mustLock(t, c.FairMutex("missed", q), context.Background())
+				first := lockAsync(t, c.FairMutex("missed", q), context.Background())
+				synctest.Wait()
+				time.Sleep(time.Millisecond) // queued after the first
+				second := lockAsync(t, c.FairMutex("missed", q), context.Background())
+				synctest.Wait()
+				s.drop.Store(true)
+				mustUnlock(t, h)
+				synctest.Wait()
+				s.drop.Store(false)
+				fence := s.dropped()
+				if fence == 0 {
+					t.Fatal("no wake-up with a grant was sent")
+				}
+				var h1 *leash.Hold
+				select {
+				case h1 = <-first: // its fallback attempt picks the grant up
+				case h2 := <-second:
+					t.Fatalf("the second waiter was served first (fence %d): the first lost its turn with its wake-up", h2.Fence())
+				}
+				if h1 == nil {
+					return
+				}
+				if h1.Fence() != fence {
+					t.Errorf("fence after a missed wake-up = %d, want the handed grant's %d", h1.Fence(), fence)
+				}
+				mustUnlock(t, h1)
+				if h2 := <-second; h2 != nil {
+					mustUnlock(t, h2)
+				}
+				if who := heldBy(t, s, "missed"); who != "" {
+					t.Errorf("after the Unlocks the name is held by %q, want free (no second hold)", who)
+				}
+			})
+		})
+	}
 }
 
 // TestHandoffHoldBeginsWhenTaken: a handed-over lock's validity counts from
@@ -151,7 +171,7 @@ func TestHandoffHoldBeginsWhenTaken(t *testing.T) {
 				h := mustLock(t, m, context.Background())
 				got := lockAsync(t, m, context.Background())
 				synctest.Wait() // queued
-				for range 12 { // the holder works 1.2 s, a Liveness and more, touching its hold
+				for range 12 {  // the holder works 1.2 s, a Liveness and more, touching its hold
 					time.Sleep(100 * time.Millisecond)
 					h.Touch()
 				}
@@ -204,28 +224,30 @@ func (s *lossyStore) Watch(ctx context.Context, kind driver.Kind, name string, w
 // TestHandoffValidityNegativeControl is why a handed-off lock's validity
 // counts from the waiter's own place-taking request, not from when the
 // wake-up arrived. The waiter's connection stalls as the release hands it
-// the lock: the wake-up and its attempts wait while the grant's short lease
-// runs out and another client takes the name. When the stall ends, a
-// waiter counting from the wake-up's arrival would think it holds the lock
-// beside the new holder (the control, which must see that overlap); one
-// counting from its place's request sees no validity left, asks the store,
-// and waits.
+// the lock: its wake-up and its attempt wait while the grant's short lease
+// runs out and another client takes the name. When the stall ends, the
+// attempt's answer (held) comes first and the wake-up after it, as when the
+// subscriber connection lags behind the command connection: a waiter
+// counting from the wake-up's arrival would think it holds the lock beside
+// the new holder (the control, which must see that overlap); one counting
+// from its place's request sees no validity left, asks the store, and
+// waits.
 func TestHandoffValidityNegativeControl(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		fromReceipt bool
-		queueLease  time.Duration
+		wakeFirst   bool
 		overlap     bool
 	}{
-		{"from the place's request", false, 30 * time.Second, false},
-		{"from the wake-up (unsafe control)", true, 30 * time.Second, true},
-		// With the default place (fallback attempts every second), an
-		// attempt finds the name held while the grant lapses: the waiter
-		// drops the grant its wake-up announced, even under the unsafe rule.
-		{"from the wake-up, an attempt found the name held", true, 0, false},
+		{"from the place's request", false, false, false},
+		{"from the wake-up (unsafe control)", true, false, true},
+		// When the wake-up arrives before the answer of the attempt that
+		// found the name held, the waiter drops the grant it announced,
+		// even under the unsafe rule.
+		{"from the wake-up, an attempt found the name held after it", true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			overlap := handoffAfterStall(t, tc.fromReceipt, tc.queueLease)
+			overlap := handoffAfterStall(t, tc.fromReceipt, tc.wakeFirst)
 			if overlap != tc.overlap {
 				t.Errorf("two valid holders at once = %v, want %v", overlap, tc.overlap)
 			}
@@ -234,8 +256,9 @@ func TestHandoffValidityNegativeControl(t *testing.T) {
 }
 
 // handoffAfterStall runs the scenario above and reports whether two holds
-// were valid at once.
-func handoffAfterStall(t *testing.T, fromReceipt bool, queueLease time.Duration) (overlap bool) {
+// were valid at once. wakeFirst delivers the stalled wake-up before the
+// stalled attempt's answer.
+func handoffAfterStall(t *testing.T, fromReceipt, wakeFirst bool) (overlap bool) {
 	synctestRun(t, func(t *testing.T) {
 		s := memstore.New()
 		ws := &stallStore{Store: s, gate: make(chan struct{}), renewGate: make(chan struct{})}
@@ -251,21 +274,24 @@ func handoffAfterStall(t *testing.T, fromReceipt bool, queueLease time.Duration)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		got := make(chan *leash.Hold, 1)
-		// With a long queue place, the waiter's fallback attempt (a third
-		// of it) does not come while the grant lapses: an attempt that
-		// finds the name held makes the waiter drop the grant its wake-up
-		// announced.
 		go func() {
-			h, _ := waiter.FairMutex("stall", &leash.QueueOptions{QueueLease: queueLease}).Lock(ctx)
+			h, _ := waiter.FairMutex("stall", &leash.QueueOptions{QueueLease: 30 * time.Second}).Lock(ctx)
 			got <- h
 		}()
 		synctest.Wait() // queued
 		ws.stall()
 		mustUnlock(t, h) // handed to the stalled waiter
 		// The grant's lease (what its place had left, at most the queue
-		// lease) runs out; another client takes the name.
+		// lease) runs out, the waiter's next attempt waiting on the stall
+		// meanwhile; another client takes the name.
 		h2 := mustLock(t, other.Mutex("stall"), context.Background())
-		ws.resume()
+		if wakeFirst {
+			ws.deliver()
+			synctest.Wait()
+		}
+		close(ws.gate) // the attempt's answer: held
+		synctest.Wait()
+		ws.deliver()
 		synctest.Wait()
 		// The history at this instant: whom each client believes holds
 		// the name. The waiter's first renewal, which would tell it the
@@ -287,8 +313,8 @@ func handoffAfterStall(t *testing.T, fromReceipt bool, queueLease time.Duration)
 }
 
 // stallStore stalls a client's connection: while stalled, its acquires wait
-// and its wake-ups are held; resume delivers the wake-ups, then lets the
-// acquires through. Its renewals wait until renewGate is closed.
+// for gate to close and its wake-ups are held until deliver, which ends the
+// stall. Its renewals wait until renewGate is closed.
 type stallStore struct {
 	*memstore.Store
 	mu        sync.Mutex
@@ -309,7 +335,8 @@ func (s *stallStore) stall() {
 	s.mu.Unlock()
 }
 
-func (s *stallStore) resume() {
+// deliver ends the stall of the wake-ups and delivers those held.
+func (s *stallStore) deliver() {
 	s.mu.Lock()
 	held := s.held
 	s.stalled, s.held = false, nil
@@ -317,7 +344,6 @@ func (s *stallStore) resume() {
 	for _, f := range held {
 		f()
 	}
-	close(s.gate)
 }
 
 func (s *stallStore) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
