@@ -503,6 +503,57 @@ func TestCompanionUserDataIsNeverTouched(t *testing.T) {
 	}
 }
 
+// TestReentryBesideForeignQueue: an acquire by the lock's own holder (a
+// transport's resend of a granted acquire, or the pick-up of a lock a release
+// handed over) on a name whose fair queue or places hold a user's data is
+// refused with ErrNotALock naming that key, as a fresh acquire is, and
+// changes nothing: neither the user's key nor the holder's holds.
+func TestReentryBesideForeignQueue(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	s := redisstore.New(rdb, nil)
+	defer s.Close()
+	const holder = "00000000-0000-4000-8000-0000000000aa:1"
+	for _, format := range []string{"leash_fair_queue:{%s}", "leash_fair_places:{%s}"} {
+		for _, ud := range []userData{userDataKinds[0], {"zset of non-owners", func(ctx context.Context, rdb *redis.Client, k string) error {
+			return rdb.ZAdd(ctx, k, redis.Z{Score: 1, Member: "alice"}).Err()
+		}}} {
+			for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair} {
+				if kind == driver.KindMutex && strings.Contains(format, "places") {
+					continue // a Mutex's re-entry reads the places only with a queue
+				}
+				t.Run(fmt.Sprintf("%s/%s/%v", strings.SplitN(format, ":", 2)[0], ud.name, kind), func(t *testing.T) {
+					ctx := bg(t)
+					n := lockName(t)
+					key := fmt.Sprintf(format, n)
+					if err := rdb.HSet(ctx, n, holder, 1).Err(); err != nil {
+						t.Fatal(err)
+					}
+					rdb.PExpire(ctx, n, time.Minute)
+					if err := ud.write(ctx, rdb, key); err != nil {
+						t.Fatal(err)
+					}
+					before := stateOf(t, rdb, key)
+					req := driver.Request{Kind: kind, Name: n, Owner: holder, Lease: time.Minute}
+					if kind == driver.KindFair {
+						req.Wait = 3 * time.Second // a waiter's attempt, which takes a place
+					}
+					_, err := s.Acquire(ctx, req)
+					var nal *leash.NotALockError
+					if !errors.As(err, &nal) || !strings.Contains(nal.Found, key) {
+						t.Errorf("re-entry by the holder with %s at %s = %v, want a *NotALockError naming %q", ud.name, key, err, key)
+					}
+					checkUnchanged(t, rdb, key, before)
+					if holds := rdb.HGet(ctx, n, holder).Val(); holds != "1" {
+						t.Errorf("the holder's holds after the refusal = %q, want 1", holds)
+					}
+					rdb.Del(ctx, n, key)
+				})
+			}
+		}
+	}
+}
+
 // TestWithdrawLeavesForeignCompanions withdraws a waiter, at the store, from
 // a name whose fair queue, places or waiting writers hold a user's data: no
 // error, the data unchanged.
