@@ -348,22 +348,20 @@ end
 -- Given the fair queue and places (queue may be nil), a lock a release handed to owner
 -- while it waited in the queue (see release.lua: owner holds the lock and still has its
 -- entry there) is picked up instead: the entry goes, the lease is set, and no hold is added.
--- A queue or places key that holds what leash does not write there (see companion) makes it
--- return that refusal {-1, what} instead, before anything is written: checked only here, for
--- an owner that holds the lock (a resend, a pick-up), the callers' common paths never pay it.
+-- The queue is written only where it holds owner's entry, which makes it leash's. A queue key
+-- that is not a zset (the application's data: ZREM fails and writes nothing), or, beside
+-- owner's entry, a places key that is not one, makes it return the refusal {-1, what} (see
+-- foreign) instead, the lock untouched (the queue then lost only owner's own entry).
 local function reenter(lock, tokenkey, owner, lease, queue, places)
     if redis.call('hexists', lock, owner) == 0 then
         return nil
     end
-    if queue then
-        local bad = foreign(queue, 'owners', places, 'owners')
-        if bad then
-            return bad
-        end
-    end
     local token = last_token(tokenkey) -- read before the first write
-    if queue and redis.call('zrem', queue, owner) == 1 then
-        redis.call('zrem', places, owner)
+    local picked = queue and try('zrem', queue, owner)
+    if picked == false or (picked == 1 and try('zrem', places, owner) == false) then
+        return foreign(queue, 'owners', places, 'owners')
+    end
+    if picked == 1 then
         redis.call('pexpire', lock, lease)
         return {1, token, tonumber(redis.call('hget', lock, owner))}
     end
