@@ -20,8 +20,10 @@ import (
 )
 
 // TestFairMutexHandsOffInOrder queues waiters from separate clients and
-// checks that they get the lock in arrival order, each woken by the release
-// (the queue lease is long, so a refresh timer cannot be what wakes them).
+// checks that they get the lock in arrival order, each woken by the release:
+// a waiter whose wake-up was lost would take its grant at its next attempt,
+// which on a store that hands off comes within 1.5 s whatever the (long)
+// queue lease, so a hand-off slower than a second was not the release's.
 func TestFairMutexHandsOffInOrder(t *testing.T) {
 	srv := sharedRedis(t)
 	name := lockName(t)
@@ -72,7 +74,7 @@ func TestFairMutexHandsOffInOrder(t *testing.T) {
 		}
 	}
 	t.Logf("worst fair hand-off: %v", worst)
-	if worst > 2*time.Second {
+	if worst > time.Second {
 		t.Errorf("a hand-off took %v: the head was not woken by the release", worst)
 	}
 }
