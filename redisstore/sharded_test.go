@@ -366,9 +366,17 @@ func TestClusterShardedPubSub(t *testing.T) {
 					_, _ = waiter.Mutex(name).Lock(ctx)
 					done <- struct{}{}
 				}()
-				waitFor(t, "the waiter's subscription", func() bool {
+				waitFor(t, "the waiter's subscriptions", func() bool {
+					// Every subscription the mode makes, not the first of
+					// them: the counts below are read once they are all made.
 					s, p := subscribers(t, cc, redissonChannel(name))
-					return s > 0 || p > 0
+					switch mode {
+					case redisstore.ShardedAuto:
+						return s > 0 && p > 0
+					case redisstore.ShardedOn:
+						return s > 0
+					}
+					return p > 0
 				})
 			}
 			ss1, s1, c1 := count()

@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,6 +45,23 @@ func (h tryAgainCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // migration go on, and it fails with TRYAGAIN.
 func TestClusterTryAgainRetried(t *testing.T) {
 	cl, _ := newReplicatedCluster(t, testserver.ClusterOptions{})
+	// The grace on the node a slot moves to counts from that node's start:
+	// wait until every master has run past it (INFO's whole seconds, less
+	// the one the Store takes off, beyond the 2 s lease below).
+	for _, m := range cl.Masters {
+		c := redis.NewClient(&redis.Options{Addr: m.Addr})
+		waitFor(t, "the master to run past the restart grace", func() bool {
+			info, err := c.Info(bg(t), "server").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, up, _ := strings.Cut(info, "\nuptime_in_seconds:")
+			up, _, _ = strings.Cut(up, "\r")
+			n, err := strconv.Atoi(up)
+			return err == nil && n >= 4
+		})
+		c.Close()
+	}
 	for i, retry := range []bool{true, false} {
 		var tryAgain atomic.Int64
 		cc := clusterClient(t, cl) // new: its node clients are made after the hook is set
