@@ -497,6 +497,15 @@ func (e *env) artifact() (string, error) {
 // save writes a failing history and porcupine's HTML view; it returns a
 // sentence naming them.
 func (e *env) save(ops []history.Op, g check.GrantResult) string {
+	return e.saveWith(ops, g.Visualize)
+}
+
+// saveHistory writes a failing history, for a check that has no porcupine
+// view; it returns a sentence naming it.
+func (e *env) saveHistory(ops []history.Op) string { return e.saveWith(ops, nil) }
+
+// saveWith writes a failing history and, with visualize, its HTML view.
+func (e *env) saveWith(ops []history.Op, visualize func(path string) error) string {
 	base, err := e.artifact()
 	if err != nil {
 		return fmt.Sprintf("(history not saved: %v)", err)
@@ -505,7 +514,7 @@ func (e *env) save(ops []history.Op, g check.GrantResult) string {
 		return fmt.Sprintf("(history not saved: %v)", err)
 	}
 	html := ""
-	if err := g.Visualize(base + ".html"); err == nil {
+	if visualize != nil && visualize(base+".html") == nil {
 		html = " and " + base + ".html"
 	}
 	return fmt.Sprintf("history written to %s.json%s; replay the schedule with %s=%d", base, html, seedEnv, e.seed)
