@@ -241,4 +241,26 @@ func TestTokenIsMaxOfCounterAndClock(t *testing.T) {
 	if n, err := rdb.Incr(bg(t), counter).Result(); err != nil || n != ahead+2 {
 		t.Errorf("Redisson's INCR of the counter = %d, %v; want %d", n, err, ahead+2)
 	}
+
+	// The last token a script counts exactly is 2^53-1: Lua's numbers are
+	// doubles, and the token after it could round to the one before. A
+	// counter there (no clock nor Redisson count comes near) is refused by
+	// every kind that mints a token, and kept as it is.
+	const last = 1<<53 - 1
+	if err := rdb.Set(bg(t), counter, last-1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if tok := grant(); tok != last {
+		t.Errorf("token after counter 2^53-2 = %d, want %d exactly", tok, int64(last))
+	}
+	for kind, try := range map[string]func(context.Context) (*leash.Hold, error){
+		"Mutex": c.Mutex(name).TryLock, "FairMutex": c.FairMutex(name, nil).TryLock, "RWMutex": c.RWMutex(name, nil).TryLock,
+	} {
+		if _, err := try(bg(t)); !errors.Is(err, leash.ErrNotALock) || !strings.Contains(err.Error(), "2^53-1") {
+			t.Errorf("%s.TryLock with counter 2^53-1 = %v, want ErrNotALock saying what the counter holds", kind, err)
+		}
+	}
+	if v := rdb.Get(bg(t), counter).Val(); v != "9007199254740991" {
+		t.Errorf("counter = %q after the refusals, want 2^53-1 unchanged", v)
+	}
 }

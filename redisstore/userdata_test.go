@@ -468,7 +468,10 @@ func TestCompanionUserDataIsNeverTouched(t *testing.T) {
 		"places": "leash_fair_places:{%s}", "readers": "leash_rw_readers:{%s}", "writers": "leash_rw_writers:{%s}",
 		"size": "leash_semaphore_size:{%s}"}
 	values := []userData{userDataKinds[0], userDataKinds[1], userDataKinds[6],
-		{"negative counter", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.Set(ctx, k, "-5", 0).Err() }}}
+		{"negative counter", func(ctx context.Context, rdb *redis.Client, k string) error { return rdb.Set(ctx, k, "-5", 0).Err() }},
+		{"counter at 2^53-1", func(ctx context.Context, rdb *redis.Client, k string) error {
+			return rdb.Set(ctx, k, "9007199254740991", 0).Err()
+		}}}
 	c := newClient(t, srv.Addr, nil)
 	for comp, format := range companions {
 		for _, ud := range values {

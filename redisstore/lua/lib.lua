@@ -182,8 +182,8 @@ end
 -- companion returns nil when key, one of a name's companion keys, is absent or holds what
 -- leash and Redisson write there, and otherwise a few words naming key and what it holds
 -- (for the {-1, what} refusal: a script touches none of a name's keys then). shape is
--- 'counter' (a string of a non-negative decimal: the fencing counter, the semaphore's
--- permit count) or 'owners' (a zset of owners, see owner_shaped: the fair queue and places,
+-- 'counter' (a string of a non-negative decimal below 2^53-1, which Lua's numbers hold
+-- exactly: the fencing counter, the semaphore's permit count) or 'owners' (a zset of owners, see owner_shaped: the fair queue and places,
 -- the readers, the waiting writers; its first and last members are the sample judged).
 -- foreign checks several (key, shape) pairs and returns the first refusal {-1, what}, or nil;
 -- one EXISTS when all are absent, as they mostly are.
@@ -206,10 +206,14 @@ local function companion(key, shape)
     end
     local what = 'a ' .. typ
     if shape == 'counter' and typ == 'string' then
-        if string.find(redis.call('get', key), '^%d+$') then
+        local v = redis.call('get', key)
+        if not string.find(v, '^%d+$') then
+            what = 'a string that is not a counter'
+        elseif #v < 16 or (#v == 16 and v < '9007199254740991') then
             return nil
+        else
+            what = 'a counter at 2^53-1 or more (past what a script counts exactly)'
         end
-        what = 'a string that is not a counter'
     end
     return what .. ' at its companion key ' .. key
 end
@@ -251,8 +255,9 @@ end
 -- counter, so Java and Go tokens interleave in one increasing sequence. Both are decimal
 -- strings without leading zeros, so comparing lengths, then strings, compares numbers. A
 -- counter that is not a decimal string (a user's hash or text, a negative number) is not
--- leash's: mint then writes nothing and returns nil and the refusal {-1, what} (see
--- companion). Only a counter read as absent or not decimal costs the extra TYPE. A caller
+-- leash's, nor is one at 2^53-1 or more, whose next token Lua could not tell from the last
+-- (leash's counter is a time in µs, below 2^53 until the year 2255; Redisson's a count): mint
+-- then writes nothing and returns nil and the refusal {-1, what} (see companion). Only a counter read as absent or not decimal costs the extra TYPE. A caller
 -- that has looked already passes whether counter is decimal, as is_decimal, and checked
 -- when it has also found a counter that is not decimal to be absent or leash's (foreign).
 local function mint(key, counter, now, now_s, is_decimal, checked)
@@ -261,6 +266,11 @@ local function mint(key, counter, now, now_s, is_decimal, checked)
     end
     if is_decimal then
         if #counter > #now_s or (#counter == #now_s and counter >= now_s) then
+            if #counter > 16 or (#counter == 16 and counter >= '9007199254740991') then
+                -- Past 2^53-1 the token INCR returns is a Lua number (a double) that may
+                -- round to the last one: refused, as companion refuses it.
+                return nil, {-1, 'a counter at 2^53-1 or more (past what a script counts exactly) at its companion key ' .. key}
+            end
             return redis.call('incr', key)
         end
     elseif not checked then
