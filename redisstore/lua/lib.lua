@@ -183,8 +183,9 @@ end
 -- leash and Redisson write there, and otherwise a few words naming key and what it holds
 -- (for the {-1, what} refusal: a script touches none of a name's keys then). shape is
 -- 'counter' (a string of a non-negative decimal below 2^53-1, which Lua's numbers hold
--- exactly: the fencing counter, the semaphore's permit count) or 'owners' (a zset of owners, see owner_shaped: the fair queue and places,
--- the readers, the waiting writers; its first and last members are the sample judged).
+-- exactly: the fencing counter, the semaphore's permit count) or 'owners' (a zset of owners,
+-- see owner_shaped: the fair queue and places, the readers, the waiting writers; its first
+-- and last members are the sample judged).
 -- foreign checks several (key, shape) pairs and returns the first refusal {-1, what}, or nil;
 -- one EXISTS when all are absent, as they mostly are.
 local function companion(key, shape)
@@ -257,9 +258,10 @@ end
 -- counter that is not a decimal string (a user's hash or text, a negative number) is not
 -- leash's, nor is one at 2^53-1 or more, whose next token Lua could not tell from the last
 -- (leash's counter is a time in µs, below 2^53 until the year 2255; Redisson's a count): mint
--- then writes nothing and returns nil and the refusal {-1, what} (see companion). Only a counter read as absent or not decimal costs the extra TYPE. A caller
--- that has looked already passes whether counter is decimal, as is_decimal, and checked
--- when it has also found a counter that is not decimal to be absent or leash's (foreign).
+-- then writes nothing and returns nil and the refusal {-1, what} (see companion). Only a
+-- counter read as absent or not decimal costs the extra TYPE. A caller that has looked
+-- already passes whether counter is decimal, as is_decimal, and checked when it has also
+-- found a counter that is not decimal to be absent or leash's (foreign).
 local function mint(key, counter, now, now_s, is_decimal, checked)
     if is_decimal == nil then
         is_decimal = counter and string.find(counter, '^[1-9]%d*$') ~= nil
@@ -269,7 +271,8 @@ local function mint(key, counter, now, now_s, is_decimal, checked)
             if #counter > 16 or (#counter == 16 and counter >= '9007199254740991') then
                 -- Past 2^53-1 the token INCR returns is a Lua number (a double) that may
                 -- round to the last one: refused, as companion refuses it.
-                return nil, {-1, 'a counter at 2^53-1 or more (past what a script counts exactly) at its companion key ' .. key}
+                return nil, {-1, 'a counter at 2^53-1 or more (past what a script counts exactly)'
+                    .. ' at its companion key ' .. key}
             end
             return redis.call('incr', key)
         end
