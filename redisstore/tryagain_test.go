@@ -3,8 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,18 +47,7 @@ func TestClusterTryAgainRetried(t *testing.T) {
 	// wait until every master has run past it (INFO's whole seconds, less
 	// the one the Store takes off, beyond the 2 s lease below).
 	for _, m := range cl.Masters {
-		c := redis.NewClient(&redis.Options{Addr: m.Addr})
-		waitFor(t, "the master to run past the restart grace", func() bool {
-			info, err := c.Info(bg(t), "server").Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, up, _ := strings.Cut(info, "\nuptime_in_seconds:")
-			up, _, _ = strings.Cut(up, "\r")
-			n, err := strconv.Atoi(up)
-			return err == nil && n >= 4
-		})
-		c.Close()
+		upFor(t, m, 2*time.Second)
 	}
 	for i, retry := range []bool{true, false} {
 		var tryAgain atomic.Int64

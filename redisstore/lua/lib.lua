@@ -270,9 +270,8 @@ local function mint(key, counter, now, now_s, is_decimal, checked)
         if #counter > #now_s or (#counter == #now_s and counter >= now_s) then
             if #counter > 16 or (#counter == 16 and counter >= '9007199254740991') then
                 -- Past 2^53-1 the token INCR returns is a Lua number (a double) that may
-                -- round to the last one: refused, as companion refuses it.
-                return nil, {-1, 'a counter at 2^53-1 or more (past what a script counts exactly)'
-                    .. ' at its companion key ' .. key}
+                -- round to the last one: refused, in companion's words.
+                return nil, {-1, companion(key, 'counter')}
             end
             return redis.call('incr', key)
         end
