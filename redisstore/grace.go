@@ -52,7 +52,9 @@ func (s *Store) markerKey(name string) string {
 
 // graceArg is the acquire scripts' grace argument: "0" when the grace is
 // off; otherwise the grace for a lock of this lease in microseconds, "@",
-// and the view of the server process f describes (see grace_at in lib.lua).
+// and the view of the server process f describes (see grace_at in lib.lua),
+// preceded, when the view has a start, by the end of a grace counted from
+// it and "=": what lets a script tell the grace is over in two comparisons.
 func (s *Store) graceArg(lease time.Duration, f *serverFacts) string {
 	g := s.opts.RestartGrace
 	switch {
@@ -62,8 +64,11 @@ func (s *Store) graceArg(lease time.Duration, f *serverFacts) string {
 		g = lease
 	}
 	us := strconv.FormatInt(g.Microseconds(), 10)
-	if s.markerOnly {
+	switch {
+	case s.markerOnly:
 		return us
+	case f.startUS > 0:
+		return strconv.FormatInt(f.startUS+g.Microseconds(), 10) + "=" + us + "@" + f.view
 	}
 	return us + "@" + f.view
 }

@@ -24,10 +24,12 @@ func TestSlotTagHashesToItsSlot(t *testing.T) {
 func TestParseFactsStartNeverBeforeTheRealStart(t *testing.T) {
 	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\nserver_time_usec:1700000005999999\r\nuptime_in_seconds:5\r\n# Replication\r\nrole:master\r\nsecond_repl_offset:-1\r\n"
 	// Both ends of uptime_in_seconds are truncated: the real uptime is in
-	// (4s, 6s), so the latest possible start is 4s before server_time_usec.
+	// (4s, 6s), so the latest possible start is 4s before server_time_usec,
+	// 1700000001999999; rounded up to a whole second, as every client of the
+	// process reads it (see TestEveryClientReadsOneStart).
 	var f serverFacts
-	if parseFacts(&f, info); f.start != "1700000001999999" || f.runID != "abc" {
-		t.Errorf("parseFacts start = %q, run id %q; want 1700000001999999 (the latest possible start), abc", f.start, f.runID)
+	if parseFacts(&f, info); f.start != "1700000002000000" || f.startUS != 1700000002000000 || f.runID != "abc" {
+		t.Errorf("parseFacts start = %q (%d), run id %q; want 1700000002000000 (the latest possible start, rounded up), abc", f.start, f.startUS, f.runID)
 	}
 	for _, promoted := range []string{
 		strings.Replace(info, "second_repl_offset:-1", "second_repl_offset:1234", 1),
@@ -35,9 +37,80 @@ func TestParseFactsStartNeverBeforeTheRealStart(t *testing.T) {
 		strings.Replace(info, "server_time_usec:1700000005999999\r\n", "", 1),
 	} {
 		f = serverFacts{}
-		if parseFacts(&f, promoted); f.start != "" {
+		if parseFacts(&f, promoted); f.start != "" || f.startUS != 0 {
 			t.Errorf("parseFacts(%q) start = %q, want none (the grace starts when the script runs)", promoted, f.start)
 		}
+	}
+}
+
+// TestEveryClientReadsOneStart: views of one server process read at
+// different times, a second of its clock apart, carry the same start, so
+// that the marker one client writes is the view of every other and their
+// scripts take quick_over's few comparisons (see graceArg).
+func TestEveryClientReadsOneStart(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	s := New(rdb, nil)
+	first := s.watch.refresh(ctx, nil, rdb)
+	if first.startUS == 0 || first.start != strconv.FormatInt(first.startUS, 10) {
+		t.Fatalf("the first view has start %q (%d)", first.start, first.startUS)
+	}
+	// The server's clock moves on to another second: its uptime_in_seconds
+	// has grown by one, or server_time_usec is in the same second still.
+	for sec := rdb.Time(ctx).Val().Unix(); rdb.Time(ctx).Val().Unix() == sec; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if second := s.watch.refresh(ctx, nil, rdb); second.view != first.view {
+		t.Errorf("views read a second apart: %q, then %q; want one", first.view, second.view)
+	}
+}
+
+// TestGraceEndAnswersOnlyForItsView: the end of the grace that a grace
+// argument carries ("<end µs>=", see graceArg) tells the grace is over only
+// when the marker is the argument's own view, or MarkFresh's "0:<id>" of
+// the view's process. A marker another client wrote with a later start (its
+// grace ends later), MarkFresh's marker of another process, or an end whose
+// digits are not a time's, is judged by the whole rule (quick_over in
+// lua/lib.lua).
+func TestGraceEndAnswersOnlyForItsView(t *testing.T) {
+	srv := testserver.NewRedis(t, testserver.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	f := New(rdb, nil).watch.refresh(ctx, nil, rdb)
+	now := rdb.Time(ctx).Val().UnixMicro()
+	const sec, grace = int64(time.Second / time.Microsecond), int64(5 * time.Second / time.Microsecond)
+	view := func(start int64) string { return strconv.FormatInt(start, 10) + ":" + f.id }
+	arg := func(end string, start int64) string {
+		return end + "=" + strconv.FormatInt(grace, 10) + "@" + view(start)
+	}
+	ends := func(start int64) string { return strconv.FormatInt(start+grace, 10) }
+	for _, tc := range []struct {
+		name, marker, arg string
+		over              bool
+	}{
+		{"the view's marker, grace over", view(now - 60*sec), arg(ends(now-60*sec), now-60*sec), true},
+		{"the view's marker, grace running", view(now - sec), arg(ends(now-sec), now-sec), false},
+		// The end is the view's (over); the marker's start is later.
+		{"a marker with a later start", view(now - sec), arg(ends(now-60*sec), now-60*sec), false},
+		// "10" sorts before any 16-digit time, as if long over.
+		{"an end of two digits", view(now - sec), arg("10", now-sec), false},
+		{"no end, grace over", view(now - 60*sec), strconv.FormatInt(grace, 10) + "@" + view(now-60*sec), true},
+		{"MarkFresh's marker, the view's grace running", "0:" + f.id, arg(ends(now-sec), now-sec), true},
+		// Another process's marker: the view's start is the grace's.
+		{"MarkFresh's marker of another process", "0:" + strings.Repeat("f", 40), arg(ends(now-sec), now-sec), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := rdb.Set(ctx, epochKey, tc.marker, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			left, err := graceScript.Run(ctx, rdb, []string{epochKey}, tc.arg).Int64()
+			if err != nil || (left == 0) != tc.over || left < 0 {
+				t.Errorf("grace left for marker %q, argument %q = %d ms, %v; want over %v", tc.marker, tc.arg, left, err, tc.over)
+			}
+		})
 	}
 }
 

@@ -376,12 +376,16 @@ func countInstructions(t *testing.T, calls int, m measuredCall, setup string, se
 	var f serverFacts
 	parseFacts(&f, info)
 	run := f.runID
-	// A marker a long way back: the restart grace is over, as on a server
-	// that has run for a while.
-	if err := rdb.Set(ctx, epochKey, "1000000:"+run, 0).Err(); err != nil {
+	// A marker an hour back: the restart grace is over, as on a server that
+	// has run for a while. The grace argument is what graceArg makes of a
+	// view whose start the marker holds: the end of the grace, "=", the
+	// grace, "@", the view.
+	start := (time.Now().Unix() - 3600) * 1_000_000
+	view := strconv.FormatInt(start, 10) + ":" + run
+	if err := rdb.Set(ctx, epochKey, view, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	grace := "30000000@1000000:" + run
+	grace := strconv.FormatInt(start+30_000_000, 10) + "=30000000@" + view
 	if err := m.load(ctx, rdb); err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,8 @@ type serverFacts struct {
 	runID    string // INFO server run_id; empty when INFO was refused
 	id       string // the process in its current role: run_id, "/", master_replid (see identity)
 	read     time.Time
-	start    string // latest possible start, µs by the server's clock; empty when it may have been promoted
+	start    string // latest possible start, µs by the server's clock, in whole seconds; empty when it may have been promoted
+	startUS  int64  // start as a number; 0 when start is empty
 	node     string // CLUSTER MYID of the Cluster node; empty on a single server or when the ACL denies it
 	view     string // "<start>:<run id>[#<node id>]", which the acquire scripts compare with the marker
 	fsync    fsyncCheck
@@ -231,13 +232,22 @@ func parseFacts(f *serverFacts, info string) {
 	}
 	// Redis computes uptime_in_seconds as a difference of whole seconds, so
 	// the real uptime is within a second of it either way; taking the later
-	// bound means the grace never ends early.
+	// bound means the grace never ends early. It is taken in whole seconds,
+	// the second after the one the bound falls in, so that every client of
+	// one process reads the same start (Redis 7.0 answers server_time_usec
+	// and uptime_in_seconds from one cached clock) and the marker one of them
+	// writes is the view of all (see grace_at in lua/lib.lua); a version that
+	// reads them apart only makes views differ, which costs the scripts the
+	// longer check. The start is then up to two seconds later than the real
+	// one, and ahead of the server's clock in its first two seconds, where
+	// the scripts count the grace from their own time instead.
 	if !promoted {
 		replID = "" // see identity
 	}
 	f.id = identity(f.runID, replID)
 	if now > 0 && up >= 0 && primary && !promoted {
-		f.start = strconv.FormatInt(now-max(up-1, 0)*1_000_000, 10)
+		f.startUS = (now/1_000_000 - up + 2) * 1_000_000 // a second or two ahead of now while up < 2
+		f.start = strconv.FormatInt(f.startUS, 10)
 	}
 }
 

@@ -181,7 +181,7 @@ func TestClusterStaleViewOnRestartedMaster(t *testing.T) {
 		}
 	}
 	s.watch.nodes.Store(key, &serverFacts{gen: s.watch.dials.Load(), runID: old.runID, id: old.id,
-		read: time.Now(), start: old.start, node: old.node, view: old.view})
+		read: time.Now(), start: old.start, startUS: old.startUS, node: old.node, view: old.view})
 
 	req.Owner = owner(1)
 	sent := time.Now()

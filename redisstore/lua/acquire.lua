@@ -10,9 +10,9 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner field "<client-uuid>:<n>"
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[3]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
---          server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[3]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
+--          on a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, holds} when the owner now holds the lock;
 --          {0, pttl} when someone else holds it (pttl in ms, -1 for no expiry), or
 --          {0, pttl, 1} when waiters are queued as well (KEYS[3] exists);

@@ -9,9 +9,9 @@
 -- ARGV[3]  place lifetime in ms: a caller that is not granted keeps (or takes) a place
 --          until now + ARGV[3]; 0 takes no place (TryLock)
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
---          server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[4]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
+--          on a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, holds} when granted (a lock a release handed to the caller, see
 --          release.lua, is picked up: the same token, no second hold); {0, ms} otherwise: the holder's remaining lease,
 --          or, when the lock is free but another waiter is first, the head's place lifetime;

@@ -5,9 +5,9 @@
 -- KEYS[2i+1]  fencing counter of lock i, redisson_lock_token:{name i}
 -- ARGV[1]     lease in milliseconds
 -- ARGV[2]     owner field
--- ARGV[3]     restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---             fresh grants inside it are refused with {0, ms left, "grace"}, and on a
---             server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[3]     restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--             (see grace_at); fresh grants inside it are refused with {0, ms left, "grace"}, and on
+--             a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns     {1, token 1, token 2, ...} when the owner now holds every lock (a lock it held
 --             already is re-entered and keeps its token); {0, ms} when some lock is held by
 --             someone else: the shortest remaining lease among those, -1 if none expires;

@@ -7,9 +7,9 @@
 -- ARGV[2]  owner (one per permit)
 -- ARGV[3]  permit count to set if the semaphore does not exist yet
 -- KEYS[4]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
---          server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[4]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
+--          on a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, 1} when granted; {0, ms} when every permit is held: until the first
 --          permit's lease ends; {-1, what} when KEYS[1] is not a semaphore (a lock, or a
 --          user's zset without the permit count beside it: see not_lock), or when KEYS[2] or

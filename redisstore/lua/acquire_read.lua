@@ -9,9 +9,9 @@
 -- ARGV[2]  owner
 -- ARGV[3]  parent: the write lock's owner when its holder downgrades, else ""
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
---          server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[4]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
+--          on a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, 1} when granted; {0, ms} when a writer holds (its remaining lease) or
 --          waits (until its mark ends); {-1, what} when KEYS[1] is not a lock (see not_lock),
 --          or KEYS[2] to KEYS[4] hold what leash does not write there (see companion):

@@ -9,9 +9,9 @@
 -- ARGV[3]  mark lifetime in ms: a writer that is not granted is marked as waiting until
 --          now + ARGV[3], which keeps new readers out; 0 marks nothing (TryLock)
 -- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
--- ARGV[4]  restart grace: "0" for none, else "<µs>@<start µs>:<run id>[#<node id>]" (see grace_at());
---          a fresh grant inside it is refused with {0, ms left, "grace"}, and one on a
---          server the view does not name with {0, 0, "stale"}, nothing written
+-- ARGV[4]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
+--          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
+--          on a server the view does not name with {0, 0, "stale"}, nothing written
 -- Returns  {1, token, holds} when granted; {0, ms} otherwise: the holder's remaining lease,
 --          or until the last reader's lease ends. An owner that holds a read lease gets the
 --          error LEASH_UPGRADE: it would wait for itself. {-1, what} when KEYS[1] is not a
