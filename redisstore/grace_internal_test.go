@@ -70,10 +70,11 @@ func TestEveryClientReadsOneStart(t *testing.T) {
 // TestGraceEndAnswersOnlyForItsView: the end of the grace that a grace
 // argument carries ("<end µs>=", see graceArg) tells the grace is over only
 // when the marker is the argument's own view, or MarkFresh's "0:<id>" of
-// the view's process. A marker another client wrote with a later start (its
-// grace ends later), MarkFresh's marker of another process, or an end whose
-// digits are not a time's, is judged by the whole rule (quick_over in
-// lua/lib.lua).
+// the view's process (quick_over in lua/lib.lua). A marker another client
+// wrote with a later start (its grace ends later), a marker that is only the
+// start of the view, MarkFresh's marker of another process, or an end whose
+// digits are not a time's, is judged by the whole rule. Each case checks
+// both the answer of grace.lua and whether quick_over gave it.
 func TestGraceEndAnswersOnlyForItsView(t *testing.T) {
 	srv := testserver.NewRedis(t, testserver.RedisOptions{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -81,26 +82,37 @@ func TestGraceEndAnswersOnlyForItsView(t *testing.T) {
 	ctx := context.Background()
 	f := New(rdb, nil).watch.refresh(ctx, nil, rdb)
 	now := rdb.Time(ctx).Val().UnixMicro()
-	const sec, grace = int64(time.Second / time.Microsecond), int64(5 * time.Second / time.Microsecond)
+	// An hour's grace: a start a second back is inside it however slowly the
+	// cases run, one two hours back long past it.
+	const sec, grace = int64(time.Second / time.Microsecond), int64(time.Hour / time.Microsecond)
 	view := func(start int64) string { return strconv.FormatInt(start, 10) + ":" + f.id }
 	arg := func(end string, start int64) string {
 		return end + "=" + strconv.FormatInt(grace, 10) + "@" + view(start)
 	}
 	ends := func(start int64) string { return strconv.FormatInt(start+grace, 10) }
+	quick := redis.NewScript(libFor("quick_over() now_us()") + `
+local _, now_s = now_us()
+if quick_over(ARGV[1], ARGV[2], now_s) then
+    return 1
+end
+return 0`)
 	for _, tc := range []struct {
 		name, marker, arg string
-		over              bool
+		over, quick       bool
 	}{
-		{"the view's marker, grace over", view(now - 60*sec), arg(ends(now-60*sec), now-60*sec), true},
-		{"the view's marker, grace running", view(now - sec), arg(ends(now-sec), now-sec), false},
+		{"the view's marker, grace over", view(now - 7200*sec), arg(ends(now-7200*sec), now-7200*sec), true, true},
+		{"the view's marker, grace running", view(now - sec), arg(ends(now-sec), now-sec), false, false},
 		// The end is the view's (over); the marker's start is later.
-		{"a marker with a later start", view(now - sec), arg(ends(now-60*sec), now-60*sec), false},
+		{"a marker with a later start", view(now - sec), arg(ends(now-7200*sec), now-7200*sec), false, false},
+		// The end says over, and the marker is where the view begins, but
+		// it names another process: the grace counts from the view's start.
+		{"a marker that is the start of the view", view(now - sec)[:len(view(now-sec))-20], arg(ends(now-7200*sec), now-sec), false, false},
 		// "10" sorts before any 16-digit time, as if long over.
-		{"an end of two digits", view(now - sec), arg("10", now-sec), false},
-		{"no end, grace over", view(now - 60*sec), strconv.FormatInt(grace, 10) + "@" + view(now-60*sec), true},
-		{"MarkFresh's marker, the view's grace running", "0:" + f.id, arg(ends(now-sec), now-sec), true},
+		{"an end of two digits", view(now - sec), arg("10", now-sec), false, false},
+		{"no end, grace over", view(now - 7200*sec), strconv.FormatInt(grace, 10) + "@" + view(now-7200*sec), true, false},
+		{"MarkFresh's marker, the view's grace running", "0:" + f.id, arg(ends(now-sec), now-sec), true, true},
 		// Another process's marker: the view's start is the grace's.
-		{"MarkFresh's marker of another process", "0:" + strings.Repeat("f", 40), arg(ends(now-sec), now-sec), false},
+		{"MarkFresh's marker of another process", "0:" + strings.Repeat("f", 40), arg(ends(now-sec), now-sec), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := rdb.Set(ctx, epochKey, tc.marker, 0).Err(); err != nil {
@@ -109,6 +121,10 @@ func TestGraceEndAnswersOnlyForItsView(t *testing.T) {
 			left, err := graceScript.Run(ctx, rdb, []string{epochKey}, tc.arg).Int64()
 			if err != nil || (left == 0) != tc.over || left < 0 {
 				t.Errorf("grace left for marker %q, argument %q = %d ms, %v; want over %v", tc.marker, tc.arg, left, err, tc.over)
+			}
+			q, err := quick.Run(ctx, rdb, nil, tc.arg, tc.marker).Int64()
+			if err != nil || (q == 1) != tc.quick {
+				t.Errorf("quick_over(%q, %q) = %d, %v; want %v", tc.arg, tc.marker, q, err, tc.quick)
 			}
 		})
 	}

@@ -108,8 +108,8 @@ func clusterNameOn(prefix string, i int) string {
 }
 
 // uptimeOver waits until the process behind c has been up long enough that
-// a view of it says a grace of d has ended (see parseFacts: whole seconds of
-// uptime, the latest possible start).
+// a view of it says a grace of d has ended (see parseFacts: a start in whole
+// seconds, up to two after the real one).
 func uptimeOver(t *testing.T, c *redis.Client, d time.Duration) {
 	t.Helper()
 	for {
@@ -119,7 +119,7 @@ func uptimeOver(t *testing.T, c *redis.Client, d time.Duration) {
 		}
 		for _, line := range strings.Split(info, "\n") {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-				if up, _ := strconv.ParseInt(v, 10, 64); time.Duration(up-1)*time.Second > d {
+				if up, _ := strconv.ParseInt(v, 10, 64); time.Duration(up-2)*time.Second >= d {
 					return
 				}
 			}
@@ -329,5 +329,54 @@ func TestBatchStaleViewAfterSlotMigration(t *testing.T) {
 	}
 	if m, err := cc.Get(ctx, marker).Result(); err != nil || !strings.HasSuffix(m, ":"+bView.id) {
 		t.Errorf("marker after the batch = %q, %v; want master 1's (%s)", m, err, bView.id)
+	}
+}
+
+// TestClusterViewMarkerOnAnotherNode: a marker that is one master's own view
+// (as MIGRATE carries a slot's marker to another node) matches a grace
+// argument made from that view, whose grace is over; on another master the
+// script must not trust it (CLUSTER MYID is not the view's node), neither by
+// quick_over's few comparisons nor by the whole rule: "stale", nothing
+// written.
+func TestClusterViewMarkerOnAnotherNode(t *testing.T) {
+	const grace = time.Second
+	cl := testserver.NewClusterWith(t, testserver.ClusterOptions{Masters: 3})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	s := New(cc, &Options{RestartGrace: grace})
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	aKey, aC, err := s.node(ctx, s.markerKey(clusterNameOn("test/view-a", 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uptimeOver(t, aKey, grace) // a view of master 0 says the grace has ended
+	a := s.watch.refresh(ctx, aKey, aC)
+	if a.node == "" || a.startUS == 0 {
+		t.Fatalf("master 0's view %q has no node or no start", a.view)
+	}
+	onB := s.markerKey(clusterNameOn("test/view-b", 1))
+	bKey, _, err := s.node(ctx, onB)
+	if err != nil || bKey == aKey {
+		t.Fatalf("no master but master 0 for %s (%v)", onB, err)
+	}
+	moved, _, _ := strings.Cut(a.view, "#")
+	if err := bKey.Set(ctx, onB, moved, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	arg := s.graceArg(grace, a)
+	if !strings.Contains(arg, "=") {
+		t.Fatalf("grace argument %q carries no end", arg)
+	}
+	if left, err := graceScript.Run(ctx, bKey, []string{onB}, arg).Int64(); err != nil || left != -1 {
+		t.Errorf("grace on master 1 with master 0's view and marker = %d, %v; want -1 (stale)", left, err)
+	}
+	keys := append(mutexKeys(clusterNameOn("test/view-b", 1)), onB)
+	v, err := acquireScript.Run(ctx, bKey, keys, "60000", owner(0), arg).Result()
+	if err != nil || !isStale(v) {
+		t.Errorf("acquire on master 1 with master 0's view and marker = %v, %v; want stale", v, err)
+	}
+	if n, _ := bKey.Exists(ctx, keys[0], keys[1]).Result(); n != 0 {
+		t.Errorf("%d of the lock's keys written by a stale acquire", n)
 	}
 }

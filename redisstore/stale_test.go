@@ -30,14 +30,14 @@ func staleCluster(t *testing.T, grace time.Duration) (*testserver.Cluster, *redi
 	return cl, cc, clusterLeash(t, cc, time.Second, &redisstore.Options{RestartGrace: grace})
 }
 
-// upFor waits until node's process has been up for more than d, as the
-// Store's view of it counts (whole seconds of uptime, the latest possible
-// start): a view of it then says its grace of d has ended.
+// upFor waits until node's process has been up for d, as the Store's view
+// of it counts (see parseFacts: a start in whole seconds, up to two after
+// the real one): a view of it then says its grace of d has ended.
 func upFor(t *testing.T, node *testserver.Redis, d time.Duration) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: node.Addr})
 	defer rdb.Close()
-	want := int64(d/time.Second) + 2
+	want := int64((d+time.Second-1)/time.Second) + 2
 	for {
 		info, err := rdb.Info(bg(t), "server").Result()
 		if err != nil {

@@ -44,8 +44,8 @@ func (h tryAgainCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 func TestClusterTryAgainRetried(t *testing.T) {
 	cl, _ := newReplicatedCluster(t, testserver.ClusterOptions{})
 	// The grace on the node a slot moves to counts from that node's start:
-	// wait until every master has run past it (INFO's whole seconds, less
-	// the one the Store takes off, beyond the 2 s lease below).
+	// wait until every master has run past it (as the Store's view counts,
+	// see upFor, beyond the 2 s lease below).
 	for _, m := range cl.Masters {
 		upFor(t, m, 2*time.Second)
 	}
