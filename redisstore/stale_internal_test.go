@@ -107,6 +107,18 @@ func clusterNameOn(prefix string, i int) string {
 	}
 }
 
+// graceCluster starts a Cluster of three masters for t, and a Store on it
+// with the restart grace given.
+func graceCluster(t *testing.T, grace time.Duration) (*testserver.Cluster, *redis.ClusterClient, *Store) {
+	t.Helper()
+	cl := testserver.NewClusterWith(t, testserver.ClusterOptions{Masters: 3})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	s := New(cc, &Options{RestartGrace: grace})
+	t.Cleanup(func() { s.Close() })
+	return cl, cc, s
+}
+
 // uptimeOver waits until the process behind c has been up long enough that
 // a view of it says a grace of d has ended (see parseFacts: a start in whole
 // seconds, up to two after the real one).
@@ -139,11 +151,7 @@ func uptimeOver(t *testing.T, c *redis.Client, d time.Duration) {
 // the lock is granted with a larger token.
 func TestClusterStaleViewOnRestartedMaster(t *testing.T) {
 	const grace = 6 * time.Second
-	cl := testserver.NewClusterWith(t, testserver.ClusterOptions{Masters: 3})
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	t.Cleanup(func() { cc.Close() })
-	s := New(cc, &Options{RestartGrace: grace})
-	t.Cleanup(func() { s.Close() })
+	cl, cc, s := graceCluster(t, grace)
 	ctx := context.Background()
 	if err := s.MarkFresh(ctx); err != nil {
 		t.Fatal(err)
@@ -340,11 +348,7 @@ func TestBatchStaleViewAfterSlotMigration(t *testing.T) {
 // written.
 func TestClusterViewMarkerOnAnotherNode(t *testing.T) {
 	const grace = time.Second
-	cl := testserver.NewClusterWith(t, testserver.ClusterOptions{Masters: 3})
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
-	t.Cleanup(func() { cc.Close() })
-	s := New(cc, &Options{RestartGrace: grace})
-	t.Cleanup(func() { s.Close() })
+	_, _, s := graceCluster(t, grace)
 	ctx := context.Background()
 	aKey, aC, err := s.node(ctx, s.markerKey(clusterNameOn("test/view-a", 0)))
 	if err != nil {
