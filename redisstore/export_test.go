@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"testing"
+	"time"
 
 	"github.com/leash-go/leash/driver"
+	"github.com/redis/go-redis/v9"
 )
 
 // MarkerOnly makes s judge restarts by the marker alone, as earlier versions
@@ -38,3 +41,29 @@ func NoTryAgainRetry(s *Store) *Store {
 // SlotTag returns a hash tag whose slot is sl: the restart marker of slot
 // sl is "leash:epoch:{" + SlotTag(sl) + "}".
 func SlotTag(sl int) string { return slotTag(sl) }
+
+// GraceOver waits until a view of the process behind c says a restart grace
+// of d has ended: the start parseFacts reads from its INFO is d or more
+// before the server's time, as the scripts count it.
+func GraceOver(t testing.TB, c *redis.Client, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		info, err := c.Info(ctx, "server", "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f serverFacts
+		if parseFacts(&f, info); f.startUS == 0 {
+			t.Fatalf("INFO of %s gives no start (not a primary, or promoted)", c)
+		}
+		now, err := c.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.UnixMicro() >= f.startUS+d.Microseconds() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polls the server's clock
+	}
+}

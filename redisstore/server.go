@@ -71,8 +71,7 @@ type serverFacts struct {
 	runID    string // INFO server run_id; empty when INFO was refused
 	id       string // the process in its current role: run_id, "/", master_replid (see identity)
 	read     time.Time
-	start    string // latest possible start, µs by the server's clock, in whole seconds; empty when it may have been promoted
-	startUS  int64  // start as a number; 0 when start is empty
+	startUS  int64  // latest possible start, µs by the server's clock, in whole seconds; 0 when it may have been promoted
 	node     string // CLUSTER MYID of the Cluster node; empty on a single server or when the ACL denies it
 	view     string // "<start>:<run id>[#<node id>]", which the acquire scripts compare with the marker
 	fsync    fsyncCheck
@@ -171,7 +170,10 @@ func (w *serverWatch) refresh(ctx context.Context, key *redis.Client, c redis.Un
 		f.fetchErr = err // BUSY, LOADING, a timeout: read again by the next acquire
 	default:
 		parseFacts(f, info.Val())
-		f.view = f.start + ":" + f.id
+		f.view = ":" + f.id // no start: the grace starts when the script runs
+		if f.startUS > 0 {
+			f.view = strconv.FormatInt(f.startUS, 10) + f.view
+		}
 	}
 	if myID != nil && err == nil {
 		switch id, err := myID.Result(); {
@@ -247,7 +249,6 @@ func parseFacts(f *serverFacts, info string) {
 	f.id = identity(f.runID, replID)
 	if now > 0 && up >= 0 && primary && !promoted {
 		f.startUS = (now/1_000_000 - up + 2) * 1_000_000 // a second or two ahead of now while up < 2
-		f.start = strconv.FormatInt(f.startUS, 10)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,27 +118,6 @@ func graceCluster(t *testing.T, grace time.Duration) (*testserver.Cluster, *redi
 	return cl, cc, s
 }
 
-// uptimeOver waits until the process behind c has been up long enough that
-// a view of it says a grace of d has ended (see parseFacts: a start in whole
-// seconds, up to two after the real one).
-func uptimeOver(t *testing.T, c *redis.Client, d time.Duration) {
-	t.Helper()
-	for {
-		info, err := c.Info(context.Background(), "server").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "uptime_in_seconds:"); ok {
-				if up, _ := strconv.ParseInt(v, 10, 64); time.Duration(up-2)*time.Second >= d {
-					return
-				}
-			}
-		}
-		time.Sleep(500 * time.Millisecond) // polls the uptime, which grows by whole seconds
-	}
-}
-
 // TestClusterStaleViewOnRestartedMaster: a master restarts empty, and the
 // Store still holds the view it read of the process before: the race that
 // the dial counter narrows (INFO read, the server restarts, the script runs
@@ -171,7 +149,7 @@ func TestClusterStaleViewOnRestartedMaster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uptimeOver(t, key, grace) // the old process's view says its grace has ended
+	GraceOver(t, key, grace) // the old process's view says its grace has ended
 	old := s.watch.refresh(ctx, key, c)
 	if old.node == "" || !strings.HasSuffix(old.view, "#"+old.node) {
 		t.Fatalf("the view %q carries no node id", old.view)
@@ -189,7 +167,7 @@ func TestClusterStaleViewOnRestartedMaster(t *testing.T) {
 		}
 	}
 	s.watch.nodes.Store(key, &serverFacts{gen: s.watch.dials.Load(), runID: old.runID, id: old.id,
-		read: time.Now(), start: old.start, startUS: old.startUS, node: old.node, view: old.view})
+		read: time.Now(), startUS: old.startUS, node: old.node, view: old.view})
 
 	req.Owner = owner(1)
 	sent := time.Now()
@@ -354,7 +332,7 @@ func TestClusterViewMarkerOnAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uptimeOver(t, aKey, grace) // a view of master 0 says the grace has ended
+	GraceOver(t, aKey, grace) // a view of master 0 says the grace has ended
 	a := s.watch.refresh(ctx, aKey, aC)
 	if a.node == "" || a.startUS == 0 {
 		t.Fatalf("master 0's view %q has no node or no start", a.view)

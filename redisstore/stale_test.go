@@ -30,24 +30,13 @@ func staleCluster(t *testing.T, grace time.Duration) (*testserver.Cluster, *redi
 	return cl, cc, clusterLeash(t, cc, time.Second, &redisstore.Options{RestartGrace: grace})
 }
 
-// upFor waits until node's process has been up for d, as the Store's view
-// of it counts (see parseFacts: a start in whole seconds, up to two after
-// the real one): a view of it then says its grace of d has ended.
+// upFor waits until a view of node's process says a grace of d has ended
+// (see redisstore.GraceOver).
 func upFor(t *testing.T, node *testserver.Redis, d time.Duration) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: node.Addr})
 	defer rdb.Close()
-	want := int64((d+time.Second-1)/time.Second) + 2
-	for {
-		info, err := rdb.Info(bg(t), "server").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if up := infoField(info, "uptime_in_seconds"); up >= want {
-			return
-		}
-		time.Sleep(500 * time.Millisecond) // polls the uptime, which grows by whole seconds
-	}
+	redisstore.GraceOver(t, rdb, d)
 }
 
 // warmNode opens cc's connection to the node that serves name, so that the
