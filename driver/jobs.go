@@ -199,7 +199,9 @@ const (
 	// OutcomeMissed: no instance claimed the tick in time.
 	OutcomeMissed
 	// OutcomeCancelled: the run was cancelled: its MaxRun passed, or the
-	// scheduler shut down before it ended.
+	// scheduler shut down before it ended, and its function returned an
+	// error (one that returned nil did its work: ok, or lost when its
+	// lock had gone).
 	OutcomeCancelled
 	// OutcomeLost: the run lost its lock while it ran (its lease ran out,
 	// it stalled), or its claimer stopped without telling how it ended.

@@ -55,8 +55,9 @@
 //   - no tick is claimed earlier than Options.Tolerance before its instant,
 //     by the store's clock;
 //   - a claimed tick runs at most once per attempt (a retry is a new
-//     attempt of a failed run, claimed the same way, within the tick's
-//     window); a run whose instance dies or pauses past its lease is not run
+//     attempt of a run whose function returned an error, claimed the same
+//     way, within the tick's window; a function that returned nil is never
+//     run again for its tick); a run whose instance dies or pauses past its lease is not run
 //     again: its record reads lost, its context is cancelled if the
 //     instance resumes, and the next tick runs elsewhere once the lease has
 //     run out (with Overlap skip, ticks that come before are skipped);

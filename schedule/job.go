@@ -264,13 +264,19 @@ func (s *Scheduler) runOnce(ctx context.Context, j *job, tick time.Time, attempt
 	stop()
 	cause := context.Cause(rctx)
 	cancel(nil)
+	// A function that returned nil did its work (see Func), whatever ended
+	// its context: its run is never recorded retryable, or the tick would
+	// run twice.
 	var lost *leash.LostError
 	switch {
+	case errors.As(hold.Err(), &lost) && lost.Reason == leash.ReasonMaxHold && ferr == nil:
+		end.Outcome, end.Error = driver.OutcomeLost, fmt.Sprintf(
+			"MaxRun (%v) passed and the run's lock was released before the function returned nil: not retried", j.opts.MaxRun)
 	case errors.As(hold.Err(), &lost) && lost.Reason == leash.ReasonMaxHold:
 		end.Outcome, end.Error = driver.OutcomeCancelled, fmt.Sprintf("MaxRun (%v) passed", j.opts.MaxRun)
 	case errors.As(hold.Err(), &lost):
 		end.Outcome, end.Error = driver.OutcomeLost, lost.Error()
-	case errors.Is(cause, ErrShutdown):
+	case errors.Is(cause, ErrShutdown) && ferr != nil:
 		end.Outcome, end.Error = driver.OutcomeCancelled, ErrShutdown.Error()
 	case ferr != nil:
 		end.Outcome, end.Error = driver.OutcomeFailed, driver.TruncateRunError(ferr.Error())

@@ -398,6 +398,57 @@ func TestMaxRunRecordsCancelled(t *testing.T) {
 	}
 }
 
+// TestMaxRunThenNilIsNotRetried: a run past its MaxRun whose function then
+// returns nil went on without its lock, and did its work: it is recorded
+// lost, and its retries are not used (each would run the tick again). One
+// that returns its ctx's error is recorded cancelled and retried.
+func TestMaxRunThenNilIsNotRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ret      func(ctx context.Context) error
+		want     driver.Outcome
+		attempts int // of the first tick, before the next tick runs
+	}{
+		{"returns nil", func(context.Context) error { return nil }, driver.OutcomeLost, 1},
+		{"returns its ctx's error", func(ctx context.Context) error { return context.Cause(ctx) }, driver.OutcomeCancelled, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job, log := jobName(t), newRunLog()
+			in := newInstance(t, memstore.New(), nil, nil)
+			if err := in.Add(job, "@every 2s", log.fn("a", func(ctx context.Context, run schedule.Run) error {
+				<-ctx.Done() // past MaxRun
+				return tc.ret(ctx)
+			}), &schedule.JobOptions{MaxRun: 100 * time.Millisecond, Retries: 1, RetryDelay: 10 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			in.run(t)
+			// A retry is claimed 10ms after its attempt ended, well before
+			// the next tick, 2s after the first: by the time the next tick
+			// has run, so has any retry of the first.
+			attempts := func(r []ran) int {
+				n := 0
+				for _, x := range r {
+					if x.run.Tick.Equal(r[0].run.Tick) {
+						n++
+					}
+				}
+				return n
+			}
+			runs := log.await(t, 30*time.Second, "the first tick's attempts and a run of a later tick", func(r []ran) bool {
+				return len(r) > 0 && r[len(r)-1].run.Tick.After(r[0].run.Tick) && attempts(r) >= tc.attempts
+			})
+			in.stop(t)
+			first, n := runs[0].run.Tick, attempts(runs)
+			if n != tc.attempts {
+				t.Errorf("tick %v ran %d times, want %d", first, n, tc.attempts)
+			}
+			if rec := recordOf(t, history(t, in, job), first); rec.Outcome != tc.want {
+				t.Errorf("record of the first attempt = %v (%s), want %v", rec.Outcome, rec.Error, tc.want)
+			}
+		})
+	}
+}
+
 // TestLivenessCatchesHungRun: a run that stops touching its Run for longer
 // than Liveness has its context cancelled (ReasonStalled) and is recorded
 // lost; one that touches runs to its end.
@@ -438,13 +489,21 @@ func TestLivenessCatchesHungRun(t *testing.T) {
 
 // TestShutdown: Run's ctx ending lets a running job finish within the
 // grace; with NoGrace the job's context is cancelled (ErrShutdown), its end
-// recorded cancelled, and its lock handed back at once.
+// recorded cancelled, and its lock handed back at once. A function that
+// returns nil all the same did its work: its run is recorded ok, which no
+// retry follows (an instance started next, in a rolling deploy, would
+// otherwise run the tick again).
 func TestShutdown(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		grace time.Duration
-		want  driver.Outcome
-	}{{"grace lets the run finish", 0, driver.OutcomeOK}, {"no grace cancels the run", schedule.NoGrace, driver.OutcomeCancelled}} {
+		name    string
+		grace   time.Duration
+		ignores bool // the function returns nil when its ctx ends
+		want    driver.Outcome
+	}{
+		{"grace lets the run finish", 0, false, driver.OutcomeOK},
+		{"no grace cancels the run", schedule.NoGrace, false, driver.OutcomeCancelled},
+		{"a run that returns nil when cancelled did its work", schedule.NoGrace, true, driver.OutcomeOK},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job, log := jobName(t), newRunLog()
 			store := memstore.New()
@@ -454,11 +513,14 @@ func TestShutdown(t *testing.T) {
 				started <- struct{}{}
 				select {
 				case <-ctx.Done():
+					if tc.ignores {
+						return nil
+					}
 					return ctx.Err()
 				case <-time.After(200 * time.Millisecond): // the job's work
 					return nil
 				}
-			}), &schedule.JobOptions{Misfire: schedule.MisfireRunLatest}); err != nil {
+			}), &schedule.JobOptions{Misfire: schedule.MisfireRunLatest, Retries: 1}); err != nil {
 				t.Fatal(err)
 			}
 			in.run(t)
@@ -473,6 +535,8 @@ func TestShutdown(t *testing.T) {
 			}
 			if rec := recordOf(t, history(t, in, job), runs[0].run.Tick); rec.Outcome != tc.want {
 				t.Errorf("record = %v (%s), want %v", rec.Outcome, rec.Error, tc.want)
+			} else if rec.Outcome.Retryable() != (tc.want == driver.OutcomeCancelled) {
+				t.Errorf("record %v retryable = %v", rec.Outcome, rec.Outcome.Retryable())
 			}
 			h, err := newClient(t, store, nil).Mutex(job).TryLock(context.Background())
 			if err != nil {

@@ -125,8 +125,10 @@ type JobOptions struct {
 	Limit int
 	// MaxRun bounds a run: when it passes, the run's context is cancelled
 	// (its lock's MaxHold: the hold is lost with leash.ReasonMaxHold), the
-	// lock stops being renewed, and the run is recorded cancelled.
-	// Default 0: no bound.
+	// lock stops being renewed, and the run is recorded cancelled (and
+	// retried, see Retries) when the function then returns an error, or
+	// lost (not retried) when it returns nil: its work went on without
+	// the lock. Default 0: no bound.
 	MaxRun time.Duration
 	// Liveness opts into the core's fake-alive detection: the job must call
 	// Run.Touch at least this often, or its lock is given up and its
@@ -142,12 +144,14 @@ type JobOptions struct {
 	// behind the store's by more than Lateness cannot claim a tick (others
 	// can).
 	Lateness time.Duration
-	// Retries is how many more attempts a failed (or cancelled) run gets
-	// while its tick's window lasts (until the next tick, by the store's
-	// clock). The instance whose attempt failed claims the next one after
-	// RetryDelay, and so does any instance that finds the failed attempt
-	// when it claims the tick (one whose clock runs behind); the store
-	// grants each attempt once. A retry waits for the run lock until the
+	// Retries is how many more attempts a run whose function returned an
+	// error gets (recorded failed, or cancelled when MaxRun passed or the
+	// scheduler shut down first; a function that returned nil did its
+	// work and is never retried) while its tick's window lasts (until
+	// the next tick, by the store's clock). The instance whose attempt
+	// failed claims the next one after RetryDelay, and so does any
+	// instance that finds the failed attempt when it claims the tick (one
+	// whose clock runs behind); the store grants each attempt once. A retry waits for the run lock until the
 	// window ends, whatever the Overlap policy: the failed attempt may
 	// still be handing it back. Default 0.
 	Retries int
@@ -166,8 +170,12 @@ type JobOptions struct {
 // ErrShutdown). ctx.Err looks at the lock's validity itself, as
 // leash.Hold.Err does: a function that wakes from a pause past its lease
 // sees the loss on its first look, so it should check ctx.Err before it
-// commits its work (and pass Run.Fence to what it writes). An error (or a panic) records the run failed, and a retry
-// follows if the job has retries left.
+// commits its work (and pass Run.Fence to what it writes). An error (or a
+// panic) records the run failed (cancelled, when its context was ended by
+// MaxRun or shutdown), and a retry follows if the job has retries left.
+// Return nil only when the run's work is done: a run whose function
+// returned nil is never retried, even after its context ended; one that
+// stops early returns an error, such as context.Cause(ctx).
 type Func func(ctx context.Context, run Run) error
 
 // Run describes one run of a job, given to its Func.

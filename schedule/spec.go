@@ -30,7 +30,8 @@ const MinInterval = 10 * time.Millisecond
 //   - "@every <duration>", such as "@every 1s" or "@every 15m": a fixed
 //     interval, ticking at the multiples of the duration since the Unix
 //     epoch, so every instance names the same ticks whenever it started;
-//     time zones do not matter to it. At least MinInterval.
+//     time zones do not matter to it. At least MinInterval, and a whole
+//     number of milliseconds: stores keep ticks to the millisecond.
 //   - a cron expression of five fields (minute hour day-of-month month
 //     day-of-week) or six (a seconds field first), or a descriptor
 //     (@yearly, @monthly, @weekly, @daily, @hourly), optionally preceded by
@@ -61,6 +62,11 @@ func Parse(spec string, loc *time.Location) (Schedule, error) {
 		}
 		if d < MinInterval {
 			return nil, fmt.Errorf("%w %q: the interval must be at least %v", ErrBadSpec, spec, MinInterval)
+		}
+		if d%time.Millisecond != 0 {
+			// A tick the store keeps truncated would not name the tick it
+			// was: claims, retries and missed ticks would not match.
+			return nil, fmt.Errorf("%w %q: the interval must be a whole number of milliseconds (stores keep ticks to the millisecond)", ErrBadSpec, spec)
 		}
 		return Every(d), nil
 	}
@@ -112,7 +118,8 @@ func SpecText(spec string, loc *time.Location) string {
 var parser = cron.MustNewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Every returns the schedule that ticks every d, at the multiples of d since
-// the Unix epoch. d must be positive; Parse checks it for "@every".
+// the Unix epoch. d must be positive and a whole number of milliseconds;
+// Parse checks both for "@every".
 func Every(d time.Duration) Schedule { return every(d) }
 
 type every time.Duration

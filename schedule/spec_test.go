@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseRejectsBadSpecs(t *testing.T) {
-	for _, spec := range []string{"", "@every", "@every 0s", "@every 1ms", "@every -5s", "@every soon", "* * *",
+	for _, spec := range []string{"", "@every", "@every 0s", "@every 1ms", "@every 100100us", "@every 1.5s250us", "@every -5s", "@every soon", "* * *",
 		"61 * * * *", "CRON_TZ=Mars/Olympus 0 * * * *", "TZ=UTC 0 * * * *", "@fortnightly"} {
 		if _, err := schedule.Parse(spec, nil); !errors.Is(err, schedule.ErrBadSpec) {
 			t.Errorf("Parse(%q) = %v, want ErrBadSpec", spec, err)

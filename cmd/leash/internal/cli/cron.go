@@ -51,7 +51,8 @@ recorded missed. Cron needs a store that keeps job records (every store
 but etcd://); on one without, it exits 64 before any round trip.
 
 A run ends with the command. A non-zero exit status records the run failed
-("exit status N") and, with retries=N, runs it again on some host. When the
+("exit status N") and, with retries=N, runs it again on some host, as a run
+stopped by max-run or by a shutdown is, whatever its exit status. When the
 run lock is lost while the command runs (its lease ran out because this
 host paused or lost the store), or its max-run passes, the command's process
 group gets SIGTERM, then SIGKILL after --kill-after, and the run is recorded
