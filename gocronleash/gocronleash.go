@@ -22,13 +22,30 @@
 // same schedule the gocron job has, the Locker closes it: Lock names the
 // tick from the schedule (the latest tick at or before the instance's
 // clock) and claims it through the store's job records (driver.JobStore:
-// redisstore and memstore keep them), judged by the store's clock, as
-// package schedule does. A tick already claimed, or a later one, is
-// refused ([ErrTickTaken]) and gocron skips the run; an instance whose
-// clock runs ahead waits in Lock until the store's clock reaches the tick.
-// Each claim is recorded, with the run's outcome, in the history 'leash
-// jobs' shows, and so are the ticks between two claims that no instance
-// claimed (missed).
+// redisstore, pgstore, mysqlstore, zkstore and memstore keep them;
+// etcdstore does not), judged by the store's clock, as package schedule
+// does. A tick already claimed, or a later one, is refused
+// ([ErrTickTaken]) and gocron skips the run; an instance whose clock runs
+// ahead waits in Lock until the store's clock reaches the tick. Each claim
+// is recorded, with the run's outcome, in the history 'leash jobs' shows,
+// and so are the ticks between two claims that no instance claimed
+// (missed).
+//
+// # Schedules must read the same in both places
+//
+// A gocron cron job (gocron.CronJob) is read by robfig/cron, in the
+// scheduler's location: gocron puts "CRON_TZ=<location> " in front of a
+// spec that names no zone (no CRON_TZ= or TZ= prefix), and that location
+// is time.Local unless the scheduler was made with gocron.WithLocation.
+// Options.Schedules are read by schedule.Parse in UTC. So make the gocron
+// scheduler with gocron.WithLocation(time.UTC), or begin each spec with
+// the same "CRON_TZ=<zone> " (an IANA name such as Europe/Berlin) in both
+// places; otherwise, on a host whose local zone is not UTC, the Locker
+// names and claims a tick other than the one gocron fired for, and
+// [Run.Tick] is off by the zone's offset. ("@every" specs tick the same in
+// every zone.) robfig/cron also runs a spec that restricts both the day of
+// the month and the day of the week on a day that matches either, where
+// schedule.Parse needs both to match; NewLocker refuses such a spec.
 //
 // Two gaps remain, both gocron's: its job function is not given the lock's
 // context (cancelled when the lock is lost: the lease ran out while the
@@ -37,7 +54,9 @@
 // to close both: the wrapped function runs with a context that ends when
 // gocron's ends or the lock is lost, can read the run's tick and fencing
 // token with [RunOf], and its error is recorded in the job's history. A
-// function not wrapped runs on past a lost lock, and is recorded ok.
+// function not wrapped runs on past a lost lock, unaware of it; Unlock
+// still checks the lock and records the run lost, but a failure of such a
+// function goes unseen and the run is recorded ok.
 //
 // Prefer package schedule where you can: it has all of this without the
 // gaps, plus retries, misfire and overlap policies.
@@ -45,9 +64,12 @@ package gocronleash
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +98,15 @@ type Options struct {
 	// "CRON_TZ=Europe/Berlin 0 9 * * *"): the same ticks the gocron job
 	// has. A job named here runs once per tick, claimed through the
 	// store's job records; the store must keep them (driver.JobStore).
+	//
+	// A spec without CRON_TZ= is read in UTC, while gocron reads it in
+	// its scheduler's location, time.Local by default: make the scheduler
+	// with gocron.WithLocation(time.UTC), or give the spec the same
+	// "CRON_TZ=<zone> " prefix here and in gocron.CronJob, or the ticks
+	// claimed are off by the local zone's offset. A cron spec that
+	// restricts both day fields (day of month and day of week, neither
+	// "*" nor "?") is refused: gocron runs it on a day either matches,
+	// schedule.Parse only on one both match.
 	Schedules map[string]string
 	// Tolerance is how long before a tick, by the store's clock, it may be
 	// claimed. Default schedule.DefaultTolerance.
@@ -139,6 +170,11 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: gocronleash: job %q: %w", leash.ErrInvalidArgument, name, err)
 		}
+		if bothDays(spec) {
+			return nil, fmt.Errorf("%w: gocronleash: job %q: schedule %q restricts both the day of the month and the day of "+
+				"the week: gocron (robfig/cron) runs it on a day either matches, schedule.Parse only on a day both match; "+
+				"restrict one day field (\"*\" or \"?\" in the other), or use package schedule", leash.ErrInvalidArgument, name, spec)
+		}
 		l.scheds[name] = s
 		if text := schedule.SpecText(spec, nil); len(text) <= driver.MaxSpecLen {
 			l.specs[name] = text
@@ -152,6 +188,38 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 		l.jobs = js
 	}
 	return l, nil
+}
+
+// bothDays reports whether spec, a cron expression of five or six fields
+// (optionally after CRON_TZ= or TZ=), restricts both its day-of-month and
+// its day-of-week field, which robfig/cron ORs and schedule.Parse ANDs.
+// Descriptors and "@every" restrict neither.
+func bothDays(spec string) bool {
+	f := strings.Fields(spec)
+	if len(f) > 0 && (strings.HasPrefix(f[0], "CRON_TZ=") || strings.HasPrefix(f[0], "TZ=")) {
+		f = f[1:]
+	}
+	if len(f) != 5 && len(f) != 6 {
+		return false
+	}
+	f = f[len(f)-5:] // minute hour day-of-month month day-of-week
+	return restricts(f[2]) && restricts(f[4])
+}
+
+// restricts reports whether a day field restricts the day as robfig/cron
+// reads it: unless one of its comma-separated parts starts with "*" or "?"
+// and has no step above 1 (robfig's star bit, which makes it AND the day
+// fields).
+func restricts(field string) bool {
+	for part := range strings.SplitSeq(field, ",") {
+		r, step, stepped := strings.Cut(part, "/")
+		lo, _, _ := strings.Cut(r, "-")
+		n, err := strconv.Atoi(step)
+		if (lo == "*" || lo == "?") && (!stepped || err == nil && n <= 1) {
+			return false
+		}
+	}
+	return true
 }
 
 // Run is what a job's function, wrapped by [Locker.Task], can learn of its
@@ -184,8 +252,11 @@ type lock struct {
 // takes its run lock without waiting. It returns ErrTickTaken when the
 // tick is not this instance's, and an error matching leash.ErrNotAcquired
 // when the lock is held (the job's previous run still runs somewhere);
-// gocron then skips the run. It waits only for the store's clock to reach
-// a tick this instance fired early for, or until ctx ends.
+// gocron then skips the run. It waits for the store's clock to reach a
+// tick this instance fired early for, and sends a claim whose round trip
+// failed again (the store may have granted it and lost the answer), until
+// the tick's window (up to the next tick) passes or ctx ends; then it
+// returns an error saying so.
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	name := l.opts.Prefix + key
 	lk := &lock{l: l, run: Run{Name: name}}
@@ -221,29 +292,51 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	return lk, nil
 }
 
-// claim claims tick of the job name until the store grants it.
+// claim claims tick of the job name, attempt 1, until the store grants
+// or refuses it, or ctx ends. An early claim waits as long as the store
+// says (an instance whose clock runs ahead waits for the store's); a
+// failed round trip is sent again after a backoff, with the same claim id,
+// while the tick's window lasts (until, by the instance's clock), as
+// package schedule does: a ClaimTaken answer that names our id for this
+// tick means an earlier send was granted and its answer lost.
 func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.Time) (driver.TickResult, error) {
 	c := driver.TickClaim{Job: name, Tick: tick, Attempt: 1, Tolerance: l.opts.Tolerance, Until: until, Run: l.base, Keep: l.opts.Keep,
 		Spec: spec}
+	c.Run.Claim = rand.Text()
+	at := tick.UTC().Format(time.RFC3339Nano)
+	backoff := 50 * time.Millisecond
+	var unknown error // the last failed round trip: that claim may have been granted
 	for {
 		res, err := l.jobs.ClaimTick(ctx, c)
-		if err != nil {
-			return res, fmt.Errorf("gocronleash: claiming tick %s of %q: %w", tick.UTC().Format(time.RFC3339Nano), name, err)
-		}
-		switch res.Status {
-		case driver.ClaimGranted:
+		var wait time.Duration
+		switch {
+		case err != nil && (errors.Is(err, driver.ErrNotALock) || errors.Is(err, leash.ErrInvalidArgument)):
+			return res, fmt.Errorf("gocronleash: claiming tick %s of %q: %w", at, name, err) // asking again changes nothing
+		case err != nil && ctx.Err() == nil && !l.opts.Now().Before(until):
+			return res, fmt.Errorf("gocronleash: tick %s of %q not claimed before its window ended at %s: %w", at, name,
+				until.UTC().Format(time.RFC3339Nano), err)
+		case err != nil:
+			unknown, wait, backoff = err, backoff, min(2*backoff, time.Second)
+		case res.Status == driver.ClaimGranted:
 			return res, nil
-		case driver.ClaimEarly:
-			t := time.NewTimer(max(res.Wait, time.Millisecond))
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return res, ctx.Err()
-			case <-t.C:
-			}
+		case res.Status == driver.ClaimEarly:
+			wait = max(res.Wait, time.Millisecond)
+		case unknown != nil && res.Status == driver.ClaimTaken && res.Last.Claim == c.Run.Claim &&
+			res.Last.Tick.Equal(tick) && res.Last.Attempt == 1:
+			// The claim whose answer was lost was granted: the tick is ours.
+			// (Prev is unknown: missed ticks before it go unrecorded.)
+			res.Status, res.Prev = driver.ClaimGranted, time.Time{}
+			return res, nil
 		default:
-			return res, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, tick.UTC().Format(time.RFC3339Nano),
-				res.Status, res.Last.Tick.UTC().Format(time.RFC3339Nano))
+			return res, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, at, res.Status,
+				res.Last.Tick.UTC().Format(time.RFC3339Nano))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, fmt.Errorf("gocronleash: tick %s of %q not claimed: %w", at, name, errors.Join(ctx.Err(), unknown))
+		case <-t.C:
 		}
 	}
 }
@@ -281,9 +374,9 @@ func (l *Locker) end(ctx context.Context, lk *lock, outcome driver.Outcome, text
 		Outcome: outcome, Fence: lk.run.Fence, Error: text})
 }
 
-// Unlock releases the run lock and, for a claimed tick, records how the
-// run ended: ok, failed (the error of a function wrapped by Task) or lost
-// (the lock was lost while it ran).
+// Unlock records, for a claimed tick, how the run ended, and then releases
+// the run lock: ok, failed (the error of a function wrapped by Task) or
+// lost (the lock was lost while it ran, or the release finds it was).
 func (lk *lock) Unlock(ctx context.Context) error {
 	l := lk.l
 	lk.mu.Lock()
@@ -299,17 +392,24 @@ func (lk *lock) Unlock(ctx context.Context) error {
 		delete(l.runs, lk.run.Name)
 	}
 	l.mu.Unlock()
-	uerr := lk.hold.Unlock(context.WithoutCancel(ctx))
+	var lost *leash.LostError
+	outcome, text := driver.OutcomeOK, ""
+	switch {
+	case errors.As(lk.hold.Err(), &lost):
+		outcome, text = driver.OutcomeLost, lost.Error()
+	case ferr != nil:
+		outcome, text = driver.OutcomeFailed, ferr.Error()
+	}
+	// The end is recorded before the lock is released: a reader never sees
+	// a run that ended well, lock free and end not yet told, as lost.
 	if lk.claimed {
-		var lost *leash.LostError
-		switch {
-		case errors.As(lk.hold.Err(), &lost), errors.As(uerr, &lost):
-			l.end(ctx, lk, driver.OutcomeLost, lost.Error())
-		case ferr != nil:
-			l.end(ctx, lk, driver.OutcomeFailed, ferr.Error())
-		default:
-			l.end(ctx, lk, driver.OutcomeOK, "")
-		}
+		l.end(ctx, lk, outcome, text)
+	}
+	uerr := lk.hold.Unlock(context.WithoutCancel(ctx))
+	if lk.claimed && outcome != driver.OutcomeLost && errors.As(uerr, &lost) {
+		// The store had lost the lock before the run ended (freed by
+		// force, say) and the Client had not noticed yet.
+		l.end(ctx, lk, driver.OutcomeLost, lost.Error())
 	}
 	return uerr
 }

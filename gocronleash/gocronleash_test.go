@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,9 @@ import (
 	"github.com/leash-go/leash/driver"
 	"github.com/leash-go/leash/gocronleash"
 	"github.com/leash-go/leash/internal/testserver"
+	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/redisstore"
+	"github.com/leash-go/leash/schedule"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -492,5 +495,248 @@ func TestLongErrorKeptWhole(t *testing.T) {
 		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
 		t.Errorf("recorded error ends %q (%d bytes), want a prefix of the task's cut on a rune boundary, at most %d bytes",
 			got[max(len(got)-8, 0):], len(got), driver.MaxRunError)
+	}
+}
+
+// hookStore is a memstore whose ClaimTick and Release a test can wrap
+// (nil: memstore's own).
+type hookStore struct {
+	*memstore.Store
+	claimTick func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error)
+	release   func(ctx context.Context, req driver.Request) error
+}
+
+func (s *hookStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	if s.claimTick != nil {
+		return s.claimTick(ctx, c)
+	}
+	return s.Store.ClaimTick(ctx, c)
+}
+
+func (s *hookStore) Release(ctx context.Context, req driver.Request) error {
+	if s.release != nil {
+		return s.release(ctx, req)
+	}
+	return s.Store.Release(ctx, req)
+}
+
+// memLocker returns a Locker, on a Client of its own on st, that knows
+// the job name's schedule spec, with the clock now (nil: time.Now).
+func memLocker(t *testing.T, st driver.Store, name, spec string, now func() time.Time) *gocronleash.Locker {
+	t.Helper()
+	c, err := leash.New(st, &leash.Options{Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	l, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{name: spec}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestClaimGrantedWithLostAnswerRuns: the store grants the first claim of
+// a tick and its answer is lost (a timed-out round trip). The claimer
+// sends the claim again, learns from the store that its first send was
+// granted, and runs the tick; the other instance finds it taken. The tick
+// runs once, where it would otherwise run nowhere.
+func TestClaimGrantedWithLostAnswerRuns(t *testing.T) {
+	ctx := t.Context()
+	name := "test/lost-answer"
+	st := &hookStore{Store: memstore.New()}
+	var lost atomic.Bool
+	st.claimTick = func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+		res, err := st.Store.ClaimTick(ctx, c)
+		if err == nil && lost.CompareAndSwap(false, true) {
+			return driver.TickResult{}, errors.New("i/o timeout")
+		}
+		return res, err
+	}
+	first, second := memLocker(t, st, name, "@every 1h", nil), memLocker(t, st, name, "@every 1h", nil)
+	lk, err := first.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("the claimer whose answer was lost: Lock: %v", err)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Lock(ctx, name); !errors.Is(err, gocronleash.ErrTickTaken) {
+		t.Errorf("the other instance: Lock: %v, want ErrTickTaken", err)
+	}
+	h, err := st.History(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Runs) != 1 || h.Runs[0].Outcome != driver.OutcomeOK {
+		t.Errorf("history: %+v, want one ok run", h.Runs)
+	}
+}
+
+// TestClaimRetriedUntilWindowOrContextEnds: a claim whose round trips fail
+// is sent again until the tick's window (up to the next tick) passes, or
+// gocron's ctx ends, and Lock then says which; a definite refusal is not
+// sent again.
+func TestClaimRetriedUntilWindowOrContextEnds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spec   string
+		err    error // what every ClaimTick returns
+		cancel bool  // cancel Lock's ctx at the second send
+		want   string
+		sends  func(n int32) bool
+	}{
+		"store unreachable for the tick's window": {spec: "@every 300ms", err: errors.New("i/o timeout"),
+			want: "not claimed before its window ended", sends: func(n int32) bool { return n > 1 }},
+		"context ends": {spec: "@every 1h", err: errors.New("i/o timeout"), cancel: true,
+			want: "not claimed", sends: func(n int32) bool { return n == 2 }},
+		"the name holds something else": {spec: "@every 200ms", err: &driver.NotALockError{Name: "x", Found: "a string"},
+			want: "not a lock", sends: func(n int32) bool { return n == 1 }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var sends atomic.Int32
+			st := &hookStore{Store: memstore.New()}
+			st.claimTick = func(context.Context, driver.TickClaim) (driver.TickResult, error) {
+				if sends.Add(1) == 2 && tc.cancel {
+					cancel()
+				}
+				return driver.TickResult{}, tc.err
+			}
+			// The clock starts at a tick: the window is the whole interval.
+			start := time.Now()
+			l := memLocker(t, st, "test/unreachable", tc.spec, func() time.Time { return time.Unix(0, 0).Add(time.Since(start)) })
+			_, err := l.Lock(ctx, "test/unreachable")
+			if err == nil || errors.Is(err, gocronleash.ErrTickTaken) || !strings.Contains(err.Error(), tc.want) ||
+				!errors.Is(err, tc.err) || tc.cancel != errors.Is(err, context.Canceled) {
+				t.Errorf("Lock: %v; want an error saying %q, matching the store's error", err, tc.want)
+			}
+			if n := sends.Load(); !tc.sends(n) {
+				t.Errorf("the claim was sent %d times", n)
+			}
+		})
+	}
+}
+
+// TestUnlockRecordsEndBeforeRelease: Unlock records how the run ended
+// before it releases the run lock, so that no reader sees the run, its
+// lock free, as still running (which History reports as lost); and when
+// the release finds the lock was lost already, the run is recorded lost.
+func TestUnlockRecordsEndBeforeRelease(t *testing.T) {
+	for name, tc := range map[string]struct {
+		freed bool // the lock is freed behind the Client's back before the release
+		want  driver.Outcome
+	}{
+		"run ended well":                      {want: driver.OutcomeOK},
+		"lock freed behind the client's back": {freed: true, want: driver.OutcomeLost},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			job := "test/end-first"
+			st := &hookStore{Store: memstore.New()}
+			var atRelease []driver.RunRecord
+			st.release = func(ctx context.Context, req driver.Request) error {
+				if req.Name == job {
+					h, err := st.History(ctx, job, 0)
+					if err != nil {
+						return err
+					}
+					atRelease = h.Runs
+					if tc.freed {
+						if _, err := st.ForceRelease(ctx, job); err != nil {
+							return err
+						}
+					}
+				}
+				return st.Store.Release(ctx, req)
+			}
+			l := memLocker(t, st, job, "@every 1h", nil)
+			lk, err := l.Lock(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lk.Unlock(ctx); tc.freed != errors.Is(err, leash.ErrLost) {
+				t.Errorf("Unlock: %v", err)
+			}
+			if len(atRelease) != 1 || atRelease[0].Outcome != driver.OutcomeOK {
+				t.Errorf("history at the release: %+v, want the run recorded ok", atRelease)
+			}
+			h, err := st.History(ctx, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Runs) != 1 || h.Runs[0].Outcome != tc.want {
+				t.Errorf("history after Unlock: %+v, want one run, %v", h.Runs, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewLockerRefusesSpecsGocronReadsOtherwise: a cron spec that restricts
+// both day fields is refused, and one that leaves either open is accepted;
+// each case is checked against gocron's own cron (robfig/cron, which ORs
+// the day fields) and schedule.Parse (which ANDs them): they disagree on
+// exactly the refused specs.
+func TestNewLockerRefusesSpecsGocronReadsOtherwise(t *testing.T) {
+	c, err := leash.New(memstore.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for spec, refused := range map[string]bool{
+		"0 0 1 * MON":                        true,
+		"0 0 0 1,15 * 1-5":                   true,
+		"CRON_TZ=Europe/Berlin 0 9 13 * FRI": true,
+		"0 0 */2 * MON":                      true, // a step above 1 restricts (robfig's star bit is cleared)
+		"0 0 1 * */2":                        true,
+		"0 0 1 * *":                          false,
+		"0 0 * * MON":                        false,
+		"0 0 ? * MON":                        false,
+		"0 0 0 1 * ?":                        false,
+		"0 0 */1 * MON":                      false,
+		"CRON_TZ=Europe/Berlin 0 9 * * 1-5":  false,
+		"@weekly":                            false,
+		"@every 1h":                          false,
+	} {
+		_, err := gocronleash.NewLocker(c, &gocronleash.Options{Schedules: map[string]string{"job": spec}})
+		switch {
+		case refused && (!errors.Is(err, leash.ErrInvalidArgument) || !strings.Contains(err.Error(), "either")):
+			t.Errorf("NewLocker with %q: %v, want ErrInvalidArgument saying gocron runs it when either day matches", spec, err)
+		case !refused && err != nil:
+			t.Errorf("NewLocker with %q: %v, want it accepted", spec, err)
+		}
+		gc := gocron.NewDefaultCron(true)
+		if err := gc.IsValid(spec, time.UTC, start); err != nil {
+			t.Fatalf("gocron refuses %q: %v", spec, err)
+		}
+		s, err := schedule.Parse(spec, nil)
+		if err != nil {
+			t.Fatalf("schedule.Parse(%q): %v", spec, err)
+		}
+		same := true
+		for g, p, i := start, start, 0; i < 50 && same; i++ {
+			g, p = gc.Next(g), s.Next(p)
+			same = g.Equal(p)
+		}
+		if same == refused {
+			t.Errorf("%q: gocron and schedule.Parse name the same ticks: %v; refused: %v", spec, same, refused)
+		}
+	}
+}
+
+// TestClaimWaitsForStoreClockPastTheWindow: an instance whose clock runs
+// ahead of the store's by more than the job's interval fires for a tick the
+// store has not reached; Lock waits for the store's clock, however long
+// that is by the instance's own window, and claims the tick.
+func TestClaimWaitsForStoreClockPastTheWindow(t *testing.T) {
+	const ahead = 250 * time.Millisecond
+	l := memLocker(t, memstore.New(), "test/ahead", "@every 100ms", func() time.Time { return time.Now().Add(ahead) })
+	lk, err := l.Lock(t.Context(), "test/ahead")
+	if err != nil {
+		t.Fatalf("Lock on a clock %v ahead of the store's, with a 100ms interval: %v, want the tick claimed", ahead, err)
+	}
+	if err := lk.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
