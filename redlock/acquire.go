@@ -113,7 +113,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		return ask(ctx, m)
 	}, func(err error) answer { return answer{err: err} })
 	cancel()
-	elapsed := time.Since(start)
+	elapsed := s.since(start)
 
 	granted, grace := 0, false
 	var fence int64
@@ -142,7 +142,7 @@ func (s *Store) attempt(ctx context.Context, req driver.Request, budget time.Dur
 		// its token, so that whichever majority grants next issues a larger
 		// one. The raise must also end within the budget, as the grant did.
 		rerr := s.raise(ctx, req, answers, fence)
-		if rerr == nil && time.Since(start) < budget {
+		if rerr == nil && s.since(start) < budget {
 			return driver.Grant{Acquired: true, Fence: fence}, false, false, nil
 		}
 		g, err = s.notGranted(ctx, req, answers)

@@ -50,8 +50,14 @@
 //     without a renewal reaching a majority — before any member can free it.
 //     A member that lost a lock the majority still holds (it was paused or
 //     cut off past the lease, or restarted) is asked to take it again at the
-//     next renewal.
-//   - Release releases on every member at once.
+//     next renewal, unless a release of the lock has begun: a renewal in
+//     flight when the holder unlocks never takes the lock again on a member
+//     the release freed.
+//   - Release releases on every member at once. It succeeds when a majority
+//     released the lock; when every member answered but fewer released it,
+//     it reports the lock not held, and a leash Client tells the holder it
+//     lost the lock (released elsewhere), as on a single store; when a
+//     member did not answer, the outcome is unknown.
 //
 // # Restarted members
 //

@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,6 +101,103 @@ func (v *view) RaiseFence(ctx context.Context, name string, floor int64) error {
 	return v.s.(driver.FenceRaiser).RaiseFence(ctx, name, floor)
 }
 
+// A door holds calls on their way to a member while it is shut (a request
+// delayed in the network): arrived is closed when the first call reaches
+// the shut door, and every call waits there until open, or until its
+// context is done.
+type door struct {
+	shut    atomic.Bool
+	arrived chan struct{}
+	opened  chan struct{}
+	once    sync.Once
+}
+
+func newDoor() *door { return &door{arrived: make(chan struct{}), opened: make(chan struct{})} }
+
+func (d *door) pass(ctx context.Context) error {
+	if !d.shut.Load() {
+		return nil
+	}
+	d.once.Do(func() { close(d.arrived) })
+	select {
+	case <-d.opened:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *door) open() { close(d.opened) }
+
+// gate is a member whose Renew and Acquire calls can be held at a door,
+// and which tells when each has been answered (on renewed and acquired,
+// when there is room) and counts its Acquire calls. It is not a driver.FenceRaiser, so a quorum over
+// gates grants without raising fence floors.
+type gate struct {
+	driver.Store
+	renew, acquire    *door
+	renewed, acquired chan struct{}
+	acquires          atomic.Int64 // Acquire calls made
+}
+
+func gates(stores []driver.Store) []*gate {
+	gs := make([]*gate, len(stores))
+	for i, s := range stores {
+		gs[i] = &gate{Store: s, renew: newDoor(), acquire: newDoor(), renewed: make(chan struct{}, 16), acquired: make(chan struct{}, 16)}
+	}
+	return gs
+}
+
+func (g *gate) Renew(ctx context.Context, rs []driver.Request) []driver.RenewResult {
+	var out []driver.RenewResult
+	if err := g.renew.pass(ctx); err != nil {
+		out = make([]driver.RenewResult, len(rs))
+		for i := range out {
+			out[i].Err = err
+		}
+	} else {
+		out = g.Store.Renew(ctx, rs)
+	}
+	select {
+	case g.renewed <- struct{}{}:
+	default:
+	}
+	return out
+}
+
+func (g *gate) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	g.acquires.Add(1)
+	var (
+		gr  driver.Grant
+		err = g.acquire.pass(ctx)
+	)
+	if err == nil {
+		gr, err = g.Store.Acquire(ctx, r)
+	}
+	select {
+	case g.acquired <- struct{}{}:
+	default:
+	}
+	return gr, err
+}
+
+// holders returns who holds name on each member store ("" where no one
+// does).
+func holders(t *testing.T, stores []driver.Store, name string) []string {
+	t.Helper()
+	out := make([]string, len(stores))
+	for i, s := range stores {
+		info, err := s.(driver.Admin).Inspect(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held && len(info.Owners) > 0 {
+			out[i] = info.Owners[0].Owner
+		}
+	}
+	return out
+}
+
 // views returns one view per store, for one client.
 func views(stores []driver.Store, fast float64) []*view {
 	vs := make([]*view, len(stores))
@@ -109,7 +207,8 @@ func views(stores []driver.Store, fast float64) []*view {
 	return vs
 }
 
-func members(vs []*view) []driver.Store {
+// members returns the stores of vs (views or gates) as Redlock members.
+func members[S driver.Store](vs []S) []driver.Store {
 	out := make([]driver.Store, len(vs))
 	for i, v := range vs {
 		out[i] = v

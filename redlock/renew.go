@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/leash-go/leash/driver"
 )
@@ -21,9 +22,13 @@ import (
 // cut off past the lease, or restarted) are asked to take it again for the
 // same owner, so that it survives as many faults as when it was granted; a
 // restarted member's restart grace refuses until every lease it may have
-// forgotten has ended. When a lock is lost on the majority, the members
-// that still renewed it give it back, so that no stray copy outlives the
-// loss by a lease.
+// forgotten has ended. It is not done once a release of the owner's lock
+// has begun (a member may have answered RenewGone because that release
+// freed it), and a lock taken again on a member while such a release began
+// is given back there: a renewal round that overlaps a release never takes
+// the lock again after it (see releasing.go). When a lock is lost on the
+// majority, the members that still renewed it give it back, so that no
+// stray copy outlives the loss by a lease.
 func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.RenewResult {
 	out := make([]driver.RenewResult, len(reqs))
 	if len(reqs) == 0 {
@@ -33,6 +38,9 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 	for _, r := range reqs[1:] {
 		shortest = min(shortest, r.Lease)
 	}
+	// The round runs, for the releases that begin meanwhile, until mend
+	// has done with its rejoins.
+	round := s.releasing.roundBegins()
 	rctx, cancel := context.WithTimeout(ctx, s.memberTimeout(shortest))
 	defer cancel()
 	per := each(rctx, s.members, func(ctx context.Context, _ int, m driver.Store) []driver.RenewResult {
@@ -104,9 +112,11 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 				r.Name, renewed, len(s.members), s.quorum, errors.Join(errs...))
 		}
 	}
-	if rejoin != nil || drop != nil {
-		s.mend(rctx, reqs, rejoin, drop)
+	if rejoin == nil && drop == nil {
+		s.releasing.roundEnds(round)
+		return out
 	}
+	s.mend(rctx, reqs, rejoin, drop, round)
 	return out
 }
 
@@ -118,12 +128,23 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 // was granted; and it releases locks the majority lost on the members that
 // still renewed them (drop). The fencing token stays the one granted; a
 // member that refuses or does not answer is left to the next renewal, or to
-// its lease.
-func (s *Store) mend(ctx context.Context, reqs []driver.Request, rejoin, drop [][]int) {
+// its lease. It ends the renewal round begun at round (see
+// releasing.roundEnds) once every member's part is done, which may be after
+// mend returns, when ctx is done before a member answers.
+func (s *Store) mend(ctx context.Context, reqs []driver.Request, rejoin, drop [][]int, round uint64) {
+	var left atomic.Int64 // the members' parts, and mend's
+	left.Store(int64(len(s.members)) + 1)
+	done := func() {
+		if left.Add(-1) == 0 {
+			s.releasing.roundEnds(round)
+		}
+	}
+	defer done()
 	each(ctx, s.members, func(ctx context.Context, m int, st driver.Store) struct{} {
+		defer done()
 		if rejoin != nil {
 			for _, i := range rejoin[m] {
-				if _, err := st.Acquire(ctx, reqs[i]); err != nil && ctx.Err() != nil {
+				if err := s.rejoin(ctx, st, reqs[i]); err != nil && ctx.Err() != nil {
 					return struct{}{}
 				}
 			}
@@ -137,4 +158,26 @@ func (s *Store) mend(ctx context.Context, reqs []driver.Request, rejoin, drop []
 		}
 		return struct{}{}
 	}, func(error) struct{} { return struct{}{} })
+}
+
+// rejoin takes req's lock again on member st, which lost it while a
+// majority still holds it, unless a release of req's owner has begun. A
+// release that begins while the acquire is on its way may reach st before
+// it: when the acquire granted the lock (or its answer was lost) and such a
+// release has begun by the time it returns, the grant is given back. That
+// check comes after the member's answer, and Release marks the owner before
+// it sends anything, so either the check sees the mark or the release
+// reaches st after the grant and frees it.
+func (s *Store) rejoin(ctx context.Context, st driver.Store, req driver.Request) error {
+	if s.releasing.marked(req.Name, req.Owner) {
+		return nil
+	}
+	g, err := st.Acquire(ctx, req)
+	if ((err == nil && g.Acquired) || (err != nil && !refusal(err))) && s.releasing.marked(req.Name, req.Owner) {
+		// Given back even when ctx is done: it is a stray copy otherwise.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.memberTimeout(req.Lease))
+		st.Release(rctx, req)
+		cancel()
+	}
+	return err
 }

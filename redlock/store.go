@@ -66,9 +66,15 @@ type Store struct {
 	// granting members' (see raise).
 	raisers []driver.FenceRaiser
 	hot     *hot // names refused lately, and members that failed lately
+	// releasing marks owners whose release has begun, so that no renewal
+	// takes their lock again (see releasing.go).
+	releasing releasing
 	// after runs a coalesced wake-up later (see coalescer): afterFunc, or a
 	// test's.
 	after func(time.Duration, func())
+	// since is how long an acquire has taken since it started (checked
+	// against the validity budget): time.Since, or a test's.
+	since func(time.Time) time.Duration
 }
 
 // afterFunc runs f after d, as time.AfterFunc does.
@@ -101,7 +107,7 @@ func New(members []driver.Store, opts *Options) (*Store, error) {
 			}
 		}
 	}
-	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout, raisers: raisers(members), hot: newHot(len(members)), after: afterFunc}
+	s := &Store{members: append([]driver.Store(nil), members...), quorum: len(members)/2 + 1, timeout: o.MemberTimeout, raisers: raisers(members), hot: newHot(len(members)), after: afterFunc, since: time.Since}
 	switch {
 	case o.DriftFactor == NoDrift:
 		s.factor, s.fixed = 0, 0
