@@ -94,8 +94,11 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 }
 
 // ForceRelease force-releases name on every member (see driver.Admin) and
-// reports whether any member had something to delete. A member that does
-// not answer makes it an error: run it again.
+// reports whether any member had something to delete, also when it returns
+// an error: a member that does not answer makes it an error (run it again),
+// and so does one that holds something other than a lock under the name
+// (driver.ErrNotALock: that member is left untouched, the others are
+// force-released all the same).
 func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	type reply struct {
 		ok  bool
@@ -125,7 +128,8 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 // adminEach runs op on every member, which must all be Admins, at once,
 // each bounded by the default member timeout. It fails when a member is
 // not an Admin, when a member refuses the name (not a lock), or when fewer
-// than a majority answered.
+// than a majority answered; but for the first, it returns the members'
+// replies with the error, for what they did (see ForceRelease).
 func adminEach[T any](ctx context.Context, s *Store, op func(ctx context.Context, a driver.Admin) T, late func(error) T, errOf func(T) error) ([]T, error) {
 	for _, m := range s.members {
 		if _, ok := m.(driver.Admin); !ok {
@@ -139,7 +143,7 @@ func adminEach[T any](ctx context.Context, s *Store, op func(ctx context.Context
 	for _, r := range out {
 		err := errOf(r)
 		if errors.Is(err, driver.ErrNotALock) {
-			return nil, err
+			return out, err
 		}
 		if err == nil {
 			answered++
@@ -150,7 +154,7 @@ func adminEach[T any](ctx context.Context, s *Store, op func(ctx context.Context
 		for _, r := range out {
 			errs = append(errs, errOf(r))
 		}
-		return nil, fmt.Errorf("%d of %d members answered, %d needed: %w", answered, len(s.members), s.quorum, errors.Join(errs...))
+		return out, fmt.Errorf("%d of %d members answered, %d needed: %w", answered, len(s.members), s.quorum, errors.Join(errs...))
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/memstore"
 	"github.com/leash-go/leash/redlock"
 )
 
@@ -122,5 +124,40 @@ func TestUnlockAfterLossOnMajority(t *testing.T) {
 				t.Errorf("holders after A's Unlock: %q; A's copy must be released", got)
 			}
 		})
+	}
+}
+
+// userData is a member that holds something other than a lock under every
+// name: its ForceRelease refuses, touching nothing.
+type userData struct{ *memstore.Store }
+
+func (u userData) ForceRelease(_ context.Context, name string) (bool, error) {
+	return false, &driver.NotALockError{Name: name, Found: "a string"}
+}
+
+// TestForceReleaseReportsWhatOthersDid: when one member holds the user's
+// data under the name, ForceRelease says so (ErrNotALock), and still
+// reports that it force-released the lock on the other members.
+func TestForceReleaseReportsWhatOthersDid(t *testing.T) {
+	ctx := t.Context()
+	ms := []*memstore.Store{memstore.New(), memstore.New()}
+	q, err := redlock.New([]driver.Store{ms[0], ms[1], userData{memstore.New()}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := driver.Request{Name: "x", Owner: "holder:1", Lease: time.Minute}
+	for _, m := range ms {
+		if g, err := m.Acquire(ctx, req); err != nil || !g.Acquired {
+			t.Fatalf("Acquire on a member = %+v, %v", g, err)
+		}
+	}
+	found, err := q.ForceRelease(ctx, "x")
+	if !errors.Is(err, driver.ErrNotALock) || !found {
+		t.Errorf("ForceRelease = %v, %v; want true (two members held the lock) and ErrNotALock", found, err)
+	}
+	for i, m := range ms {
+		if info, err := m.Inspect(ctx, "x"); err != nil || info.Held {
+			t.Errorf("member %d after ForceRelease: %+v, %v; want free", i, info, err)
+		}
 	}
 }
