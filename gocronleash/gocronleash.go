@@ -45,7 +45,13 @@
 // [Run.Tick] is off by the zone's offset. ("@every" specs tick the same in
 // every zone.) robfig/cron also runs a spec that restricts both the day of
 // the month and the day of the week on a day that matches either, where
-// schedule.Parse needs both to match; NewLocker refuses such a spec.
+// schedule.Parse needs both to match; NewLocker refuses such a spec. An
+// "@every" spec ticks at the multiples of its interval since the Unix
+// epoch, the same on every instance, where a gocron.DurationJob fires at
+// intervals from when its scheduler started: each firing claims the latest
+// such tick, which may be up to one interval before it ([Run.Tick] says
+// which), and instances started at different times still run each tick
+// once.
 //
 // Two gaps remain, both gocron's: its job function is not given the lock's
 // context (cancelled when the lock is lost: the lease ran out while the
