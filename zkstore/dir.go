@@ -133,14 +133,18 @@ func kindsOf(k driver.Kind) []nodeKind {
 }
 
 // wrongKind returns the refusal of a request of kind on a directory that
-// holds the other kind of lock (a semaphore or not), or nil.
+// holds the other kind of lock (a semaphore or not), or nil. A semaphore's
+// directory keeps its permit count when no one holds or waits on it (as
+// the other stores keep a semaphore's count), so it stays a semaphore; any
+// other directory no one holds or waits on becomes whatever is asked.
 func (d dirState) wrongKind(name string, kind driver.Kind) error {
+	if d.exists && d.sem && kind != driver.KindPermit {
+		return &driver.NotALockError{Name: name, Found: "a semaphore, not a mutex or readers-writer lock"}
+	}
 	if !d.exists || len(d.nodes) == 0 {
-		return nil // a directory no one holds or waits on becomes whatever is asked
+		return nil
 	}
 	switch {
-	case d.sem && kind != driver.KindPermit:
-		return &driver.NotALockError{Name: name, Found: "a semaphore, not a mutex or readers-writer lock"}
 	case !d.sem && kind == driver.KindPermit:
 		return &driver.NotALockError{Name: name, Found: "a mutex or readers-writer lock, not a semaphore"}
 	}

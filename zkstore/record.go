@@ -74,25 +74,61 @@ func (s *Store) PutClient(ctx context.Context, rec driver.ClientRecord, ttl time
 	data := append([]byte(recordPrefix), b...)
 	path := s.recordPath(rec.ID)
 	for range maxAttempts {
-		_, err := call(ctx, func() (*zk.Stat, error) { return s.conn.Set(path, data, -1) })
-		if errors.Is(err, zk.ErrNoNode) {
+		version, exists, err := s.recordVersion(ctx, path, rec.ID)
+		switch {
+		case err != nil:
+			return err
+		case exists:
+			_, err = call(ctx, func() (*zk.Stat, error) { return s.conn.Set(path, data, version) })
+		default:
 			_, err = call(ctx, func() (string, error) { return s.conn.Create(path, data, zk.FlagEphemeral, s.acl) })
-			if errors.Is(err, zk.ErrNodeExists) {
-				continue
-			}
+		}
+		if changed(err) {
+			continue // changed since it was read: read it again
 		}
 		return wrapErr("put the client record of", rec.ID, err)
 	}
 	return fmt.Errorf("zkstore: put client record %q: it changed under every one of %d attempts", rec.ID, maxAttempts)
 }
 
-// DeleteClient implements [driver.ClientRecorder].
-func (s *Store) DeleteClient(ctx context.Context, id string) error {
-	err := call0(ctx, func() error { return s.conn.Delete(s.recordPath(id), -1) })
+// recordVersion reads the znode of client id's holder record at path: its
+// version, and whether it exists. A znode there whose data is not a holder
+// record (the application's) is refused with a *driver.NotALockError, so
+// that PutClient and DeleteClient never change or delete it.
+func (s *Store) recordVersion(ctx context.Context, path, id string) (int32, bool, error) {
+	data, st, err := getData(ctx, s, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return nil
+		return 0, false, nil
 	}
-	return wrapErr("delete the client record of", id, err)
+	if err != nil {
+		return 0, false, wrapErr("read the client record of", id, err)
+	}
+	if !strings.HasPrefix(string(data), recordPrefix) {
+		return 0, false, fmt.Errorf("zkstore: client record %q: %w", id,
+			&driver.NotALockError{Name: id, Found: fmt.Sprintf("znode %s with %s, not a leash client record", path, describeData(data))})
+	}
+	return st.Version, true, nil
+}
+
+// DeleteClient implements [driver.ClientRecorder]. A znode at the record's
+// path that is not a holder record is refused, untouched.
+func (s *Store) DeleteClient(ctx context.Context, id string) error {
+	path := s.recordPath(id)
+	for range maxAttempts {
+		version, exists, err := s.recordVersion(ctx, path, id)
+		if err != nil || !exists {
+			return err
+		}
+		err = call0(ctx, func() error { return s.conn.Delete(path, version) })
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if errors.Is(err, zk.ErrBadVersion) {
+			continue // rewritten since it was read: read it again
+		}
+		return wrapErr("delete the client record of", id, err)
+	}
+	return fmt.Errorf("zkstore: delete client record %q: it changed under every one of %d attempts", id, maxAttempts)
 }
 
 // GetClient implements [driver.ClientRecorder]. A znode there whose data is

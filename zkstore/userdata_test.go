@@ -79,3 +79,63 @@ func TestUserZnodesUntouched(t *testing.T) {
 		t.Errorf("the application's child znode changed: %+v, was %+v", st, stChild)
 	}
 }
+
+// TestIdleSemaphoreStaysASemaphore: a semaphore's count is kept while no
+// one holds a permit, as the other stores keep it: a Mutex, read or write
+// lock on the name is refused with a NotALockError, and the count stays.
+func TestIdleSemaphoreStaysASemaphore(t *testing.T) {
+	s := sharedStore(t)
+	ctx := bg(t)
+	name := fmt.Sprintf("%s-%d", lockName(t), time.Now().UnixNano())
+	if err := s.SetPermits(ctx, name, 5); err != nil {
+		t.Fatal(err)
+	}
+	owner := "0a0b0c0d-0000-4000-8000-000000000001:1"
+	for _, k := range []driver.Kind{driver.KindMutex, driver.KindRead, driver.KindWrite} {
+		g, err := s.Acquire(ctx, driver.Request{Kind: k, Name: name, Owner: owner, Lease: 10 * time.Second})
+		if !errors.Is(err, driver.ErrNotALock) || g.Acquired {
+			t.Errorf("%v acquire on an idle semaphore of 5 = %+v, %v; want ErrNotALock", k, g, err)
+		}
+	}
+	info, err := s.Inspect(ctx, name)
+	if err != nil || info.Kind != driver.KindPermit || info.Permits != 5 {
+		t.Errorf("Inspect after = kind %v, %d permits, %v; want a semaphore of 5", info.Kind, info.Permits, err)
+	}
+}
+
+// TestUserZnodeAtRecordPath puts an application's znode where the Store
+// keeps a client's holder record: PutClient and DeleteClient refuse it
+// with a NotALockError, GetClient reports no record, and the znode is left
+// as it is.
+func TestUserZnodeAtRecordPath(t *testing.T) {
+	root := fmt.Sprintf("/%s-%d", url.PathEscape(t.Name()), time.Now().UnixNano())
+	s := dial(t, &zkstore.Options{Root: root}, shared.ZooKeeper(t).Addr)
+	conn := s.Conn()
+	ctx := bg(t)
+	const id = "0a0b0c0d-0000-4000-8000-000000000002"
+	// A record put first creates the Store's directories.
+	if err := s.PutClient(ctx, driver.ClientRecord{ID: "0a0b0c0d-0000-4000-8000-000000000001", Host: "h", PID: 1}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	path := root + "/records/" + id
+	if _, err := conn.Create(path, []byte("user data"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, before, err := conn.Get(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutClient(ctx, driver.ClientRecord{ID: id, Host: "h", PID: 1}, time.Minute); !errors.Is(err, driver.ErrNotALock) {
+		t.Errorf("PutClient over an application's znode = %v, want ErrNotALock", err)
+	}
+	if err := s.DeleteClient(ctx, id); !errors.Is(err, driver.ErrNotALock) {
+		t.Errorf("DeleteClient of an application's znode = %v, want ErrNotALock", err)
+	}
+	if _, ok, err := s.GetClient(ctx, id); ok || err != nil {
+		t.Errorf("GetClient of an application's znode = %v, %v; want no record", ok, err)
+	}
+	data, after, err := conn.Get(path)
+	if err != nil || string(data) != "user data" || after.Version != before.Version {
+		t.Errorf("znode %s after every method = %q (version %d), %v; want unchanged", path, data, after.Version, err)
+	}
+}
