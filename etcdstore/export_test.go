@@ -29,3 +29,6 @@ func (s *Store) TrustPresence() { s.presenceOnly = true }
 // SlowChecks returns how many requests Renew has checked by reading their
 // keys, rather than settled from their leases' attached keys.
 func (s *Store) SlowChecks() int64 { return s.slow.Load() }
+
+// TTLFor is ttlFor: the etcd lease TTL, in seconds, of a lock of lease d.
+func TTLFor(d time.Duration) int64 { return ttlFor(d) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/etcdstore"
 	"github.com/leash-go/leash/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -115,42 +116,66 @@ func TestLeaderKilled(t *testing.T) {
 	}
 }
 
-// TestServerPausedPastLease stops a single etcd server (SIGSTOP) for longer
-// than the lease: the holder is told it lost its lock (its validity ends
-// with no keep-alive answered), before the server, once resumed, lets the
-// lease expire and grants the lock to someone else.
+// TestServerPausedPastLease stops a single etcd server (SIGSTOP), with
+// another client already waiting for the lock, for as long as the etcd
+// lease's TTL: once resumed, the server expires the lease and the waiter is
+// granted the lock; by then the holder has been told it lost it (its
+// validity ended a lease after its last keep-alive was sent, a second
+// before the TTL).
 func TestServerPausedPastLease(t *testing.T) {
 	srv := testserver.NewEtcd(t, testserver.EtcdOptions{})
 	ctx := bg(t)
 	const lease = 2 * time.Second
 	c := newClient(t, newCli(t, srv.Endpoint), &leash.Options{Lease: lease})
+	c2 := newClient(t, newCli(t, srv.Endpoint), nil)
 	h, err := c.Mutex(lockName(t)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	type grant struct {
+		h       *leash.Hold
+		err     error
+		believe bool // the holder believed it held the lock when it was granted
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		g, err := c2.Mutex(lockName(t)).Lock(ctx)
+		granted <- grant{g, err, h.Err() == nil}
+	}()
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
+	}
+	// The fault's length, not a wait for a condition: the lease's TTL
+	// passes while the server is stopped, and it expires the lease once
+	// resumed.
+	time.Sleep(time.Duration(etcdstore.TTLFor(lease)) * time.Second)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	var g grant
+	select {
+	case g = <-granted:
+	case <-ctx.Done():
+		t.Fatal("the waiting client not granted the lock within a minute")
+	}
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	if g.believe {
+		t.Fatalf("granted to another client (fence %d) while the holder still believed it held the lock", g.h.Fence())
 	}
 	select {
 	case <-h.Lost():
 	case <-ctx.Done():
-		t.Fatal("the holder was not told within a minute of its server stopping")
-	}
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
+		t.Fatal("the holder's Lost channel not closed")
 	}
 	var le *leash.LostError
 	if !errors.As(h.Err(), &le) {
 		t.Fatalf("hold.Err() = %v, want a *leash.LostError", h.Err())
 	}
 	t.Logf("lost: %v", le.Reason)
-	c2 := newClient(t, newCli(t, srv.Endpoint), nil)
-	h2, err := c2.Mutex(lockName(t)).Lock(ctx) // once the server has expired the lease
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h2.Fence() <= h.Fence() {
-		t.Errorf("fence after the takeover = %d, want > %d", h2.Fence(), h.Fence())
+	if g.h.Fence() <= h.Fence() {
+		t.Errorf("fence after the takeover = %d, want > %d", g.h.Fence(), h.Fence())
 	}
 }
 

@@ -259,39 +259,59 @@ func TestServerRestart(t *testing.T) {
 }
 
 // TestPausedServerHolderToldFirst freezes the server (SIGSTOP) under a
-// holder: the holder is told it lost the lock, and another client gets it
-// once the server is back, never while the holder still believes it holds it.
+// holder, with another client already waiting for the lock, for as long as
+// the holder's session timeout: when the server resumes, it expires the
+// session at once and the waiter is granted the lock; by then the holder
+// has been told it lost it (its validity ended a lease after its last
+// renewal was sent, which is before the server's timeout).
 func TestPausedServerHolderToldFirst(t *testing.T) {
 	z := testserver.NewZooKeeper(t)
-	const lease = time.Second
-	holder := newClient(t, &zkstore.Options{SessionTimeout: 2 * lease}, &leash.Options{Lease: lease}, z.Addr)
+	const lease, session = time.Second, 2 * time.Second
+	holder := newClient(t, &zkstore.Options{SessionTimeout: session}, &leash.Options{Lease: lease}, z.Addr)
+	other := newClient(t, nil, &leash.Options{Lease: lease}, z.Addr)
 	name := lockName(t)
 	h, err := holder.Mutex(name).Lock(bg(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	type grant struct {
+		h       *leash.Hold
+		err     error
+		believe bool // the holder believed it held the lock when it was granted
+	}
+	granted := make(chan grant, 1)
+	go func() {
+		g, err := other.Mutex(name).Lock(bg(t))
+		granted <- grant{g, err, h.Err() == nil}
+	}()
 	if err := z.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-h.Lost():
-	case <-time.After(30 * lease): // bounds a broken watchdog, not a speed
-		_ = z.Resume()
-		t.Fatalf("holder not told within %v of its server freezing", 30*lease)
-	}
+	// The fault's length, not a wait for a condition: the server, frozen,
+	// sees the session's timeout pass and expires it on resuming.
+	time.Sleep(session)
 	if err := z.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	other := newClient(t, nil, &leash.Options{Lease: lease}, z.Addr)
-	g, err := other.Mutex(name).Lock(bg(t))
-	if err != nil {
-		t.Fatal(err)
+	var g grant
+	select {
+	case g = <-granted:
+	case <-time.After(30 * lease): // bounds a broken wake-up, not a speed
+		t.Fatalf("the waiting client not granted the lock within %v of the server resuming", 30*lease)
 	}
-	if h.Err() == nil {
-		t.Fatalf("%q granted to another client (fence %d) while the holder still believed it held it", name, g.Fence())
+	if g.err != nil {
+		t.Fatal(g.err)
 	}
-	if g.Fence() <= h.Fence() {
-		t.Errorf("fence of the next holder = %d, want > %d", g.Fence(), h.Fence())
+	if g.believe {
+		t.Fatalf("%q granted to another client (fence %d) while the holder still believed it held it", name, g.h.Fence())
 	}
-	_ = g.Unlock(bg(t))
+	select {
+	case <-h.Lost():
+	case <-time.After(30 * lease):
+		t.Fatal("the holder's Lost channel not closed")
+	}
+	if g.h.Fence() <= h.Fence() {
+		t.Errorf("fence of the next holder = %d, want > %d", g.h.Fence(), h.Fence())
+	}
+	_ = g.h.Unlock(bg(t))
 }
