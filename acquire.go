@@ -228,6 +228,13 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			for _, r := range reqs {
 				c.retryRelease(r, send+int64(r.Lease), true)
 			}
+			if reqs[0].Wait > 0 {
+				// It may also have taken a place in the queue (or a
+				// writer's mark) that no answer reported: withdrawn on the
+				// way out, as a refused attempt's is, or it would stand
+				// first in line for its whole QueueLease.
+				placed, place = true, reqs[0]
+			}
 			if ctx.Err() != nil {
 				return nil, &NotAcquiredError{Name: reqs[0].Name, Remaining: -1, Err: ctx.Err()}
 			}

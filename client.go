@@ -229,7 +229,14 @@ func (c *Client) close() error {
 	c.waiters.close()
 	var reqs []driver.Request
 	for _, t := range c.sched.stop() {
-		if t.lose(ReasonClosed, nil) {
+		// A hold whose validity passed before the watchdog looked (the
+		// process paused) was lost then, not by this Close.
+		reason, cause := ReasonClosed, error(nil)
+		if c.now() >= t.validUntil.Load() {
+			cause = c.sched.lastErr(t)
+			reason = expiryReason(cause)
+		}
+		if t.lose(reason, cause) {
 			reqs = t.appendRequests(reqs)
 		}
 	}

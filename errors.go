@@ -112,7 +112,9 @@ func (e *NotAcquiredError) Error() string {
 			msg += fmt.Sprintf(" for %v more", e.Remaining.Round(time.Second/10))
 		}
 		msg += ", so that they run out (the store's restart grace)"
-	case errors.As(e.Err, new(*LateGrantError)):
+	case errors.As(e.Err, new(*LateGrantError)), e.Err != nil && e.Remaining < 0:
+		// The wait ended with no holder's lease to tell: the lock was not
+		// tried (ctx had ended), or the outcome was given back.
 		msg = fmt.Sprintf("leash: lock %q not acquired", e.Name)
 	default:
 		msg = fmt.Sprintf("leash: lock %q not acquired: held by another owner", e.Name)

@@ -368,3 +368,55 @@ func (s *stallStore) Watch(ctx context.Context, kind driver.Kind, name string, w
 		wake(msg)
 	})
 }
+
+// TestUnknownPlaceTakingAttemptWithdrawn: a FairMutex Lock whose first
+// (place-taking) attempt has an unknown outcome returns the error and
+// withdraws the place the server may have made for it: the next waiter is
+// served as soon as the holder releases, not after the place's QueueLease.
+func TestUnknownPlaceTakingAttemptWithdrawn(t *testing.T) {
+	for _, handoff := range []bool{true, false} {
+		name := "handoff"
+		if !handoff {
+			name = "no handoff"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctestRun(t, func(t *testing.T) {
+				s := newFaultStore(t)
+				var st driver.Store = s
+				if !handoff {
+					st = noHandoffStore{s}
+				}
+				holder := newClient(t, st, nil)
+				defer holder.Close()
+				b := newClient(t, st, nil)
+				defer b.Close()
+				other := newClient(t, st, nil)
+				defer other.Close()
+				q := &leash.QueueOptions{QueueLease: time.Minute}
+				h := mustLock(t, holder.FairMutex("q", q), context.Background())
+				// b's first attempt: the server queues b, the reply is lost.
+				s.mu.Lock()
+				s.acquireHook = func(driver.Grant) error { return errors.New("i/o timeout") }
+				s.mu.Unlock()
+				if _, err := b.FairMutex("q", q).Lock(context.Background()); err == nil {
+					t.Fatal("Lock succeeded, want the store error")
+				}
+				s.mu.Lock()
+				s.acquireHook = nil
+				s.mu.Unlock()
+				time.Sleep(time.Second)
+				info, _ := s.Inspect(context.Background(), "q")
+				if info.Queued != 0 {
+					t.Errorf("queue places 1s after b's Lock returned an error = %d, want 0 (b gave up)", info.Queued)
+				}
+				got := grantedAt(t, other.FairMutex("q", q), context.Background())
+				time.Sleep(time.Second)
+				released := time.Now()
+				mustUnlock(t, h)
+				if d := (<-got).Sub(released); d > 100*time.Millisecond {
+					t.Errorf("the next waiter got the free lock %v after its release, want at once", d)
+				}
+			})
+		})
+	}
+}

@@ -281,10 +281,15 @@ func (h *Hold) Unlock(ctx context.Context) error {
 // lockAtLeastFor). The hold's context ends with ErrReleased, as after Unlock.
 // A d of zero or less is a plain Unlock; d is capped at MaxLease.
 //
-// UnlockAfter returns a *LostError if the lock was lost before the call (the
-// store then keeps nothing), or a wrapped store error if the round trip
+// UnlockAfter returns a *LostError if the lock was lost before the call: the
+// lock is then not extended, and what the store may still keep of it (a hold
+// lost to MaxHold, a stall or an expiry seen only by this process) ends with
+// the lease it has. It returns a wrapped store error if the round trip
 // failed, in which case the lock keeps its current lease or d, whichever the
-// server has, and expires on its own.
+// server has, and expires on its own; and, before any round trip, an error
+// matching ErrUnsupported on a store whose locks last exactly as long as a
+// session (driver.SessionStore: etcdstore, zkstore), where nothing outlives
+// its holder.
 func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return h.Unlock(ctx)

@@ -214,3 +214,17 @@ func TestHoldContextCause(t *testing.T) {
 }
 
 type ctxTestKey struct{}
+
+// TestCloseAfterPauseSaysExpired: a hold whose validity passed during a
+// pause, before the watchdog ran, is reported expired by a Close on resume,
+// not closed: it was not held until then.
+func TestCloseAfterPauseSaysExpired(t *testing.T) {
+	c := newClient(t, newFaultStore(t), &leash.Options{Lease: time.Hour})
+	h := mustLock(t, c.Mutex("paused"), context.Background())
+	leash.ExpireLocally(h)
+	_ = c.Close()
+	var le *leash.LostError
+	if !errors.As(h.Err(), &le) || le.Reason != leash.ReasonExpired {
+		t.Errorf("Err after a pause past the validity, then Close = %v, want lost: expired", h.Err())
+	}
+}

@@ -523,3 +523,17 @@ func TestRefusedAcquireLeavesNoCleanup(t *testing.T) {
 		}
 	})
 }
+
+// TestLockWithEndedContextSaysSo: a Lock whose ctx had ended before it
+// tried is not acquired, and its error says why without claiming that
+// another owner holds the lock (nobody does).
+func TestLockWithEndedContextSaysSo(t *testing.T) {
+	c := newClient(t, newFaultStore(t), nil)
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Mutex("free").Lock(ctx)
+	if !errors.Is(err, leash.ErrNotAcquired) || !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "held by another owner") {
+		t.Errorf("Lock with a cancelled ctx on a free name = %v; want ErrNotAcquired and Canceled, not held by another owner", err)
+	}
+}

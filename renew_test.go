@@ -430,3 +430,55 @@ type deafStore struct{ *faultStore }
 func (deafStore) WatchRevokes(context.Context, string, func(driver.Revocation)) (func(), error) {
 	return nil, errors.New("this test's store delivers no revocations")
 }
+
+// TestRenewalValidityFromSend: a watchdog renewal whose answer comes late
+// extends the validity from the renewal's send time, not from when the
+// answer arrived: the store counted the lease from no later than the send.
+func TestRenewalValidityFromSend(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second}) // margin 50ms, interval 333ms
+		defer c.Close()
+		h := mustLock(t, c.Mutex("slow"), context.Background())
+		sent := make(chan time.Time, 1)
+		s.mu.Lock()
+		s.renewHook = func([]driver.Request) {
+			s.mu.Lock()
+			s.renewHook = nil
+			s.mu.Unlock()
+			sent <- time.Now()
+			time.Sleep(200 * time.Millisecond) // the answer is late
+		}
+		s.mu.Unlock()
+		at := <-sent
+		time.Sleep(250 * time.Millisecond)
+		if want := at.Add(950 * time.Millisecond); !h.ValidUntil().Equal(want) {
+			t.Errorf("validity after a renewal sent at +0 and answered at +200ms ends %v after the send, want 950ms",
+				h.ValidUntil().Sub(at))
+		}
+		mustUnlock(t, h)
+	})
+}
+
+// TestHoldRenewValidityFromSend: the same for Hold.Renew.
+func TestHoldRenewValidityFromSend(t *testing.T) {
+	synctestRun(t, func(t *testing.T) {
+		s := newFaultStore(t)
+		c := newClient(t, s, &leash.Options{Lease: time.Second, RenewInterval: leash.NoRenewal})
+		defer c.Close()
+		h := mustLock(t, c.Mutex("slow"), context.Background())
+		time.Sleep(100 * time.Millisecond)
+		s.mu.Lock()
+		s.renewHook = func([]driver.Request) { time.Sleep(200 * time.Millisecond) }
+		s.mu.Unlock()
+		at := time.Now()
+		if err := h.Renew(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if want := at.Add(950 * time.Millisecond); !h.ValidUntil().Equal(want) {
+			t.Errorf("validity after Renew sent at +0 and answered at +200ms ends %v after the send, want 950ms",
+				h.ValidUntil().Sub(at))
+		}
+		mustUnlock(t, h)
+	})
+}
