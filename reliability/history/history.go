@@ -68,12 +68,13 @@ const (
 	Taken   = "taken"
 	Freed   = "freed"
 	// FreedCopies: a quorum store's release succeeded (see [Wrap]): every
-	// member answered, and none holds the lock for the owner any more.
-	// Unlike Freed it does not say the owner held the lock: a quorum store
-	// reports success when any member released a copy, and a copy can be
-	// left on a minority — on a member that missed the owner's earlier
-	// release while the majority granted the lock to another owner — until
-	// this release removes it.
+	// member answered, none holds the lock for the owner any more, and a
+	// majority released it. The checker reads it as a release that may come
+	// from a non-holder, as it had to when a quorum store reported success
+	// for any member's copy (Redlock before its release needed a
+	// majority); a release that freed only a minority's copies — left on a
+	// member that missed the owner's earlier release while the majority
+	// granted the lock to another owner — now reports not held (NotHeld).
 	FreedCopies = "freed-copies"
 	NotHeld     = "not-held"
 	// Failed: the server refused the command without running it (BUSY

@@ -43,10 +43,11 @@ type Store struct {
 //     (only KindMutex; errors matching driver.ErrUnsupported).
 //
 //   - a release by a quorum store — one with a Quorum method, such as
-//     redlock.Store, whose release succeeds when any member released a
-//     copy of the lock — is recorded as FreedCopies when it succeeds, not
-//     Freed: it says no member holds the lock for the owner now, not that
-//     the owner held it on a majority.
+//     redlock.Store, whose release succeeds when every member answered and
+//     a majority released the lock, and reports not held when only a
+//     minority did (it frees those copies all the same) — is recorded as
+//     FreedCopies when it succeeds, not Freed: the checker then does not
+//     lean on the store's count of members.
 //
 //   - it is a driver.SessionStore exactly when inner is one. A session
 //     store's Renew only checks each lock; what extends the lease is the
