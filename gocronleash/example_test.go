@@ -28,7 +28,8 @@ func ExampleLocker() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
+	// Schedules are read in UTC, and so must gocron read the job's spec.
+	s, err := gocron.NewScheduler(gocron.WithLocation(time.UTC), gocron.WithDistributedLocker(locker))
 	if err != nil {
 		panic(err)
 	}
