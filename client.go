@@ -231,10 +231,9 @@ func (c *Client) close() error {
 	for _, t := range c.sched.stop() {
 		// A hold whose validity passed before the watchdog looked (the
 		// process paused) was lost then, not by this Close.
-		reason, cause := ReasonClosed, error(nil)
-		if c.now() >= t.validUntil.Load() {
-			cause = c.sched.lastErr(t)
-			reason = expiryReason(cause)
+		reason, cause, passed := t.expiry()
+		if !passed {
+			reason, cause = ReasonClosed, nil
 		}
 		if t.lose(reason, cause) {
 			reqs = t.appendRequests(reqs)

@@ -127,16 +127,26 @@ func (t *tenure) setValid(send int64) {
 // that resumes from a pause learns of the loss on its first look, even before
 // the scheduler goroutine runs.
 func (t *tenure) check() {
-	if t.c.now() < t.validUntil.Load() {
+	reason, err, passed := t.expiry()
+	if !passed {
 		return
 	}
 	t.mu.Lock()
 	held := t.state == stateHeld
 	t.mu.Unlock()
 	if held {
-		err := t.c.sched.lastErr(t)
-		t.lose(expiryReason(err), err)
+		t.lose(reason, err)
 	}
+}
+
+// expiry reports whether the tenure's validity deadline has passed and, if
+// so, the reason and cause of its loss by it (see expiryReason).
+func (t *tenure) expiry() (Reason, error, bool) {
+	if t.c.now() < t.validUntil.Load() {
+		return 0, nil, false
+	}
+	err := t.c.sched.lastErr(t)
+	return expiryReason(err), err, true
 }
 
 func expiryReason(lastErr error) Reason {

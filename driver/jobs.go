@@ -182,6 +182,15 @@ type TickResult struct {
 	Now time.Time
 }
 
+// GrantedEarlier reports whether r, a ClaimTaken answer to c, names c
+// itself as the job's latest claim (the same claim id, tick and attempt):
+// an earlier send of c, whose answer was lost, was granted. A caller that
+// sends a claim again after a failed round trip takes the tick then.
+func (r TickResult) GrantedEarlier(c TickClaim) bool {
+	return r.Status == ClaimTaken && c.Run.Claim != "" && r.Last.Claim == c.Run.Claim &&
+		r.Last.Tick.Equal(c.Tick) && r.Last.Attempt == c.Attempt
+}
+
 // Outcome is how a run of a job ended, in a [RunRecord].
 type Outcome uint8
 

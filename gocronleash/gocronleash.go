@@ -327,8 +327,7 @@ func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.
 			return res, nil
 		case res.Status == driver.ClaimEarly:
 			wait = max(res.Wait, time.Millisecond)
-		case unknown != nil && res.Status == driver.ClaimTaken && res.Last.Claim == c.Run.Claim &&
-			res.Last.Tick.Equal(tick) && res.Last.Attempt == 1:
+		case unknown != nil && res.GrantedEarlier(c):
 			// The claim whose answer was lost was granted: the tick is ours.
 			// (Prev is unknown: missed ticks before it go unrecorded.)
 			res.Status, res.Prev = driver.ClaimGranted, time.Time{}

@@ -185,8 +185,7 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
 			return res, true
-		case unknown && res.Status == driver.ClaimTaken && res.Last.Claim == c.Run.Claim &&
-			res.Last.Tick.Equal(tick) && res.Last.Attempt == attempt:
+		case unknown && res.GrantedEarlier(c):
 			// The claim whose answer was lost was granted: the tick is
 			// ours. (Prev is unknown: missed ticks before it go unreported.)
 			s.log.Debug("job tick claimed by an earlier attempt", slog.String("job", j.name), slog.Time("tick", tick))
