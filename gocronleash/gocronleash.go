@@ -260,15 +260,19 @@ type lock struct {
 // when the lock is held (the job's previous run still runs somewhere);
 // gocron then skips the run. It waits for the store's clock to reach a
 // tick this instance fired early for, and sends a claim whose round trip
-// failed again (the store may have granted it and lost the answer), until
-// the tick's window (up to the next tick) passes or ctx ends; then it
-// returns an error saying so.
+// failed again (the store may have granted it and lost the answer); once
+// the tick is claimed, it tries the run lock again when the store could
+// not be reached or was in its restart grace. Both go on until the tick's
+// window (up to the next tick) passes or ctx ends; then it returns an
+// error saying so (and a claimed tick's run is recorded failed).
 func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	name := l.opts.Prefix + key
 	lk := &lock{l: l, run: Run{Name: name}}
+	var until time.Time // the claimed tick's window
 	if s := l.scheds[key]; s != nil {
 		tick := s.Prev(l.opts.Now())
-		res, err := l.claim(ctx, name, l.specs[key], tick, s.Next(tick))
+		until = s.Next(tick)
+		res, err := l.claim(ctx, name, l.specs[key], tick, until)
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +283,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		}
 		lk.run.Tick, lk.claimed = tick, true
 	}
-	hold, err := l.c.Mutex(name, l.opts.Lock).TryLock(ctx)
+	hold, err := l.take(ctx, l.c.Mutex(name, l.opts.Lock), lk.claimed, until)
 	if err != nil {
 		if lk.claimed {
 			outcome, text := driver.OutcomeFailed, "taking the job's lock: "+err.Error()
@@ -296,6 +300,48 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	l.runs[name] = lk
 	l.mu.Unlock()
 	return lk, nil
+}
+
+// take takes the run lock m without waiting for its holder. For a claimed
+// tick (claimed), whose run is this instance's alone, a try that failed
+// for a reason that may pass (the store could not be reached, or is in its
+// restart grace) is tried again after a backoff, or when the grace ends,
+// while the tick's window lasts (until, by the instance's clock) and ctx
+// does: otherwise the tick would run nowhere. A lock held by another
+// owner (the job's previous run), and errors that trying again cannot
+// change, end it at once. A try whose outcome was unknown leaves nothing
+// behind that a later try would trip on: the Client gives such a grant back,
+// and the next try is a tenure of its own.
+func (l *Locker) take(ctx context.Context, m *leash.Mutex, claimed bool, until time.Time) (*leash.Hold, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		hold, err := m.TryLock(ctx)
+		if err == nil || !claimed {
+			return hold, err
+		}
+		wait := backoff
+		var na *leash.NotAcquiredError
+		switch {
+		case errors.As(err, &na) && na.Grace && na.Err == nil:
+			if na.Remaining > 0 {
+				wait = na.Remaining
+			}
+		case errors.As(err, &na), ctx.Err() != nil, errors.Is(err, leash.ErrClosed), errors.Is(err, leash.ErrInvalidArgument),
+			errors.Is(err, leash.ErrNotALock), errors.Is(err, leash.ErrUnsupported):
+			return nil, err
+		}
+		if !l.opts.Now().Add(wait).Before(until) {
+			return nil, err
+		}
+		backoff = min(2*backoff, time.Second)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // claim claims tick of the job name, attempt 1, until the store grants

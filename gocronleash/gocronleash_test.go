@@ -504,6 +504,14 @@ type hookStore struct {
 	*memstore.Store
 	claimTick func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error)
 	release   func(ctx context.Context, req driver.Request) error
+	acquire   func(ctx context.Context, req driver.Request) (driver.Grant, error)
+}
+
+func (s *hookStore) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if s.acquire != nil {
+		return s.acquire(ctx, req)
+	}
+	return s.Store.Acquire(ctx, req)
 }
 
 func (s *hookStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
@@ -738,5 +746,77 @@ func TestClaimWaitsForStoreClockPastTheWindow(t *testing.T) {
 	}
 	if err := lk.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunLockRetriedAfterClaim: once the tick is claimed, the run is this
+// instance's alone, so a run lock that could not be taken because the
+// store did not answer is tried again while the tick's window lasts; the
+// tick then runs once, recorded ok. When the store stays unreachable for
+// the whole window, Lock says why and the run is recorded failed; a lock
+// held by the job's previous run is not tried again.
+func TestRunLockRetriedAfterClaim(t *testing.T) {
+	ctx := t.Context()
+	for name, tc := range map[string]struct {
+		spec     string
+		failures int32 // how many Acquires fail before the store answers again
+		grace    bool  // they answer that the store is in its restart grace
+		held     bool  // the previous run holds the lock
+		outcome  driver.Outcome
+		tries    func(n int32) bool
+	}{
+		"one try lost":                     {spec: "@every 1h", failures: 1, outcome: driver.OutcomeOK, tries: func(n int32) bool { return n == 2 }},
+		"the store in its restart grace":   {spec: "@every 1h", failures: 1, grace: true, outcome: driver.OutcomeOK, tries: func(n int32) bool { return n == 2 }},
+		"store unreachable for the window": {spec: "@every 1s", failures: 1 << 30, outcome: driver.OutcomeFailed, tries: func(n int32) bool { return n > 1 }},
+		"the previous run holds the lock":  {spec: "@every 1h", held: true, outcome: driver.OutcomeSkipped, tries: func(n int32) bool { return n == 1 }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := "test/run-lock/" + name
+			st := &hookStore{Store: memstore.New()}
+			if tc.held {
+				if g, err := st.Store.Acquire(ctx, driver.Request{Kind: driver.KindMutex, Name: job,
+					Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Hour}); err != nil || !g.Acquired {
+					t.Fatalf("the previous run's lock: %+v, %v", g, err)
+				}
+			}
+			var tries atomic.Int32
+			st.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+				if tries.Add(1) <= tc.failures {
+					if tc.grace {
+						return driver.Grant{Grace: true, Remaining: 100 * time.Millisecond}, nil
+					}
+					return driver.Grant{}, errors.New("i/o timeout")
+				}
+				return st.Store.Acquire(ctx, req)
+			}
+			l := memLocker(t, st, job, tc.spec, nil)
+			if tc.spec == "@every 1s" {
+				// Start at a tick, so that the window is the whole second.
+				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+			}
+			lk, err := l.Lock(ctx, job)
+			switch {
+			case tc.outcome == driver.OutcomeOK && err != nil:
+				t.Fatalf("Lock: %v; want the run lock", err)
+			case tc.outcome == driver.OutcomeOK:
+				if err := lk.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case tc.held && !errors.Is(err, leash.ErrNotAcquired):
+				t.Errorf("Lock: %v; want ErrNotAcquired", err)
+			case !tc.held && (err == nil || !strings.Contains(err.Error(), "i/o timeout")):
+				t.Errorf("Lock: %v; want the store's error", err)
+			}
+			if n := tries.Load(); !tc.tries(n) {
+				t.Errorf("the run lock was tried %d times", n)
+			}
+			h, err := st.History(ctx, job, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Runs) != 1 || h.Runs[0].Outcome != tc.outcome {
+				t.Errorf("history: %+v, want one %v run", h.Runs, tc.outcome)
+			}
+		})
 	}
 }
