@@ -14,14 +14,17 @@
 //	                                       (held by someone else until the call gave
 //	                                       up), "restart_grace" (refused by the store's
 //	                                       restart grace, see leash.ErrRestartGrace)
-//	                                       or "error" (the store failed, or the
-//	                                       Client closed)
+//	                                       or "error" (the store failed or refused
+//	                                       the request, e.g. leash.ErrNotALock, or
+//	                                       the Client closed)
 //	leash_acquire_wait_seconds{kind}       how long the calls that acquired took
 //	leash_locks_held{kind}                 locks held now (re-entries count once)
 //	leash_hold_seconds{kind,end}           how long locks were held; end "released" or "lost"
 //	leash_lost_total{kind,reason}          locks lost, by reason: "expired",
 //	                                       "unreachable", "released_elsewhere",
-//	                                       "taken_over", "max_hold", "stalled", "closed"
+//	                                       "taken_over", "max_hold", "stalled", "closed",
+//	                                       "revoked" (force-unlocked: leash.ErrRevoked),
+//	                                       or "other" (a reason newer than this package)
 //	leash_renewal_rounds_total             watchdog renewal rounds
 //	leash_renewal_failures_total           locks a round could not renew (retried until
 //	                                       their validity ends; a loss is counted in
@@ -152,6 +155,7 @@ var reasonLabels = map[leash.Reason]string{
 	leash.ReasonMaxHold:           "max_hold",
 	leash.ReasonStalled:           "stalled",
 	leash.ReasonClosed:            "closed",
+	leash.ReasonRevoked:           "revoked",
 }
 
 // reasonLabel is the reason label's value for r ("other" for a reason this
