@@ -761,9 +761,6 @@ func (s *Store) List(ctx context.Context, pattern string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if pattern == "" {
-		pattern = "*"
-	}
 	re, err := driver.Glob(pattern)
 	if err != nil {
 		return nil, fmt.Errorf("memstore: list: %w", err)
