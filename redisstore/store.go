@@ -488,6 +488,16 @@ var (
 // Kinds implements [driver.KindStore]: the Store grants every kind, in
 // Redisson's layouts (RLock, RFairLock, RReadWriteLock, and leash's own
 // semaphore).
+//
+// Readers-writer locks are shared with Redisson's RReadWriteLock only in
+// part: a Redisson reader or writer keeps leash's writers out (and leash's
+// writers never delete a Redisson reader's hold), and a leash writer or
+// reader keeps Redisson's writers out; but leash's readers keep their
+// leases in a set of their own, which Redisson does not read, so a Redisson
+// reader that shares the lock with leash readers and unlocks last of the
+// Redisson readers deletes the lock hash, and a Redisson writer may then be
+// granted while leash readers still read. Do not let Java readers and Go
+// readers share a name that Java writers take.
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }

@@ -28,8 +28,10 @@ purge(KEYS[4], now)
 if redis.call('zscore', KEYS[3], ARGV[2]) then
     return redis.error_reply('LEASH_UPGRADE the owner holds a read lease on this lock')
 end
-if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 then
-    redis.call('del', KEYS[1]) -- every reader's lease has ended
+if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 and redis.call('hlen', KEYS[1]) == 1 then
+    -- Every leash reader's lease has ended. A field besides "mode" is a Redisson reader's
+    -- hold (Redisson's RReadWriteLock keeps its readers in the hash): the lock is still held.
+    redis.call('del', KEYS[1])
 end
 local token, refused = nil, nil
 -- A live reader with no hash is one downgraded from a writer whose shorter lease let the

@@ -13,7 +13,8 @@
 --          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
 --          companion): nothing is changed.
 -- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Keeps the
--- hash's TTL at the longest remaining reader lease. Touches only KEYS.
+-- hash's TTL at the longest remaining reader lease, and a hash Redisson's readers hold too
+-- (fields besides "mode") at least at theirs. Touches only KEYS.
 local done = latched(KEYS[5])
 if done then
     return done
@@ -37,14 +38,20 @@ if what then
 end
 local freed = 0
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- A read-mode hash with fields besides "mode" is also held by Redisson readers (Redisson's
+-- RReadWriteLock keeps its readers in the hash, and the hash's TTL at their longest lease):
+-- it is theirs to end or shorten.
+local redisson = mode == 'read' and redis.call('hlen', KEYS[1]) > 1
 if purge(KEYS[2], now) == 0 then
     freed = 1
-    if mode == 'read' then
+    if mode == 'read' and not redisson then
         redis.call('del', KEYS[1])
     end
     if purge(KEYS[3], now) > 0 then
         redis.call('publish', KEYS[4], 'w')
     end
+elseif redisson then
+    extend(KEYS[1], math.max(1, last_score(KEYS[2]) - now))
 elseif mode == 'read' then
     redis.call('pexpire', KEYS[1], math.max(1, last_score(KEYS[2]) - now))
 end
