@@ -44,7 +44,11 @@ type channel struct {
 	outstanding int           // SUBSCRIBE requests not yet confirmed
 	ready       chan struct{} // closed on the first confirmation
 	confirmed   bool
-	idleSince   time.Time // when the last watcher left; zero while watched
+	// rewake makes the next confirmation wake every watcher: it answers a
+	// replacement connection's SUBSCRIBE, before which a release may have
+	// been published with no one listening.
+	rewake    bool
+	idleSince time.Time // when the last watcher left; zero while watched
 }
 
 // A watcher is one Watch's, which hears wake messages, or one
@@ -369,10 +373,11 @@ func (n *notifier) confirmed(ch string) {
 		n.mu.Unlock()
 		return
 	}
-	resub := c.outstanding == 0
-	if !resub {
+	resub := c.outstanding == 0 || c.rewake
+	if c.outstanding > 0 {
 		c.outstanding--
 	}
+	c.rewake = false
 	if !c.confirmed {
 		c.confirmed = true
 		close(c.ready)
@@ -478,7 +483,10 @@ func (n *notifier) watchers(ch string) []*watcher {
 }
 
 // replace closes a dead pub/sub connection and subscribes every watched
-// channel on a new one, then wakes every watcher.
+// channel on a new one. It wakes every watcher at once (a release may have
+// been published while the old connection was dead), and again when the
+// new subscription is confirmed (one may have been published before it
+// was live); a Watch that starts meanwhile returns once it is.
 func (n *notifier) replace(old *redis.PubSub) {
 	n.mu.Lock()
 	if n.ps != old || n.closed {
@@ -490,7 +498,10 @@ func (n *notifier) replace(old *redis.PubSub) {
 	var chans []string
 	for ch, c := range n.chans {
 		chans = append(chans, ch)
-		c.outstanding = 1
+		c.outstanding, c.rewake = 1, true
+		if c.confirmed {
+			c.confirmed, c.ready = false, make(chan struct{})
+		}
 	}
 	if len(chans) > 0 {
 		ctx, cancel := context.WithTimeout(n.ctx, n.s.opts.SubscribeTimeout)
