@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -979,6 +980,57 @@ func TestBatchReleaseOnUserData(t *testing.T) {
 		}
 		if _, err := s.Acquire(ctx, held); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestCloseWhileCallsInFlight: Close waits for the pipelines in flight
+// while calls go on being made, during it and after it; every call still
+// gets its answer (the race detector checks that Close's wait and the
+// pipeliner's new pipelines do not race), and the pipeliner's round-trip
+// count ends at zero.
+func TestCloseWhileCallsInFlight(t *testing.T) {
+	for round := range 10 {
+		s, _ := batchStore(t)
+		ctx := t.Context()
+		var (
+			wg     sync.WaitGroup
+			closed atomic.Bool
+			failed atomic.Int64
+			done   atomic.Int64
+		)
+		for g := range 16 {
+			wg.Go(func() {
+				for i := 0; i < 20 || !closed.Load(); i++ {
+					r := driver.Request{Kind: driver.KindMutex, Name: fmt.Sprintf("close/%d/%d/%d", round, g, i),
+						Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+					if g, err := s.Acquire(ctx, r); err != nil || !g.Acquired {
+						failed.Add(1)
+						continue
+					}
+					if err := s.Release(ctx, r); err != nil {
+						failed.Add(1)
+					}
+					done.Add(1)
+				}
+			})
+		}
+		for done.Load() < 32 { // Close amid the calls
+			runtime.Gosched()
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		closed.Store(true)
+		wg.Wait()
+		if n := failed.Load(); n > 0 {
+			t.Fatalf("round %d: %d calls failed around Close", round, n)
+		}
+		s.pipe.mu.Lock()
+		busy, queued := s.pipe.busy, len(s.pipe.queue)
+		s.pipe.mu.Unlock()
+		if busy != 0 || queued != 0 {
+			t.Fatalf("round %d: after every call returned, %d round trips in flight and %d calls queued", round, busy, queued)
 		}
 	}
 }

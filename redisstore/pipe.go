@@ -41,10 +41,11 @@ type pipeliner struct {
 	// behaviour): tests' negative control.
 	noTryAgain bool
 
-	mu    sync.Mutex
-	busy  int // round trips in flight
-	queue []*call
-	wg    sync.WaitGroup // pipelines started by the pipeliner
+	mu     sync.Mutex
+	busy   int // round trips in flight
+	queue  []*call
+	closed bool           // Close has begun: no more pipeline goroutines
+	wg     sync.WaitGroup // pipelines started by the pipeliner, added to under mu
 
 	// For tests: separate sends every call as a script call of its own
 	// (the pipeliner before coalescing, for comparison); batchedScripts
@@ -129,20 +130,45 @@ func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []st
 }
 
 // next is called when a round trip ends: it sends what queued meanwhile as
-// one pipeline, or frees the round trip's slot.
+// one pipeline, on a goroutine that goes on to the next batch, or frees the
+// round trip's slot.
 func (p *pipeliner) next() {
-	p.mu.Lock()
-	batch := p.queue
-	p.queue = nil
-	if len(batch) == 0 {
-		p.busy--
+	for {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.busy--
+			p.mu.Unlock()
+			return
+		}
+		if p.closed {
+			// After close, which waits for no more goroutines: the caller
+			// whose round trip ended sends the batch itself.
+			p.mu.Unlock()
+			p.exec(batch)
+			continue
+		}
+		p.wg.Add(1) // under mu: before close's Wait, or not at all
 		p.mu.Unlock()
+		// Owner: the pipeliner. Stops when the batch is answered (go-redis's
+		// read timeout bounds a dead server) and the next one started.
+		go func() {
+			defer p.wg.Done()
+			p.exec(batch)
+			p.next()
+		}()
 		return
 	}
+}
+
+// close waits for the pipelines in flight; calls made later send their
+// batches on their callers' goroutines.
+func (p *pipeliner) close() {
+	p.mu.Lock()
+	p.closed = true
 	p.mu.Unlock()
-	// Owner: the pipeliner. Stops when the batch is answered (go-redis's
-	// read timeout bounds a dead server), after starting the next batch.
-	p.wg.Go(func() { p.exec(batch) })
+	p.wg.Wait()
 }
 
 // exec sends a batch as one pipeline and hands each call its reply. The
@@ -183,7 +209,6 @@ func (p *pipeliner) exec(batch []*call) {
 	if short {
 		runtime.Gosched()
 	}
-	p.next()
 }
 
 // evalPipelined runs n scripts, the i-th being the script, keys and args

@@ -645,7 +645,7 @@ func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 func (s *Store) Close() error {
 	s.notify.close()
 	s.shards.close()
-	s.pipe.wg.Wait()
+	s.pipe.close()
 	return nil
 }
 
