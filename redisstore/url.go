@@ -216,6 +216,9 @@ func parseURL(raw string) (*urlConfig, error) {
 		if len(hosts) > 1 {
 			return nil, bad("names %d servers: use redis+cluster:// for a Cluster or redis+sentinel://…/master for Sentinel", len(hosts))
 		}
+		if db := strings.Trim(u.Path, "/"); db != "" && q.Has("db") {
+			return nil, bad("the database is given twice, as the path's /%s and as db=: give it once", db)
+		}
 		cfg.kind = kindSingle
 		cfg.single, err = redis.ParseURL(gu.String())
 		if err == nil {
@@ -225,6 +228,15 @@ func parseURL(raw string) (*urlConfig, error) {
 		master, db, _ := strings.Cut(strings.Trim(u.Path, "/"), "/")
 		if master == "" {
 			return nil, bad("a Sentinel URL needs the master name as its path, such as redis+sentinel://127.0.0.1:26379/mymaster")
+		}
+		if q.Has("master_name") {
+			return nil, bad("master_name=: the master is named by the path (%q); remove the parameter", master)
+		}
+		if q.Has("username") || q.Has("password") {
+			return nil, bad("username= and password= are not read on a Sentinel URL: give the master's in the user information (redis+sentinel://user:password@host/%s), and the Sentinels' as sentinel_username= and sentinel_password=", master)
+		}
+		if db != "" && q.Has("db") {
+			return nil, bad("the database is given twice, as the path's /%s and as db=: give it once", db)
 		}
 		user, pass := q.Get("sentinel_username"), q.Get("sentinel_password")
 		q.Del("sentinel_username")

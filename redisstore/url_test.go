@@ -145,6 +145,12 @@ func TestParseURLRejects(t *testing.T) {
 		{"redis://u:" + secret + "@h?a=%zz", "invalid URL escape"},
 		{"redis://u:" + secret + "@h#", "fragment"},
 		{"redis+sentinel://u:" + secret + "@a,[::1]/m?sentinel_password=" + secret + "&bogus=1", "unexpected option: bogus"},
+		{"redis://h/1?db=0", "the database is given twice"},
+		{"redis://h/1?db=1", "the database is given twice"},
+		{"redis+sentinel://h/m/1?db=2", "the database is given twice"},
+		{"redis+sentinel://h/m?master_name=other", "the master is named by the path"},
+		{"redis+sentinel://u:" + secret + "@h/m?password=" + secret, "not read on a Sentinel URL"},
+		{"redis+sentinel://h/m?username=other", "not read on a Sentinel URL"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			s, err := openURL(context.Background(), tc.url)
