@@ -191,9 +191,20 @@ func notASemaphore(n string) error {
 	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a mutex or readers-writer lock, not a semaphore"})
 }
 
-// notHeld is Release's error when the owner does not hold n.
-func notHeld(n string) error {
-	return fmt.Errorf("memstore: release %q: %w", n, leash.ErrNotHeld)
+// notHeld is Release's error when req.Owner does not hold req.Name: a
+// NotALockError besides while the name holds the other kind (live permits
+// for a lock's release, a live lock or read lease for a permit's).
+func notHeld(st *name, req driver.Request) error {
+	var found string
+	switch {
+	case req.Kind == driver.KindPermit && (st.excl != nil || len(st.readers) > 0):
+		found = "a mutex or readers-writer lock, not a semaphore"
+	case req.Kind != driver.KindPermit && st.sem != nil && len(st.sem.permits) > 0:
+		found = "a semaphore, not a mutex or readers-writer lock"
+	default:
+		return fmt.Errorf("memstore: release %q: %w", req.Name, leash.ErrNotHeld)
+	}
+	return fmt.Errorf("memstore: release: %w: %w", leash.ErrNotHeld, &leash.NotALockError{Name: req.Name, Found: found})
 }
 
 // Acquire implements [driver.Store].
@@ -445,7 +456,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	case req.Kind == driver.KindRead:
 		if _, ok := st.readers[req.Owner]; !ok {
 			s.mu.Unlock()
-			return notHeld(req.Name)
+			return notHeld(st, req)
 		}
 		delete(st.readers, req.Owner)
 		if len(st.readers) == 0 && len(st.writers) > 0 {
@@ -454,11 +465,11 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	case req.Kind == driver.KindPermit:
 		if st.sem == nil {
 			s.mu.Unlock()
-			return notHeld(req.Name)
+			return notHeld(st, req)
 		}
 		if _, ok := st.sem.permits[req.Owner]; !ok {
 			s.mu.Unlock()
-			return notHeld(req.Name)
+			return notHeld(st, req)
 		}
 		delete(st.sem.permits, req.Owner)
 		notes = append(notes, note{driver.KindPermit, driver.Wake{To: driver.WakeOne}})
@@ -466,7 +477,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		e := st.excl
 		if e == nil || e.owner != req.Owner || e.revoked {
 			s.mu.Unlock()
-			return notHeld(req.Name)
+			return notHeld(st, req)
 		}
 		st.excl = nil
 		if n, ok := s.handoffLocked(st, req, e.write, now); ok {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,13 +72,43 @@ func testPermitVsLock(t *testing.T, s driver.Store, n *namer) {
 	sem, lock := n.name(), n.name()
 	r := permit(sem, n.owner(), 2, long)
 	mustAcquire(t, s, r)
-	if g, err := s.Acquire(ctx(t), kreq(driver.KindMutex, sem, n.owner(), long)); !errors.Is(err, driver.ErrNotALock) {
-		t.Errorf("mutex acquire on a semaphore = %+v, %v; want ErrNotALock", g, err)
+	m := kreq(driver.KindMutex, sem, n.owner(), long)
+	_, err := s.Acquire(ctx(t), m)
+	wantKindRefusal(t, "mutex acquire on a semaphore", err, sem, true)
+	err = s.Release(ctx(t), m)
+	if !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("mutex release on a semaphore = %v; want ErrNotHeld", err)
 	}
-	mustAcquire(t, s, kreq(driver.KindMutex, lock, n.owner(), long))
-	r.Name = lock
-	if g, err := s.Acquire(ctx(t), r); !errors.Is(err, driver.ErrNotALock) {
-		t.Errorf("permit acquire on a lock = %+v, %v; want ErrNotALock", g, err)
+	wantKindRefusal(t, "mutex release on a semaphore", err, sem, true)
+
+	held := kreq(driver.KindMutex, lock, n.owner(), long)
+	mustAcquire(t, s, held)
+	p := permit(lock, n.owner(), 2, long)
+	_, err = s.Acquire(ctx(t), p)
+	wantKindRefusal(t, "permit acquire on a lock", err, lock, false)
+	err = s.Release(ctx(t), p)
+	if !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("permit release on a lock = %v; want ErrNotHeld", err)
+	}
+	wantKindRefusal(t, "permit release on a lock", err, lock, false)
+	// The refusals changed nothing.
+	wantRenew(t, s, r, driver.Renewed, "of the semaphore's permit")
+	wantRenew(t, s, held, driver.Renewed, "of the lock")
+}
+
+// wantKindRefusal checks that err is a NotALockError on name whose Found
+// says, in a store's own words, that name holds a semaphore (sem) or that
+// it does not (a lock).
+func wantKindRefusal(t *testing.T, what string, err error, name string, sem bool) {
+	t.Helper()
+	var nal *driver.NotALockError
+	if !errors.As(err, &nal) || nal.Name != name {
+		t.Errorf("%s = %v; want a NotALockError on %q", what, err, name)
+		return
+	}
+	if says := strings.Contains(nal.Found, "semaphore") && !strings.Contains(nal.Found, "not a semaphore"); says != sem {
+		t.Errorf("%s: the refusal says the name holds %q; want it to say it holds %s", what, nal.Found,
+			map[bool]string{true: "a semaphore", false: "a lock, not a semaphore"}[sem])
 	}
 }
 

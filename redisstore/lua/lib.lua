@@ -107,7 +107,8 @@ end
 -- "mode" = "read" or "write", and "revoked" = revoked owners, one a line: a tombstone, see
 -- revoke.lua), 'semaphore' (a zset whose lowest-scored member is an owner,
 -- with leash's permit count at sizekey), or nil for either. sizekey may be nil outside
--- semaphore scripts: a zset is then not a lock. Of a hash of more than 256 fields (a
+-- semaphore scripts: a zset is then not a lock (for fam 'lock', one of owners is called a
+-- semaphore). Of a hash of more than 256 fields (a
 -- Redisson read lock has one per reading thread) only the first HSCAN page is read: a
 -- bounded sample, and a user's hash is refused by its first non-lock field.
 local function not_lock(key, fam, sizekey)
@@ -146,8 +147,10 @@ local function not_lock(key, fam, sizekey)
         return nil
     end
     if typ == 'zset' then
-        if not sizekey or redis.call('exists', sizekey) == 0
-            or not owner_shaped(redis.call('zrange', key, '0', '0')[1]) then
+        -- A lock script has no sizekey: it refuses a zset of owners as the semaphore it
+        -- looks like, without the count that would prove it.
+        if not owner_shaped(redis.call('zrange', key, '0', '0')[1])
+            or (sizekey or fam ~= 'lock') and (not sizekey or redis.call('exists', sizekey) == 0) then
             return 'a zset that is not a semaphore'
         end
         if fam == 'lock' then
