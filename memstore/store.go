@@ -269,7 +269,7 @@ func (s *Store) acquireLocked(req driver.Request, now time.Time) (driver.Grant, 
 			st.readers[req.Owner] = now.Add(req.Lease)
 			return driver.Grant{Acquired: true, Fence: st.fence}, nil
 		}
-		downgrade := st.excl != nil && st.excl.write && req.Parent != "" && st.excl.owner == req.Parent
+		downgrade := st.excl != nil && st.excl.write && !st.excl.revoked && req.Parent != "" && st.excl.owner == req.Parent
 		switch {
 		case st.excl != nil && !downgrade:
 			return notGranted(st.excl.expires)

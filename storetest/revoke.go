@@ -145,6 +145,10 @@ func testRevokeRW(t *testing.T, s driver.Store, n *namer) {
 	wantRenew(t, s, w, driver.RenewRevoked, "of the revoked writer")
 	mustNotAcquire(t, s, kreq(driver.KindRead, w.Name, n.owner(), long))
 	mustNotAcquire(t, s, kreq(driver.KindWrite, w.Name, n.owner(), long))
+	// Not even to the revoked writer, downgrading before it hears of it.
+	down := kreq(driver.KindRead, w.Name, n.owner(), long)
+	down.Parent = w.Owner
+	mustNotAcquire(t, s, down)
 	ackRevoke(t, s, w)
 	wantFree(t, s, n, driver.KindRead, w.Name)
 
