@@ -14,8 +14,9 @@ import (
 // lock with another value (a retry changed its lease), a second transaction
 // deletes it if it is unchanged since read. The deletion wakes the name's
 // watchers (see Watch). A lock key that is absent or held by another owner
-// is ErrNotHeld; one that holds something else is ErrNotHeld and a
-// *driver.NotALockError, left as it is.
+// is ErrNotHeld (and a *driver.NotALockError when the name is a semaphore
+// and a lock's release is asked, or the reverse); one that holds something
+// else is ErrNotHeld and a *driver.NotALockError, left as it is.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	err := s.release(ctx, req)
 	if err == nil || errors.Is(err, driver.ErrNotHeld) {
@@ -38,6 +39,9 @@ func (s *Store) release(ctx context.Context, req driver.Request) error {
 		}
 		kv := only(resp.Responses[0])
 		if kv == nil {
+			if nal := s.otherKind(ctx, req); nal != nil {
+				return fmt.Errorf("etcdstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, nal)
+			}
 			return fmt.Errorf("etcdstore: release %q by %q: %w: no lock is held", req.Name, req.Owner, driver.ErrNotHeld)
 		}
 		v, ok := decodeKind(kv.Value, heldKind(req))
@@ -53,4 +57,29 @@ func (s *Store) release(ctx context.Context, req driver.Request) error {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)
 	}
 	return fmt.Errorf("etcdstore: release %q: the lock key kept changing under %d transactions", req.Name, maxAttempts)
+}
+
+// otherKind returns, for a release that found no key of req's kind, a
+// *driver.NotALockError when the name is of the other kind: a semaphore,
+// for a lock's release; a lock or readers, for a permit's. It returns nil
+// when the name is not, or the read fails (the release is ErrNotHeld
+// either way).
+func (s *Store) otherKind(ctx context.Context, req driver.Request) error {
+	ops := []clientv3.Op{clientv3.OpGet(s.semKey(req.Name), clientv3.WithCountOnly())}
+	found := []string{"a semaphore, not a lock"}
+	if req.Kind == driver.KindPermit {
+		ops = []clientv3.Op{clientv3.OpGet(s.lockKey(req.Name), clientv3.WithCountOnly()),
+			clientv3.OpGet(s.readDir(req.Name), clientv3.WithPrefix(), clientv3.WithCountOnly())}
+		found = []string{"a lock, not a semaphore", "a read-write lock's readers, not a semaphore"}
+	}
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil
+	}
+	for i, r := range resp.Responses {
+		if r.GetResponseRange().GetCount() > 0 {
+			return &driver.NotALockError{Name: req.Name, Found: found[i]}
+		}
+	}
+	return nil
 }
