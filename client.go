@@ -139,12 +139,14 @@ func (c *Client) Inspect(ctx context.Context, name string) (driver.Info, error) 
 // the holder is told at once: its Lost fires and its Err is a *LostError
 // with ReasonRevoked (errors.Is(err, ErrRevoked)). The name is granted to
 // no one else until the holder's Client has heard of it and acknowledged,
-// which takes a few round trips, or until the lease the holder had runs
-// out, whichever comes first: a holder that is paused or cut off keeps the
-// name out of use until its lease would have ended, as it would have
-// without the force. A name held by readers or permits (many holders) is
-// freed at once instead, as by ForceUnlockNow. On a store that cannot
-// revoke, ForceUnlock is ForceUnlockNow.
+// which takes a few round trips (or, for a lock taken with
+// LockOptions.AckRevokeOnUnlock, until the holder has also unlocked), or
+// until the lease the holder had runs out, whichever comes first: a holder
+// that is paused or cut off keeps the name out of use until its lease
+// would have ended, as it would have without the force. A name held by
+// readers or permits (many holders) is freed at once instead, as by
+// ForceUnlockNow. On a store that cannot revoke, ForceUnlock is
+// ForceUnlockNow.
 //
 // A name that holds something other than a lock (another application's
 // data) is never changed: ForceUnlock returns an error matching

@@ -21,3 +21,6 @@ func CountHandoffFromReceipt(c *Client) { c.cfg.handoffFromReceipt = true }
 // WatchLinger is how long a watch stays established after its last waiter
 // left.
 const WatchLinger = watchLinger
+
+// WaitAcks waits for c's revocation acknowledgements in flight.
+func WaitAcks(c *Client) { c.revokes.acks.Wait() }

@@ -230,8 +230,11 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		return err
 	}
 	c := t.c
-	if lostErr != nil && !t.mayStillHold(lostErr.Reason) {
-		return lostErr
+	if lostErr != nil {
+		t.ackRevokeAtUnlock(lostErr)
+		if !t.mayStillHold(lostErr.Reason) {
+			return lostErr
+		}
 	}
 	if lostErr == nil && c.cfg.observer != nil { // a loss was observed already
 		defer func() { c.observeUnlocked(t, lostErr) }()
@@ -303,6 +306,7 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 		return err
 	}
 	if lostErr != nil {
+		t.ackRevokeAtUnlock(lostErr)
 		return lostErr
 	}
 	c := t.c

@@ -136,6 +136,15 @@ type LockOptions struct {
 	MaxHold time.Duration
 	// Liveness: see Options.Liveness. NoLimit turns off the Client's check.
 	Liveness time.Duration
+	// AckRevokeOnUnlock makes a force-unlocked (revoked) lock's Client wait
+	// for Unlock before it acknowledges the revocation, instead of
+	// acknowledging it as soon as the holder is told (Lost fires). Until it
+	// is acknowledged, the store grants the name to no one else, for at most
+	// the lease the holder had. Set it where the work done under the lock
+	// takes a while to stop once told (a child process sent SIGTERM, say),
+	// and Unlock once it has stopped: the next holder then never overlaps
+	// it. Default false: a holder that is told is taken to have stopped.
+	AckRevokeOnUnlock bool
 }
 
 // lockConfig is the resolved, validated configuration of one lock.
@@ -145,6 +154,8 @@ type lockConfig struct {
 	margin   time.Duration
 	maxHold  time.Duration // 0: none
 	liveness time.Duration // 0: off
+	// ackOnUnlock: a revocation is acknowledged at Unlock, not at Lost.
+	ackOnUnlock bool
 }
 
 // resolve merges client defaults (base) with per-lock overrides and validates
@@ -235,7 +246,8 @@ func resolve(base *Options, o *LockOptions) (lockConfig, error) {
 	case liveness > 0 && liveness < time.Millisecond:
 		return bad("Liveness", liveness, "must be at least 1ms")
 	}
-	return lockConfig{lease: lease, interval: interval, margin: margin, maxHold: maxHold, liveness: liveness}, nil
+	return lockConfig{lease: lease, interval: interval, margin: margin, maxHold: maxHold, liveness: liveness,
+		ackOnUnlock: l.AckRevokeOnUnlock}, nil
 }
 
 // clientConfig is the resolved configuration of a Client.

@@ -25,7 +25,8 @@ type revokes struct {
 	listening chan struct{}
 	mu        sync.Mutex
 	closed    bool
-	wg        sync.WaitGroup // the listener and acknowledgements in flight
+	wg        sync.WaitGroup // the listener
+	acks      sync.WaitGroup // acknowledgements in flight, added to under mu
 }
 
 // listen starts the revocation listener once, on the first grant. It costs
@@ -134,7 +135,7 @@ func (c *Client) ackRevoke(t *tenure) {
 		return
 	}
 	// Owner: the Client; ends within ReleaseTimeout. Close waits for it.
-	r.wg.Go(func() {
+	r.acks.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 		defer cancel()
 		for _, req := range reqs {
@@ -146,6 +147,16 @@ func (c *Client) ackRevoke(t *tenure) {
 	})
 }
 
+// ackRevokeAtUnlock acknowledges, at the tenure's last Unlock, the
+// revocation that lost it, when its lock asked for that
+// (LockOptions.AckRevokeOnUnlock) rather than for an acknowledgement at
+// once.
+func (t *tenure) ackRevokeAtUnlock(lost *LostError) {
+	if lost.Reason == ReasonRevoked && t.cfg.ackOnUnlock {
+		t.c.ackRevoke(t)
+	}
+}
+
 // closeRevokes stops the listener and waits for it and for the
 // acknowledgements in flight. c.done is closed already.
 func (c *Client) closeRevokes() {
@@ -154,4 +165,5 @@ func (c *Client) closeRevokes() {
 	r.closed = true
 	r.mu.Unlock()
 	r.wg.Wait()
+	r.acks.Wait()
 }

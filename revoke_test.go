@@ -88,3 +88,51 @@ func TestForceUnlockNow(t *testing.T) {
 	}
 	wantLost(t, h, leash.ReasonReleasedElsewhere)
 }
+
+// With LockOptions.AckRevokeOnUnlock, a revoked holder that has been told
+// keeps its name from everyone else until it unlocks (its work has
+// stopped), not only until it is told; its Unlock then frees the name at
+// once. Without the option (the negative control), the Client acknowledges
+// as soon as the holder is told.
+func TestAckRevokeOnUnlock(t *testing.T) {
+	for _, atUnlock := range []bool{true, false} {
+		s := memstore.New()
+		lost := make(chan struct{}, 1)
+		holder := newClient(t, s, &leash.Options{Lease: time.Hour, Observer: leash.ObserverFunc(func(e leash.Event) {
+			if e.Op == leash.OpLost {
+				lost <- struct{}{}
+			}
+		})})
+		other := newClient(t, s, nil)
+		h := mustLock(t, holder.Mutex("job", &leash.LockOptions{AckRevokeOnUnlock: atUnlock}), context.Background())
+		<-leash.RevokesHeard(holder)
+		if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+			t.Fatalf("ForceUnlock = %v, %v; want true, nil", ok, err)
+		}
+		wantLost(t, h, leash.ReasonRevoked)
+		<-lost                 // the holder was told; an acknowledgement at once is on its way by now
+		leash.WaitAcks(holder) // and has arrived
+		_, err := other.Mutex("job").TryLock(context.Background())
+		switch {
+		case atUnlock && !errors.Is(err, leash.ErrNotAcquired):
+			t.Fatalf("AckRevokeOnUnlock: another client's TryLock after the holder was told, before its Unlock = %v; want ErrNotAcquired", err)
+		case !atUnlock && err != nil:
+			t.Fatalf("without AckRevokeOnUnlock: TryLock after the holder was told = %v; want the lock", err)
+		case !atUnlock:
+			holder.Close()
+			other.Close()
+			continue
+		}
+		if err := h.Unlock(context.Background()); !errors.Is(err, leash.ErrRevoked) {
+			t.Errorf("Unlock of a revoked hold = %v, want ErrRevoked", err)
+		}
+		leash.WaitAcks(holder)
+		g, err := other.Mutex("job").TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("TryLock after the revoked holder's Unlock = %v; want the lock", err)
+		}
+		_ = g.Unlock(context.Background())
+		holder.Close()
+		other.Close()
+	}
+}

@@ -197,7 +197,7 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.c.sched.remove(t)
 	t.c.forget(t)
 	t.c.endKept(t, reason)
-	if reason == ReasonRevoked {
+	if reason == ReasonRevoked && !t.cfg.ackOnUnlock {
 		t.c.ackRevoke(t) // told: the store may free the name
 	}
 	t.c.observeEnd(t, OpLost, reason, cause)
