@@ -97,7 +97,9 @@ type Options struct {
 	// Default: none.
 	Prefix string
 	// Lock are the run lock's options (Lease, MaxHold, …); nil: the
-	// Client's.
+	// Client's. AckRevokeOnUnlock is always set: a run whose lock is
+	// force-unlocked keeps its name from other instances until gocron's
+	// Unlock, after the job's function returned.
 	Lock *leash.LockOptions
 	// Schedules maps gocron job names to their schedules, as
 	// schedule.Parse reads them ("@every 1m", "0 30 2 * * *",
@@ -165,6 +167,12 @@ func NewLocker(c *leash.Client, opts *Options) (*Locker, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	var lo leash.LockOptions
+	if o.Lock != nil {
+		lo = *o.Lock
+	}
+	lo.AckRevokeOnUnlock = true
+	o.Lock = &lo
 	host, _ := os.Hostname()
 	l := &Locker{c: c, opts: o, scheds: map[string]schedule.Schedule{}, specs: map[string]string{}, runs: map[string]*lock{},
 		base: driver.RunRecord{Host: host, PID: os.Getpid(), Client: c.ID()}}

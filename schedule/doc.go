@@ -38,7 +38,11 @@
 // policy: skipped (the default), queued until its window ends, or run
 // beside it up to a limit. The function's context is cancelled when the
 // lock is lost (its lease ran out while the instance was paused or cut
-// off), when MaxRun passes, and on shutdown after the grace.
+// off, or an operator force-unlocked it), when MaxRun passes, and on
+// shutdown after the grace. A force-unlocked run's lock keeps its name
+// from every other run until its function returns (or the lease it had
+// runs out): the run locks are taken with
+// leash.LockOptions.AckRevokeOnUnlock.
 //
 // # The guarantee
 //

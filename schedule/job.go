@@ -64,7 +64,9 @@ func (s *Scheduler) newJob(name, spec string, fn Func, opts *JobOptions) (*job, 
 	if err != nil {
 		return nil, fmt.Errorf("schedule: job %q: %w", name, err)
 	}
-	lock := &leash.LockOptions{Lease: o.Lease, MaxHold: o.MaxRun, Liveness: o.Liveness}
+	// A force-unlocked run keeps its name from other runs until its
+	// function returns (see the package doc).
+	lock := &leash.LockOptions{Lease: o.Lease, MaxHold: o.MaxRun, Liveness: o.Liveness, AckRevokeOnUnlock: true}
 	// The Client checks lock options when a lock is taken; check them now,
 	// so that a bad job fails Add, not its first tick.
 	if o.Overlap == OverlapLimit {

@@ -357,7 +357,9 @@ type runner struct {
 
 func (rn *runner) run() int {
 	e, r := rn.e, rn.r
-	m := rn.c.Mutex(r.name)
+	// A force-unlock frees the name for others once the command's process
+	// group is gone, not when it is sent SIGTERM: supervise unlocks then.
+	m := rn.c.Mutex(r.name, &leash.LockOptions{AckRevokeOnUnlock: true})
 	var (
 		hold *leash.Hold
 		err  error

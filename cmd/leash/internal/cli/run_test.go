@@ -499,6 +499,49 @@ func TestForceUnlockWakesWaiterAtOnce(t *testing.T) {
 	}
 }
 
+// TestForceUnlockWaitsForTheCommand: after 'leash unlock --force', the
+// next holder starts only once the old holder's command is gone, not as
+// soon as it is sent SIGTERM. The old command ignores SIGTERM, so it runs
+// until --kill-after (5 s) has passed; the waiter's command may start
+// only after it was killed. Without AckRevokeOnUnlock the waiter started
+// while the old command still ran.
+func TestForceUnlockWaitsForTheCommand(t *testing.T) {
+	srv := sharedRedis(t)
+	store := "redis://" + srv.Addr
+	name, log := lockName(t), logFile(t)
+	const lease = 10 * time.Minute
+	holder := startLeash(t, store, runArgs(name, []string{"--lease", lease.String(), "--kill-after", "5s"},
+		child(log, "-id", "holder", "-sleep", "1h", "-ignore-term"))...)
+	waitLog(t, log, "ready holder", time.Minute)
+	var pid int
+	for _, l := range readLog(log) {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "start" && f[2] == "holder" {
+			pid, _ = strconv.Atoi(field(l, "pid"))
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no pid for the holder's command in the log:\n%s", strings.Join(readLog(log), "\n"))
+	}
+	c := newClient(t, srv.Addr, nil)
+	waitRevokeListening(t, c, newRDB(t, srv.Addr), name)
+	waiter := startLeash(t, store, runArgs(name, []string{"--lease", lease.String()}, child(log, "-id", "waiter"))...)
+	waitForWaiter(t, c, name)
+	if status, _, stderr := runLeash(t, store, "unlock", "--force", name); status != 0 {
+		t.Fatalf("unlock --force exited %d: %s", status, stderr)
+	}
+	waitLog(t, log, "signal holder SIGTERM", time.Minute)
+	waitLog(t, log, "ready waiter", 3*time.Minute)
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("the waiter's command started while the revoked holder's command (pid %d) still ran", pid)
+	}
+	if status := holder.wait(t, time.Minute); status != exitLost {
+		t.Errorf("the revoked holder exited %d, want %d; stderr:\n%s", status, exitLost, holder.stderr.String())
+	}
+	if status := waiter.wait(t, time.Minute); status != 0 {
+		t.Errorf("the waiter exited %d; stderr:\n%s", status, waiter.stderr.String())
+	}
+}
+
 // waitRevokeListening waits until the client that holds name listens for
 // revocations (see redisstore's Revoke).
 func waitRevokeListening(t *testing.T, c *leash.Client, rdb *redis.Client, name string) {

@@ -23,10 +23,12 @@ operator's tool for a lock whose holder is stuck or gone.
 On a store that can revoke (Redis, mem), the holder is told at once: a leash
 holder's Lost fires with the reason "revoked", and 'leash run' stops its
 command (SIGTERM) within a few round trips. The name is granted to no one
-else until the holder's client has heard and acknowledged, or until the
-lease the holder had runs out, whichever comes first: a holder that is
-paused or cut off keeps the name out of use until its lease would have
-ended anyway, so two holders never overlap. Waiters are woken as soon as
+else until the holder's client has heard and acknowledged ('leash run' and
+'leash cron' acknowledge once the command and its process group are gone,
+after SIGKILL at --kill-after if need be), or until the lease the holder
+had runs out, whichever comes first: a holder that is paused or cut off
+keeps the name out of use until its lease would have ended anyway, so two
+holders never overlap. Waiters are woken as soon as
 the name is free. A lock held by readers or permits (many holders) is
 deleted at once instead, as with --now. On other stores --force is --now.
 
