@@ -39,6 +39,9 @@ var (
 	//go:embed lua/grace.lua
 	graceLua    string
 	graceScript = withLib(graceLua)
+	//go:embed lua/mark_fresh.lua
+	markFreshLua    string
+	markFreshScript = withLib(markFreshLua)
 )
 
 // markerKey returns the restart marker that guards name.
@@ -159,7 +162,9 @@ func slotTag(sl int) string {
 // (on Cluster, every slot's marker, through the node that serves it, with
 // that node's run id). Call it only for a server known to be new; after a
 // restart that lost data, it would bring back the double grants the grace
-// prevents.
+// prevents. A marker key that holds an application's data (anything but a
+// marker) is left as it is, and MarkFresh returns an error matching
+// driver.ErrNotALock that says what it holds.
 func (s *Store) MarkFresh(ctx context.Context) error {
 	if s.err != nil {
 		return s.err
@@ -177,13 +182,28 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("redisstore: mark fresh: %w", err)
 		}
+		if err := markFreshScript.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("redisstore: mark fresh: %w", err)
+		}
 		for chunk := range slices.Chunk(keys, 500) { // each round trip well within a timeout
 			pipe := c.Pipeline()
-			for _, k := range chunk {
-				pipe.Set(ctx, k, "0:"+f.id, 0)
+			cmds := make([]*redis.Cmd, len(chunk))
+			for i, k := range chunk {
+				cmds[i] = markFreshScript.EvalSha(ctx, pipe, []string{k}, "0:"+f.id)
 			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 				return fmt.Errorf("redisstore: mark fresh: %w", err)
+			}
+			for i, cmd := range cmds {
+				switch what, err := cmd.Text(); {
+				case errors.Is(err, redis.Nil): // set
+				case err != nil:
+					return fmt.Errorf("redisstore: mark fresh: %w", err)
+				default:
+					// A marker key that holds an application's data is
+					// left as it is (see lua/mark_fresh.lua).
+					return fmt.Errorf("redisstore: mark fresh: %w", &driver.NotALockError{Name: chunk[i], Found: what})
+				}
 			}
 		}
 		return nil

@@ -630,3 +630,44 @@ func TestRenewWriteBesideForeignReaders(t *testing.T) {
 	checkUnchanged(t, rdb, key, before)
 	c.ForceUnlock(ctx, n)
 }
+
+// TestRestartMarkerHoldingUserData: the restart marker's key (leash:epoch
+// under the store's KeyPrefix) holding an application's data — a list, or
+// a string that is no marker — is never overwritten: not by the first
+// acquire after a restart, which would write the marker, nor by MarkFresh.
+// Both are refused with an ErrNotALock saying what the key holds.
+func TestRestartMarkerHoldingUserData(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	ctx := bg(t)
+	for what, put := range map[string]func(key string){
+		"a list":   func(key string) { rdb.RPush(ctx, key, "a", "b") },
+		"a string": func(key string) { rdb.Set(ctx, key, "hello", 0) },
+	} {
+		t.Run(what, func(t *testing.T) {
+			prefix := fmt.Sprintf("marker-%d:", time.Now().UnixNano())
+			marker := prefix + "leash:epoch"
+			put(marker)
+			t.Cleanup(func() { rdb.Del(ctx, marker) })
+			before := stateOf(t, rdb, marker)
+			s := redisstore.New(rdb, &redisstore.Options{KeyPrefix: prefix})
+			c, err := leash.New(s, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if h, err := c.Mutex(lockName(t)).TryLock(ctx); !errors.Is(err, leash.ErrNotALock) ||
+				!strings.Contains(err.Error(), "restart marker") {
+				t.Errorf("TryLock with %s at the marker's key = %v, %v; want ErrNotALock naming the marker", what, h, err)
+				if h != nil {
+					_ = h.Unlock(ctx)
+				}
+			}
+			checkUnchanged(t, rdb, marker, before)
+			if err := s.MarkFresh(ctx); !errors.Is(err, leash.ErrNotALock) {
+				t.Errorf("MarkFresh with %s at the marker's key = %v; want ErrNotALock", what, err)
+			}
+			checkUnchanged(t, rdb, marker, before)
+		})
+	}
+}

@@ -514,6 +514,24 @@ local function quick_over(grace, value, now_s)
     return last == #grace or (string.byte(grace, last + 1) == 35 and same_node(string.sub(grace, last + 2)))
 end
 
+-- foreign_marker returns nil when the restart marker key is absent or holds a marker (what
+-- grace_at and MarkFresh write: decimal digits, then perhaps ':' and more), and otherwise a
+-- few words naming what it holds: an application's key of that name is never overwritten.
+-- value is the key's value as MGET or GET read it (false when absent or not a string).
+local function foreign_marker(marker, value)
+    if value then
+        if string.find(value, '^%d+$') or string.find(value, '^%d+:') then
+            return nil
+        end
+        return 'a string that is not a restart marker at leash\'s restart marker key ' .. marker
+    end
+    local typ = redis.call('type', marker).ok
+    if typ == 'none' then
+        return nil
+    end
+    return 'a ' .. typ .. ' at leash\'s restart marker key ' .. marker
+end
+
 -- grace_at returns the restart grace's refusal {0, ms left, "grace"} (see fresh_token) at
 -- server time now (µs; now_s its string), given the marker's value (false if absent), or nil.
 -- The marker reads "<start µs>:<run id>": the start of the grace, and the server process
@@ -528,9 +546,10 @@ end
 -- names would match it): so a marker that matches the view is trusted only on the node the
 -- view names (same_node), and the view is written only on the process it names
 -- (same_process). Otherwise grace_at writes nothing and returns {0, 0, "stale"}: the client
--- reads the node's view anew and tries again. A grace without "@" keeps the marker-only rule
--- of earlier versions (a missing marker starts the grace now; any marker present is
--- trusted), for tests' negative controls. With look set, the marker is read but never
+-- reads the node's view anew and tries again. A marker key that holds an application's data
+-- (see foreign_marker) is never written: grace_at returns {-1, what}. A grace without "@"
+-- keeps the marker-only rule of earlier versions (a missing marker starts the grace now; any
+-- marker present is trusted), for tests' negative controls. With look set, the marker is read but never
 -- written. A grace found over from the marker's value alone (nothing written) is remembered
 -- for the rest of the script call: the requests of a batched script call share the marker
 -- and the TIME, so each after the first is answered with three comparisons instead of the
@@ -582,6 +601,10 @@ local function grace_at(marker, grace, now, now_s, value, look)
             start, new = now, now_s .. (sep and string.sub(view, sep) or '')
         end
         if not look then
+            local what = foreign_marker(marker, value)
+            if what then
+                return {-1, what}
+            end
             redis.call('set', marker, new)
         end
     end
@@ -598,10 +621,11 @@ local function grace_at(marker, grace, now, now_s, value, look)
 end
 
 -- is_stale reports whether r, a refusal of fresh_token or fresh_grant, is grace_at's
--- {0, 0, "stale"}: a script that would write after a refusal (a place in line, a waiting
--- writer's mark) returns it at once instead, so that a stale view leaves nothing behind.
+-- {0, 0, "stale"} or a {-1, what} (a companion or the marker holds an application's data): a
+-- script that would write after a refusal (a place in line, a waiting writer's mark) returns
+-- it at once instead, so that such a refusal leaves nothing behind.
 local function is_stale(r)
-    return r ~= nil and r[3] == 'stale'
+    return r ~= nil and (r[3] == 'stale' or r[1] == -1)
 end
 
 -- fresh_token stores and returns the next fencing token of a name (see mint) for a fresh
