@@ -51,8 +51,12 @@ recorded missed. Cron needs a store that keeps job records (every store
 but etcd://); on one without, it exits 64 before any round trip.
 
 A run ends with the command. A non-zero exit status records the run failed
-("exit status N") and, with retries=N, runs it again on some host, as a run
-stopped by max-run or by a shutdown is, whatever its exit status. When the
+("exit status N") and, with retries=N, this host runs it again after
+retry-delay while the tick's window lasts, as it does a run stopped by
+max-run, whatever its exit status. A run stopped by this daemon's shutdown
+is recorded cancelled, and is run again only by a host that claims the tick
+after that (one whose clock runs behind, say): the others claimed it while
+it ran, and are not told how it ended. When the
 run lock is lost while the command runs (its lease ran out because this
 host paused or lost the store), or its max-run passes, the command's process
 group gets SIGTERM, then SIGKILL after --kill-after, and the run is recorded

@@ -58,10 +58,11 @@ OPTIONs, each as key=value before the command, all optional:
                          --kill-after) when its run has lasted DURATION,
                          and the run is recorded cancelled (default: none)
   retries=N              a run that failed (non-zero exit) or was stopped
-                         (max-run passed, or the daemon shut down first;
-                         whatever the command's exit status) is run again,
-                         on any host, up to N more times while the tick's
-                         window lasts (default 0); LEASH_ATTEMPT tells which
+                         by max-run (whatever the command's exit status)
+                         is run again by its host, up to N more times while
+                         the tick's window lasts (default 0); one stopped by
+                         its daemon's shutdown, by a host that claims the
+                         tick after that; LEASH_ATTEMPT tells which
   retry-delay=DURATION   pause before a retry (default 1s)
   lateness=DURATION      how late, by the store's clock, a tick may still
                          start (default: until the next tick)

@@ -129,6 +129,9 @@ func runJobs(e *env, argv []string) int {
 	if len(operands) == 1 {
 		pattern = operands[0]
 	}
+	if _, err := driver.Glob(pattern); err != nil {
+		return e.fail("jobs", usageErrorf("pattern %q: %v", pattern, err))
+	}
 	var tab map[string]*cronJob
 	if file != "" {
 		jobs, err := readCrontab(file)

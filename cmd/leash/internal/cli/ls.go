@@ -20,8 +20,8 @@ Ls lists the locks held in the store whose names match PATTERN, a glob ("*"
 matches anything, "?" one character, "\" quotes the next; Redis also takes
 "[ab]", a set; default "*"), sorted by name, with the kind, holder, hold
 count, lease left, last fencing token and waiters of each. Ls needs a store
-with administration (redis://, mem://); on one without, it exits 64 before
-any round trip. On Redis, it walks the keyspace with SCAN, never KEYS, so it
+with administration (every store leash ships has it); on one without, it
+exits 64 before any round trip. On Redis, it walks the keyspace with SCAN, never KEYS, so it
 does not block the server; on a Cluster it walks every master. A key counts as a lock
 when it has the lock layout: a hash with an expiry whose fields are owners
 "<id>:<n>" with hold counts, and perhaps a readers-writer "mode" (locks taken
@@ -75,6 +75,9 @@ func runLs(e *env, argv []string) int {
 	pattern := "*"
 	if len(operands) == 1 {
 		pattern = operands[0]
+	}
+	if _, err := driver.Glob(pattern); err != nil {
+		return e.fail("ls", usageErrorf("pattern %q: %v", pattern, err))
 	}
 	ctx := context.Background()
 	var admin driver.Admin

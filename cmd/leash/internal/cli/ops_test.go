@@ -404,3 +404,14 @@ func TestKeyPrefixFlag(t *testing.T) {
 		t.Errorf("show --key-prefix {bad} = %d, %q; want %d", status, stderr, exitUsage)
 	}
 }
+
+// TestBadPatternBeforeTheStore: a pattern that is no glob (a lone '\' at
+// its end) is a usage error (64) said before any network call — the store
+// named cannot be reached, which would be 69 — for ls and jobs alike.
+func TestBadPatternBeforeTheStore(t *testing.T) {
+	for _, cmd := range []string{"ls", "jobs"} {
+		if status, _, stderr := runLeash(t, "redis://127.0.0.1:1", cmd, `a\`); status != exitUsage || !strings.Contains(stderr, "lone") {
+			t.Errorf("leash %s 'a\\' = %d, %q; want %d and the pattern's fault", cmd, status, stderr, exitUsage)
+		}
+	}
+}
