@@ -314,6 +314,16 @@ func call0(ctx context.Context, f func() error) error {
 	return err
 }
 
+// Ping checks that the ensemble answers, with one read (of the root znode
+// "/"): go-zookeeper connects in the background, so a Store whose servers
+// cannot be reached is found here, or at its first operation.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := call(ctx, func() (bool, error) { ok, _, err := s.conn.Exists("/"); return ok, err }); err != nil {
+		return fmt.Errorf("zkstore: ping: %w", err)
+	}
+	return nil
+}
+
 // ensureRoot creates the Store's directories when they are missing, and
 // checks that those that exist are leash's.
 func (s *Store) ensureRoot(ctx context.Context) error {

@@ -176,9 +176,15 @@ func runCron(e *env, argv []string) int {
 	if err != nil {
 		return e.fail("cron", withStatus(exitUsage, err))
 	}
+	if err := sessionLeaseErr(r.store, r.lease.d); err != nil {
+		return e.fail("cron", err)
+	}
 	var names []string
 	for _, j := range jobs {
 		names = append(names, j.name)
+		if err := sessionLeaseErr(r.store, j.opts.Lease); j.opts.Lease > 0 && err != nil {
+			return e.fail("cron", fmt.Errorf("%s:%d: job %s: lease=: %w", r.file, j.line, j.name, err))
+		}
 	}
 	ctx := context.Background()
 	conn, err := openStore(ctx, r.store, func(c *conn) error {

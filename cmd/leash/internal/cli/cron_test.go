@@ -102,8 +102,13 @@ func TestCronUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	long := filepath.Join(dir, "long")
+	if err := os.WriteFile(long, []byte("@every 1s job lease=45s true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// No server listens there: refused before any round trip.
 	noJobs := "etcd://127.0.0.1:" + strconv.Itoa(port)
+	zk := "zk://127.0.0.1:" + strconv.Itoa(port)
 	for _, c := range []struct {
 		args []string
 		want string
@@ -116,11 +121,19 @@ func TestCronUsage(t *testing.T) {
 		{[]string{"cron", "--store", "mem://", "--lease", "1ns", bad}, "--lease"},
 		{[]string{"jobs", "--store", "mem://", "-n", "-1"}, "-n -1"},
 		{[]string{"jobs", "--store", "mem://", "--file", bad}, bad + ":1:"},
+		// A lock on ZooKeeper ends with its session: a longer lease is
+		// refused, as by leash run.
+		{[]string{"cron", "--store", zk, "--lease", "45s", good}, "longer than the ZooKeeper session timeout"},
+		{[]string{"cron", "--store", zk, long}, long + ":1: job job: lease=: --lease 45s is longer than the ZooKeeper session timeout"},
 	} {
 		code, _, stderr := run(t, c.args...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("leash %q: %d %q, want %d and %q", c.args, code, stderr, exitUsage, c.want)
 		}
+	}
+	// A ZooKeeper ensemble that cannot be reached is said at start.
+	if code, _, stderr := run(t, "cron", "--store", zk, good); code != exitStore || !strings.Contains(stderr, "reach") {
+		t.Errorf("leash cron on an unreachable zk:// = %d %q, want %d", code, stderr, exitStore)
 	}
 }
 
