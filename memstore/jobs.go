@@ -148,6 +148,9 @@ func (s *Store) AddRuns(ctx context.Context, name string, runs []driver.RunRecor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(runs) == 0 {
+		return nil // no job made of nothing, as the other stores do
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.jobs[name]

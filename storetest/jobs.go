@@ -395,6 +395,14 @@ func testJobsList(t *testing.T, s driver.Store, n *namer) {
 	if len(all) != 2 || all[0] != a || all[1] != b {
 		t.Errorf("Jobs(prefix*) = %q, want [%q %q]", all, a, b)
 	}
+	// Adding no records makes no job.
+	ghost := n.name() + "/ghost"
+	if err := jobs(s).AddRuns(ctx(t), ghost, nil, 0); err != nil {
+		t.Errorf("AddRuns with no records: %v", err)
+	}
+	if got, err := jobs(s).Jobs(ctx(t), quoteGlob(ghost)); err != nil || len(got) != 0 {
+		t.Errorf("Jobs after AddRuns of no records = %q, %v; want none", got, err)
+	}
 	every, err := jobs(s).Jobs(ctx(t), "") // the store may hold other tests' jobs too
 	if err != nil {
 		t.Fatalf("Jobs(\"\") error: %v", err)
