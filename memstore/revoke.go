@@ -20,7 +20,7 @@ func (s *Store) Revoke(ctx context.Context, n string) (bool, error) {
 		return false, err
 	}
 	s.mu.Lock()
-	st := s.get(n, time.Now())
+	st := s.look(n, time.Now())
 	switch {
 	case st.sem != nil && len(st.sem.permits) > 0, st.excl == nil && len(st.readers) > 0:
 		s.mu.Unlock()
@@ -46,7 +46,7 @@ func (s *Store) AckRevoke(ctx context.Context, req driver.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	st := s.get(req.Name, time.Now())
+	st := s.look(req.Name, time.Now())
 	var wakes []func()
 	if e := st.excl; e != nil && e.revoked && e.owner == req.Owner {
 		st.excl = nil

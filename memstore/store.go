@@ -181,6 +181,19 @@ func (st *name) blocked() time.Time {
 	return latest(st.readers)
 }
 
+// look returns n's record as get does, but keeps none for a name the Store
+// has never seen: the operations that change nothing on such a name
+// (Inspect, Renew, Release, Withdraw, ForceRelease, Revoke, AckRevoke) use
+// it, so that asking about a name costs no memory. (A name once locked
+// keeps its record, and its fencing counter, for the Store's life, as a
+// Redis server keeps its counter key.)
+func (s *Store) look(n string, now time.Time) *name {
+	if s.names[n] == nil {
+		return &name{readers: map[string]time.Time{}, writers: map[string]time.Time{}}
+	}
+	return s.get(n, now)
+}
+
 // wrongType is the refusal of a lock request on a semaphore's name.
 func wrongType(n string) error {
 	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a semaphore, not a mutex or readers-writer lock"})
@@ -353,7 +366,7 @@ func (s *Store) Renew(ctx context.Context, reqs []driver.Request) []driver.Renew
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, r := range reqs {
-		st := s.get(r.Name, now)
+		st := s.look(r.Name, now)
 		until := now.Add(r.Lease)
 		if s.sessions != nil {
 			until = time.Time{} // a session store's Renew checks; KeepAlive extends
@@ -410,7 +423,7 @@ func (s *Store) Withdraw(ctx context.Context, req driver.Request) error {
 		return err
 	}
 	s.mu.Lock()
-	st := s.get(req.Name, time.Now())
+	st := s.look(req.Name, time.Now())
 	var notes []note
 	if e := st.excl; e != nil && e.pending && e.owner == req.Owner {
 		// The waiter gave up with a lock handed to it and not picked up:
@@ -450,7 +463,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 	}
 	now := time.Now()
 	s.mu.Lock()
-	st := s.get(req.Name, now)
+	st := s.look(req.Name, now)
 	var notes []note
 	switch {
 	case req.Kind == driver.KindRead:
@@ -588,7 +601,7 @@ func (s *Store) Inspect(ctx context.Context, n string) (driver.Info, error) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.get(n, now)
+	st := s.look(n, now)
 	info := driver.Info{Name: n, Remaining: -1, Fence: st.fence, Queued: len(st.queue) + len(st.writers)}
 	for _, kind := range []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindWrite, driver.KindPermit} {
 		info.Waiters += len(s.watchers[watchKey{kind, n}])
@@ -631,7 +644,7 @@ func (s *Store) ForceRelease(ctx context.Context, n string) (bool, error) {
 		return false, err
 	}
 	s.mu.Lock()
-	st := s.get(n, time.Now())
+	st := s.look(n, time.Now())
 	any := st.excl != nil || len(st.readers) > 0 || len(st.writers) > 0 || len(st.queue) > 0 ||
 		(st.sem != nil && len(st.sem.permits) > 0)
 	var holders []string
