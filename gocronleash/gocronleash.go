@@ -317,11 +317,13 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 // while the tick's window lasts (until, by the instance's clock) and ctx
 // does: otherwise the tick would run nowhere. A lock held by another
 // owner (the job's previous run), and errors that trying again cannot
-// change, end it at once. A try whose outcome was unknown leaves nothing
-// behind that a later try would trip on: the Client gives such a grant back,
-// and the next try is a tenure of its own.
+// change, end it at once; but once a try's outcome was unknown, the lock
+// found held may be that try's own grant, which the Client gives back in
+// the background (the next try is a tenure of its own), so it is tried
+// again too.
 func (l *Locker) take(ctx context.Context, m *leash.Mutex, claimed bool, until time.Time) (*leash.Hold, error) {
 	backoff := 50 * time.Millisecond
+	unknown := false // a try failed with its outcome unknown
 	for {
 		hold, err := m.TryLock(ctx)
 		if err == nil || !claimed {
@@ -334,9 +336,15 @@ func (l *Locker) take(ctx context.Context, m *leash.Mutex, claimed bool, until t
 			if na.Remaining > 0 {
 				wait = na.Remaining
 			}
+		case errors.As(err, &na) && na.Err == nil && unknown:
+			// Held, after a try whose outcome was unknown: maybe by that
+			// try's own grant, which the Client is giving back (or which
+			// lapses within its lease). Try again.
 		case errors.As(err, &na), ctx.Err() != nil, errors.Is(err, leash.ErrClosed), errors.Is(err, leash.ErrInvalidArgument),
 			errors.Is(err, leash.ErrNotALock), errors.Is(err, leash.ErrUnsupported):
 			return nil, err
+		default:
+			unknown = true
 		}
 		if !l.opts.Now().Add(wait).Before(until) {
 			return nil, err

@@ -820,3 +820,46 @@ func TestRunLockRetriedAfterClaim(t *testing.T) {
 		})
 	}
 }
+
+// TestRunLockGrantWithLostAnswer: the run lock's first try is granted but
+// its answer lost; the Client gives the grant back in the background, and
+// that give-back fails at first. The next try finds the lock held — by the
+// first try's own grant — and is tried again until the give-back lands,
+// rather than recording the claimed tick skipped and running it nowhere.
+func TestRunLockGrantWithLostAnswer(t *testing.T) {
+	ctx := t.Context()
+	job := "test/run-lock-lost-answer"
+	st := &hookStore{Store: memstore.New()}
+	var tries, givebacks atomic.Int32
+	var first atomic.Value // the first try's owner
+	st.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+		g, err := st.Store.Acquire(ctx, req)
+		if tries.Add(1) == 1 && err == nil && g.Acquired {
+			first.Store(req.Owner)
+			return driver.Grant{}, errors.New("i/o timeout") // granted, answer lost
+		}
+		return g, err
+	}
+	st.release = func(ctx context.Context, req driver.Request) error {
+		if o, _ := first.Load().(string); o == req.Owner && givebacks.Add(1) <= 2 {
+			return errors.New("i/o timeout") // the give-back fails twice
+		}
+		return st.Store.Release(ctx, req)
+	}
+	l := memLocker(t, st, job, "@every 1h", nil)
+	lk, err := l.Lock(ctx, job)
+	if err != nil {
+		t.Fatalf("Lock: %v; want the run lock once the first try's grant is given back (%d tries, %d give-backs)",
+			err, tries.Load(), givebacks.Load())
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.History(ctx, job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Runs) != 1 || h.Runs[0].Outcome != driver.OutcomeOK {
+		t.Errorf("history: %+v, want one ok run", h.Runs)
+	}
+}
