@@ -330,6 +330,11 @@ func (h *Hold) UnlockAfter(ctx context.Context, d time.Duration) error {
 	switch v := fold(c.renewAll(rctx, reqs)); {
 	case v.lost != 0:
 		lostErr = &LostError{Name: reqs[v.part].Name, Fence: t.parts[v.part].fence, Reason: v.lost, Err: ErrNotHeld}
+		if v.lost == ReasonRevoked {
+			// Revoked, and learnt only now: the holder is done with it, so
+			// the store may free the name without waiting out the lease.
+			c.ackRevoke(t)
+		}
 		return lostErr
 	case v.err != nil:
 		return fmt.Errorf("leash: unlock %q after %v: %w (%s)",

@@ -136,3 +136,35 @@ func TestAckRevokeOnUnlock(t *testing.T) {
 		other.Close()
 	}
 }
+
+// deafRevoker is a memstore whose revocations are never heard on the
+// channel: a Client learns of them only from a renewal.
+type deafRevoker struct{ *memstore.Store }
+
+func (deafRevoker) WatchRevokes(context.Context, string, func(driver.Revocation)) (func(), error) {
+	return func() {}, nil
+}
+
+// A revocation learnt only by UnlockAfter's renewal (the holder never heard
+// it) is acknowledged there: the holder is done with the lock, and the name
+// is free at once rather than when the revoked lease runs out.
+func TestUnlockAfterAcknowledgesARevocation(t *testing.T) {
+	s := deafRevoker{memstore.New()}
+	holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+	defer holder.Close()
+	other := newClient(t, s, nil)
+	defer other.Close()
+	h := mustLock(t, holder.Mutex("job"), context.Background())
+	if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+		t.Fatalf("ForceUnlock = %v, %v; want true, nil", ok, err)
+	}
+	if err := h.UnlockAfter(context.Background(), time.Minute); !errors.Is(err, leash.ErrRevoked) {
+		t.Fatalf("UnlockAfter of a revoked hold = %v, want ErrRevoked", err)
+	}
+	leash.WaitAcks(holder)
+	g, err := other.Mutex("job").TryLock(context.Background())
+	if err != nil {
+		t.Fatalf("TryLock after the revoked holder's UnlockAfter = %v; want the lock (acknowledged)", err)
+	}
+	_ = g.Unlock(context.Background())
+}
