@@ -182,8 +182,8 @@ func runCron(e *env, argv []string) int {
 	var names []string
 	for _, j := range jobs {
 		names = append(names, j.name)
-		if err := sessionLeaseErr(r.store, j.opts.Lease); j.opts.Lease > 0 && err != nil {
-			return e.fail("cron", fmt.Errorf("%s:%d: job %s: lease=: %w", r.file, j.line, j.name, err))
+		if err := jobLeaseErr(r, j); err != nil { // before any round trip
+			return e.fail("cron", err)
 		}
 	}
 	ctx := context.Background()
@@ -253,6 +253,18 @@ func runCron(e *env, argv []string) int {
 	}
 }
 
+// jobLeaseErr is the usage error for a job whose lease= a ZooKeeper store
+// cannot keep (see sessionLeaseErr), or nil.
+func jobLeaseErr(r *cronConfig, j *cronJob) error {
+	if j.opts.Lease <= 0 {
+		return nil
+	}
+	if err := sessionLeaseErr(r.store, j.opts.Lease); err != nil {
+		return fmt.Errorf("%s:%d: job %s: lease=: %w", r.file, j.line, j.name, err)
+	}
+	return nil
+}
+
 // daemon is a running leash cron.
 type daemon struct {
 	e           *env
@@ -284,6 +296,9 @@ func (d *daemon) load(jobs []*cronJob) error {
 	for _, j := range jobs {
 		if err := checkName(d.conn.store, j.name); err != nil {
 			return fmt.Errorf("%s:%d: %w", d.r.file, j.line, err)
+		}
+		if err := jobLeaseErr(d.r, j); err != nil { // on a reload too
+			return err
 		}
 		next[j.name] = j
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -348,5 +349,33 @@ func TestCrontabRefusesLocalZone(t *testing.T) {
 		if _, err := parseCrontab("tab", strings.NewReader(tab)); err == nil || !strings.Contains(err.Error(), "Local") {
 			t.Errorf("%q: error %v, want a refusal of the host's local zone", tab, err)
 		}
+	}
+}
+
+// TestCronReloadRefusesLeaseLongerThanSession: a crontab reloaded (SIGHUP)
+// with a job whose lease= a ZooKeeper session cannot keep is refused, as
+// at start, and the jobs stay as they were; no server is needed to tell.
+func TestCronReloadRefusesLeaseLongerThanSession(t *testing.T) {
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &cronConfig{store: storeFlags{url: "zk://127.0.0.1:" + strconv.Itoa(port)}, file: "tab"}
+	conn, err := newConn(context.Background(), r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	jobs, err := parseCrontab("tab", strings.NewReader("@every 1s job lease=45s true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{r: r, conn: conn}
+	if err := d.load(jobs); err == nil || !strings.Contains(err.Error(), "tab:1: job job: lease=") ||
+		!strings.Contains(err.Error(), "ZooKeeper session timeout") {
+		t.Errorf("load of a job with lease=45s on zk:// = %v; want the lease refused", err)
+	}
+	if len(d.jobs) != 0 {
+		t.Errorf("jobs after the refused load: %v, want none added", d.jobs)
 	}
 }
