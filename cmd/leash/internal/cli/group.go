@@ -59,12 +59,16 @@ func (g *groupStop) kill() {
 // clear makes sure nothing of the group outlives the lock once its leader
 // has exited: processes left in it get SIGTERM (unless they had it) and
 // SIGKILL when killAfter has passed. Signals from sigs (nil: none) are
-// passed on to the group meanwhile. It returns when no process is left.
+// passed on to the group meanwhile. It returns when no process is left, or
+// killWait after the SIGKILL at most (a killed process its parent has not
+// reaped yet still counts).
 func (g *groupStop) clear(sigs <-chan os.Signal) {
-	if g.killed || !groupAlive(g.pgid) {
+	if !groupAlive(g.pgid) {
 		return
 	}
-	g.term()
+	if !g.killed {
+		g.term()
+	}
 	for !g.killed && groupAlive(g.pgid) {
 		select {
 		case sig := <-sigs:
@@ -75,7 +79,15 @@ func (g *groupStop) clear(sigs <-chan os.Signal) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// SIGKILL is delivered at once, but the processes are gone only once
+	// the kernel has torn them down: the lock is released after that.
+	for end := time.Now().Add(killWait); groupAlive(g.pgid) && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond) // polls the group; killWait bounds it
+	}
 }
+
+// killWait bounds how long clear waits for a killed group to be gone.
+const killWait = 2 * time.Second
 
 // groupAlive reports whether any process of the process group is left.
 func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
