@@ -251,9 +251,16 @@ func (s *Store) GraceLeft(ctx context.Context, name string, lease time.Duration)
 	}
 	var retry staleRetry
 	for {
-		ms, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Int64()
+		v, err := graceScript.Run(ctx, s.rdb, []string{marker}, s.graceArg(lease, f)).Result()
+		if e := notALock(name, v); err == nil && e != nil {
+			err = e // the marker's key holds an application's data
+		}
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: restart grace of %q: %w", name, err)
+		}
+		ms, ok := v.(int64)
+		if !ok {
+			return 0, fmt.Errorf("redisstore: restart grace of %q: unexpected reply %v", name, v)
 		}
 		if ms >= 0 {
 			return time.Duration(ms) * time.Millisecond, nil

@@ -635,7 +635,8 @@ func TestRenewWriteBesideForeignReaders(t *testing.T) {
 // under the store's KeyPrefix) holding an application's data — a list, or
 // a string that is no marker — is never overwritten: not by the first
 // acquire after a restart, which would write the marker, nor by MarkFresh.
-// Both are refused with an ErrNotALock saying what the key holds.
+// Both are refused with an ErrNotALock saying what the key holds, and so is
+// GraceLeft (the CLI's grace note), which would otherwise report a grace.
 func TestRestartMarkerHoldingUserData(t *testing.T) {
 	srv := sharedRedis(t)
 	rdb := newRDB(t, srv.Addr)
@@ -664,6 +665,9 @@ func TestRestartMarkerHoldingUserData(t *testing.T) {
 				}
 			}
 			checkUnchanged(t, rdb, marker, before)
+			if left, err := s.GraceLeft(ctx, lockName(t), time.Minute); !errors.Is(err, leash.ErrNotALock) {
+				t.Errorf("GraceLeft with %s at the marker's key = %v, %v; want ErrNotALock", what, left, err)
+			}
 			if err := s.MarkFresh(ctx); !errors.Is(err, leash.ErrNotALock) {
 				t.Errorf("MarkFresh with %s at the marker's key = %v; want ErrNotALock", what, err)
 			}
