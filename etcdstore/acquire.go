@@ -237,7 +237,7 @@ func (s *Store) learn(reqs []driver.Request, states []nameState, gets []*pb.Resp
 			if _, ok := decodeSem(sem.Value); !ok {
 				return 0, s.notALock(r.Name, string(sem.Key), sem.Value)
 			}
-			return 0, &driver.NotALockError{Name: r.Name, Found: "a semaphore, not a lock"}
+			return 0, &driver.NotALockError{Name: r.Name, Found: foundSemaphore}
 		}
 		switch {
 		case fence == nil:

@@ -66,11 +66,11 @@ func (s *Store) release(ctx context.Context, req driver.Request) error {
 // either way).
 func (s *Store) otherKind(ctx context.Context, req driver.Request) error {
 	ops := []clientv3.Op{clientv3.OpGet(s.semKey(req.Name), clientv3.WithCountOnly())}
-	found := []string{"a semaphore, not a lock"}
+	found := []string{foundSemaphore}
 	if req.Kind == driver.KindPermit {
 		ops = []clientv3.Op{clientv3.OpGet(s.lockKey(req.Name), clientv3.WithCountOnly()),
 			clientv3.OpGet(s.readDir(req.Name), clientv3.WithPrefix(), clientv3.WithCountOnly())}
-		found = []string{"a lock, not a semaphore", "a read-write lock's readers, not a semaphore"}
+		found = []string{foundLock, foundReaders}
 	}
 	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -83,3 +83,10 @@ func (s *Store) otherKind(ctx context.Context, req driver.Request) error {
 	}
 	return nil
 }
+
+// What a kind refusal says a name holds.
+const (
+	foundSemaphore = "a semaphore, not a lock"                      // to a lock's request
+	foundLock      = "a lock, not a semaphore"                      // to a permit's
+	foundReaders   = "a read-write lock's readers, not a semaphore" // to a permit's
+)

@@ -68,9 +68,9 @@ func (s *Store) readSem(ctx context.Context, name, owner string) (semKeys, error
 	case k.fence != nil && string(k.fence.Value) != fenceMark:
 		return semKeys{}, s.notALock(name, string(k.fence.Key), k.fence.Value)
 	case k.lock != nil:
-		return semKeys{}, &driver.NotALockError{Name: name, Found: "a lock, not a semaphore"}
+		return semKeys{}, &driver.NotALockError{Name: name, Found: foundLock}
 	case only(resp.Responses[3]) != nil:
-		return semKeys{}, &driver.NotALockError{Name: name, Found: "a read-write lock's readers, not a semaphore"}
+		return semKeys{}, &driver.NotALockError{Name: name, Found: foundReaders}
 	}
 	if k.sem != nil {
 		var ok bool

@@ -350,12 +350,8 @@ func (l *Locker) take(ctx context.Context, m *leash.Mutex, claimed bool, until t
 			return nil, err
 		}
 		backoff = min(2*backoff, time.Second)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return nil, errors.Join(err, ctx.Err())
-		case <-t.C:
 		}
 	}
 }
@@ -398,13 +394,21 @@ func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.
 			return res, fmt.Errorf("%w: %q tick %s (%s; latest claim %s)", ErrTickTaken, name, at, res.Status,
 				res.Last.Tick.UTC().Format(time.RFC3339Nano))
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait) {
 			return res, fmt.Errorf("gocronleash: tick %s of %q not claimed: %w", at, name, errors.Join(ctx.Err(), unknown))
-		case <-t.C:
 		}
+	}
+}
+
+// sleep waits d, and reports false when ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

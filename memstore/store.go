@@ -194,14 +194,21 @@ func (s *Store) look(n string, now time.Time) *name {
 	return s.get(n, now)
 }
 
+// What a refusal says a name holds: a semaphore, to a lock's request; a
+// lock, to a semaphore's.
+const (
+	foundSemaphore = "a semaphore, not a mutex or readers-writer lock"
+	foundLock      = "a mutex or readers-writer lock, not a semaphore"
+)
+
 // wrongType is the refusal of a lock request on a semaphore's name.
 func wrongType(n string) error {
-	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a semaphore, not a mutex or readers-writer lock"})
+	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: foundSemaphore})
 }
 
 // notASemaphore is the refusal of a semaphore request on a lock's name.
 func notASemaphore(n string) error {
-	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: "a mutex or readers-writer lock, not a semaphore"})
+	return fmt.Errorf("memstore: %w", &leash.NotALockError{Name: n, Found: foundLock})
 }
 
 // notHeld is Release's error when req.Owner does not hold req.Name: a
@@ -211,9 +218,9 @@ func notHeld(st *name, req driver.Request) error {
 	var found string
 	switch {
 	case req.Kind == driver.KindPermit && (st.excl != nil || len(st.readers) > 0):
-		found = "a mutex or readers-writer lock, not a semaphore"
+		found = foundLock
 	case req.Kind != driver.KindPermit && st.sem != nil && len(st.sem.permits) > 0:
-		found = "a semaphore, not a mutex or readers-writer lock"
+		found = foundSemaphore
 	default:
 		return fmt.Errorf("memstore: release %q: %w", req.Name, leash.ErrNotHeld)
 	}

@@ -182,18 +182,10 @@ func (s *Store) MarkFresh(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("redisstore: mark fresh: %w", err)
 		}
-		if err := markFreshScript.Load(ctx, c).Err(); err != nil {
-			return fmt.Errorf("redisstore: mark fresh: %w", err)
-		}
 		for chunk := range slices.Chunk(keys, 500) { // each round trip well within a timeout
-			pipe := c.Pipeline()
-			cmds := make([]*redis.Cmd, len(chunk))
-			for i, k := range chunk {
-				cmds[i] = markFreshScript.EvalSha(ctx, pipe, []string{k}, "0:"+f.id)
-			}
-			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-				return fmt.Errorf("redisstore: mark fresh: %w", err)
-			}
+			cmds, _ := evalPipelined(ctx, c, replicaGuard{}, len(chunk), func(i int) (*redis.Script, []string, []any) {
+				return markFreshScript, chunk[i : i+1], []any{"0:" + f.id}
+			})
 			for i, cmd := range cmds {
 				switch what, err := cmd.Text(); {
 				case errors.Is(err, redis.Nil): // set

@@ -147,10 +147,12 @@ local function not_lock(key, fam, sizekey)
         return nil
     end
     if typ == 'zset' then
+        if not owner_shaped(redis.call('zrange', key, '0', '0')[1]) then
+            return 'a zset that is not a semaphore'
+        end
         -- A lock script has no sizekey: it refuses a zset of owners as the semaphore it
         -- looks like, without the count that would prove it.
-        if not owner_shaped(redis.call('zrange', key, '0', '0')[1])
-            or (sizekey or fam ~= 'lock') and (not sizekey or redis.call('exists', sizekey) == 0) then
+        if sizekey and redis.call('exists', sizekey) == 0 or not sizekey and fam ~= 'lock' then
             return 'a zset that is not a semaphore'
         end
         if fam == 'lock' then
