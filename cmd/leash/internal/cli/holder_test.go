@@ -194,3 +194,56 @@ func TestHelpLsColumns(t *testing.T) {
 		t.Errorf("leash help ls example columns = %q, ls prints %q", got, printed)
 	}
 }
+
+// TestUnlockOfTailLeavesTheNextHolder: unlock --force frees a lock left to
+// expire (a --at-least tail) at once, as its holder; when the tail ends and
+// someone else takes the name between unlock's look and its release, the
+// new holder's lock is left alone (a force release would have deleted it
+// while its holder worked under it).
+func TestUnlockOfTailLeavesTheNextHolder(t *testing.T) {
+	srv := sharedRedis(t)
+	store := "redis://" + srv.Addr
+	name, log := lockName(t), logFile(t)
+	if status, _, stderr := runLeash(t, store, runArgs(name, []string{"--at-least", "20s"}, child(log))...); status != 0 {
+		t.Fatalf("leash run --at-least exited %d; stderr:\n%s", status, stderr)
+	}
+	ctx := ctxFor(t)
+	rs := redisstore.New(newRDB(t, srv.Addr), nil)
+	info, err := rs.Inspect(ctx, name)
+	if err != nil || len(info.Owners) != 1 || !tailOnly(ctx, rs, info) {
+		t.Fatalf("Inspect of the tail = %+v, %v; want one owner, in its tail", info, err)
+	}
+	// The tail ends (as its lease would) and another client takes the name.
+	if _, err := rs.ForceRelease(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	next, err := newClient(t, srv.Addr, nil).Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed, err := releaseTail(ctx, rs, name, info)
+	if err != nil || len(freed) != 0 {
+		t.Errorf("releaseTail after the tail ended = %v, %v; want nothing freed", freed, err)
+	}
+	now, err := rs.Inspect(ctx, name)
+	if err != nil || !now.Held || len(now.Owners) != 1 || now.Owners[0].Owner != next.Owner() || next.Err() != nil {
+		t.Errorf("after releaseTail: Inspect = %+v, %v, the new holder's Err = %v; want the new holder's lock untouched", now, err, next.Err())
+	}
+	if err := next.Unlock(ctx); err != nil {
+		t.Errorf("the new holder's Unlock = %v", err)
+	}
+
+	// Without a race: the tail is released as its holder, at once.
+	if status, _, stderr := runLeash(t, store, runArgs(name, []string{"--at-least", "20s"}, child(log, "-id", "second"))...); status != 0 {
+		t.Fatalf("the second leash run --at-least exited %d; stderr:\n%s", status, stderr)
+	}
+	info, err = rs.Inspect(ctx, name)
+	if err != nil || len(info.Owners) != 1 {
+		t.Fatalf("Inspect of the second tail = %+v, %v", info, err)
+	}
+	status, out, stderr := runLeash(t, store, "unlock", "--force", name)
+	if status != 0 || !strings.Contains(out, "unlocked") || !strings.Contains(out, info.Owners[0].Owner) || !strings.Contains(out, "work had ended") {
+		t.Errorf("unlock --force of a tail = %d, %q, %q; want it unlocked, naming its holder", status, out, stderr)
+	}
+	assertFree(t, newRDB(t, srv.Addr), name)
+}

@@ -31,6 +31,9 @@ keeps the name out of use until its lease would have ended anyway, so two
 holders never overlap. Waiters are woken as soon as
 the name is free. A lock held by readers or permits (many holders) is
 deleted at once instead, as with --now. On other stores --force is --now.
+A lock whose holders have all ended their work and only keep it until its
+lease runs out ('leash run --at-least') is released at once on every store,
+as those holders: someone who took the name after them is left alone.
 
 --now deletes the lock at once and wakes its waiters, whether or not the
 holder has heard: the next waiter takes it while a holder that is paused or
@@ -99,7 +102,20 @@ func runUnlock(e *env, argv []string) int {
 	if len(info.Owners) > 0 {
 		holder = info.Owners[0].Owner
 	}
-	if rv, ok := admin.(driver.Revoker); ok && !now && !tailOnly(ctx, conn.store, info) {
+	if !now && tailOnly(ctx, conn.store, info) {
+		freed, err := releaseTail(ctx, conn.store, names[0], info)
+		if err != nil {
+			return e.fail("unlock", conn.fail(err))
+		}
+		if len(freed) == 0 {
+			fmt.Fprintf(e.stdout, "lock %q was not held by %s any more: its lease ended, and a holder that came after is left alone\n",
+				names[0], holder)
+			return exitOK
+		}
+		fmt.Fprintf(e.stdout, "unlocked %q: it was held by %s (fence %d), whose work had ended\n", names[0], strings.Join(freed, ", "), info.Fence)
+		return exitOK
+	}
+	if rv, ok := admin.(driver.Revoker); ok && !now {
 		revoked, err := rv.Revoke(ctx, names[0])
 		switch {
 		case err == nil && revoked:
@@ -132,7 +148,9 @@ func runUnlock(e *env, argv []string) int {
 
 // tailOnly reports whether every holder of info's lock has ended its work
 // and only left the lock to expire (leash run's --at-least tail), by its
-// Client's record: no one acts under the lock, so it can be freed at once.
+// Client's record: no one acts under the lock, so it can be freed at once
+// (releaseTail) rather than revoked, which would wait for an acknowledgement
+// that a holder whose process has exited never sends.
 func tailOnly(ctx context.Context, store driver.Store, info driver.Info) bool {
 	if len(info.Owners) == 0 {
 		return false
@@ -145,4 +163,25 @@ func tailOnly(ctx context.Context, store driver.Store, info driver.Info) bool {
 		}
 	}
 	return true
+}
+
+// releaseTail frees a lock that tailOnly found left to expire, by releasing
+// each holder's hold as that holder: a release names its owner, so it frees
+// only what info listed. A tail may end, and someone else take the name,
+// between the Inspect and here; a ForceRelease, which deletes whoever holds
+// the name, would then delete the new holder's lock while it works under
+// it. It returns the owners whose holds it released; an owner that held
+// nothing any more is left out.
+func releaseTail(ctx context.Context, store driver.Store, name string, info driver.Info) ([]string, error) {
+	var freed []string
+	for _, o := range info.Owners {
+		err := store.Release(ctx, driver.Request{Kind: info.Kind, Name: name, Owner: o.Owner})
+		switch {
+		case err == nil:
+			freed = append(freed, o.Owner)
+		case !errors.Is(err, driver.ErrNotHeld):
+			return freed, err
+		}
+	}
+	return freed, nil
 }
