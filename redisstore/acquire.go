@@ -45,7 +45,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 		keys = mutexKeys(n)
 		args = s.fairArgs(req)
 	case driver.KindRead:
-		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}
+		script, keys = acquireReadScript, []string{n, tokenKey(n), readersKey(n), writersKey(n), readerTimeoutKey(n, req.Owner)}
 		args = append(make([]any, 0, 4), ms(req.Lease), req.Owner, req.Parent)
 	case driver.KindWrite:
 		script, keys = acquireWriteScript, []string{n, tokenKey(n), readersKey(n), writersKey(n)}

@@ -1,26 +1,30 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/leash-go/leash"
+	"github.com/leash-go/leash/driver"
 	"github.com/redis/go-redis/v9"
 )
 
 // redissonRead writes what Redisson's RReadWriteLock writes for a read
 // lock held by thread 1 of the Java client whose id is uuid: the owner's
 // field in the lock hash, beside mode "read", its lease's timeout key, and
-// the hash's TTL at that lease.
+// the hash's TTL at that lease. Both are deleted at cleanup.
 func redissonRead(t *testing.T, rdb *redis.Client, name, uuid string, lease time.Duration) {
 	t.Helper()
 	ctx := bg(t)
 	owner := uuid + ":1"
+	timeout := "{" + name + "}:" + owner + ":rwlock_timeout:1"
+	t.Cleanup(func() { rdb.Del(context.Background(), name, timeout) })
 	if err := rdb.HSet(ctx, name, "mode", "read", owner, 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	rdb.Set(ctx, "{"+name+"}:"+owner+":rwlock_timeout:1", 1, lease)
+	rdb.Set(ctx, timeout, 1, lease)
 	rdb.PExpire(ctx, name, lease)
 }
 
@@ -37,7 +41,6 @@ func TestRedissonReaderExcludesWriters(t *testing.T) {
 	n := lockName(t)
 	const java = "8f0c4b9e-1d2a-4c3b-9e8f-0a1b2c3d4e5f"
 	redissonRead(t, rdb, n, java, time.Hour)
-	t.Cleanup(func() { rdb.Del(ctx, n, "{"+n+"}:"+java+":1:rwlock_timeout:1") })
 	javaHeld := func(when string) {
 		t.Helper()
 		if v, err := rdb.HGet(ctx, n, java+":1").Result(); err != nil || v != "1" {
@@ -91,4 +94,99 @@ func TestRedissonReaderExcludesWriters(t *testing.T) {
 	}
 	javaHeld("after both leash readers left")
 	writerRefused("after both leash readers left")
+}
+
+// redissonReadUnlock does what Redisson's RReadWriteLock does when thread 1
+// of the Java client uuid ends its (one) read hold: it drops its field and
+// timeout key; then, while other fields remain, it keeps the hash for the
+// longest lease it finds among their timeout keys, and deletes the hash when
+// it finds none. It reports whether the hash was deleted.
+var redissonReadUnlock = redis.NewScript(`
+redis.call('hdel', KEYS[1], ARGV[1])
+redis.call('del', KEYS[2] .. ':' .. ARGV[1] .. ':rwlock_timeout:1')
+if redis.call('hlen', KEYS[1]) > 1 then
+    local longest = -3
+    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+        local n = tonumber(redis.call('hget', KEYS[1], field))
+        if type(n) == 'number' then
+            for i = n, 1, -1 do
+                longest = math.max(longest, redis.call('pttl', KEYS[2] .. ':' .. field .. ':rwlock_timeout:' .. i))
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        return 0
+    end
+end
+redis.call('del', KEYS[1])
+return 1`)
+
+// redissonTryWrite does what Redisson's RReadWriteLock does when thread 1 of
+// the Java client uuid tries the write lock: it is granted only when the
+// hash has no mode. It reports whether it was granted.
+var redissonTryWrite = redis.NewScript(`
+if redis.call('hget', KEYS[1], 'mode') == false then
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[1], 1)
+    redis.call('pexpire', KEYS[1], 30000)
+    return 1
+end
+return 0`)
+
+// TestLeashReaderExcludesRedissonWriters: a leash reader's hold is one that
+// Redisson's RReadWriteLock counts. When the last Java reader leaves while a
+// leash reader still holds, Redisson keeps the lock hash, so a Java writer
+// is not granted beside the leash reader (it was, when leash kept its
+// readers only in a zset of its own); once the leash reader leaves too, the
+// Java writer is granted. Inspect lists the leash reader once.
+func TestLeashReaderExcludesRedissonWriters(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	c := newClient(t, srv.Addr, nil)
+	ctx := bg(t)
+	n := lockName(t)
+	const java = "5d6e7f80-9a1b-4c2d-8e3f-405162738495"
+	redissonRead(t, rdb, n, java, time.Hour)
+
+	r, err := c.RWMutex(n, nil).RLock(ctx)
+	if err != nil {
+		t.Fatalf("a leash reader beside the Java reader: %v", err)
+	}
+	info, err := c.Inspect(ctx, n)
+	if err != nil || info.Kind != driver.KindRead || len(info.Owners) != 2 {
+		t.Errorf("Inspect with a Java and a leash reader = %+v, %v; want two read owners", info, err)
+	}
+	for _, o := range info.Owners {
+		if o.Owner == r.Owner() && (o.Remaining <= 0 || o.Kind != driver.KindRead) {
+			t.Errorf("Inspect lists the leash reader as %+v; want a read hold with its lease", o)
+		}
+	}
+
+	deleted, err := redissonReadUnlock.Run(ctx, rdb, []string{n, "{" + n + "}"}, java+":1").Int()
+	if err != nil || deleted != 0 {
+		t.Fatalf("the Java reader's unlock = %v, %v; want the hash kept for the leash reader", deleted, err)
+	}
+	if ttl := rdb.PTTL(ctx, n).Val(); ttl <= 0 {
+		t.Errorf("the hash's TTL after the Java reader left = %v, want the leash reader's lease", ttl)
+	}
+	if granted, err := redissonTryWrite.Run(ctx, rdb, []string{n}, java+":2").Int(); err != nil || granted != 0 {
+		t.Fatalf("a Java writer beside the leash reader: granted = %v, %v; want refused", granted, err)
+	}
+	if err := r.Renew(ctx); err != nil {
+		t.Fatalf("the leash reader's renewal after the Java reader left: %v", err)
+	}
+	if ttl := rdb.PTTL(ctx, "{"+n+"}:"+r.Owner()+":rwlock_timeout:1").Val(); ttl <= 0 {
+		t.Errorf("the leash reader's timeout key after its renewal: PTTL %v, want its lease", ttl)
+	}
+
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := rdb.Exists(ctx, n, "{"+n+"}:"+r.Owner()+":rwlock_timeout:1").Result(); err != nil || left != 0 {
+		t.Errorf("after the last reader left, %d of the hash and the reader's timeout key remain (%v)", left, err)
+	}
+	if granted, err := redissonTryWrite.Run(ctx, rdb, []string{n}, java+":2").Int(); err != nil || granted != 1 {
+		t.Errorf("a Java writer once every reader left: granted = %v, %v; want granted", granted, err)
+	}
+	rdb.Del(ctx, n)
 }

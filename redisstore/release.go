@@ -70,7 +70,7 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
 	case driver.KindRead:
 		script = releaseReadScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch, readerTimeoutKey(n, req.Owner)}
 		args = []any{req.Owner, ms(latchTTL)}
 	case driver.KindPermit:
 		script = releasePermitScript

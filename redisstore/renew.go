@@ -100,12 +100,12 @@ func (s *Store) batches(reqs []driver.Request) []batch {
 				r := reqs[k]
 				n := s.key(r.Name)
 				switch r.Kind {
-				case driver.KindRead: // the reader's lease, and the hash kept alive as long
-					b.keys = append(b.keys, readersKey(n), n)
+				case driver.KindRead: // the reader's lease, the hash kept alive as long, its timeout key
+					b.keys = append(b.keys, readersKey(n), n, readerTimeoutKey(n, r.Owner))
 				case driver.KindWrite: // the hash, and the readers it must outlive
 					b.keys = append(b.keys, n, readersKey(n))
 				case driver.KindPermit: // the permit's lease, in the semaphore's own zset
-					b.keys = append(b.keys, n, n)
+					b.keys = append(b.keys, n, n, n)
 				default:
 					b.keys = append(b.keys, n)
 				}

@@ -159,6 +159,12 @@ func parseInfo(name string, v any) (driver.Info, error) {
 		}
 	case "hash":
 		info.Kind = driver.KindMutex
+		// Each leash reader keeps a field in the hash, as Redisson's readers
+		// do (see acquire_read.lua); its lease is in the readers' zset.
+		readerOwners := make(map[any]bool, len(readers)/2)
+		for i := 0; i < len(readers); i += 2 {
+			readerOwners[readers[i]] = true
+		}
 		var holders []driver.OwnerHolds
 		for i := 0; i < len(contents); i += 2 {
 			field, ok1 := contents[i].(string)
@@ -169,6 +175,9 @@ func parseInfo(name string, v any) (driver.Info, error) {
 			if field == "revoked" {
 				info.Revoked = strings.Split(value, "\n")
 				continue
+			}
+			if readerOwners[field] {
+				continue // a leash reader's hold, listed with its lease below
 			}
 			if field == "mode" {
 				switch value {

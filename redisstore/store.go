@@ -489,15 +489,17 @@ var (
 // Redisson's layouts (RLock, RFairLock, RReadWriteLock, and leash's own
 // semaphore).
 //
-// Readers-writer locks are shared with Redisson's RReadWriteLock only in
-// part: a Redisson reader or writer keeps leash's writers out (and leash's
-// writers never delete a Redisson reader's hold), and a leash writer or
-// reader keeps Redisson's writers out; but leash's readers keep their
-// leases in a set of their own, which Redisson does not read, so a Redisson
-// reader that shares the lock with leash readers and unlocks last of the
-// Redisson readers deletes the lock hash, and a Redisson writer may then be
-// granted while leash readers still read. Do not let Java readers and Go
-// readers share a name that Java writers take.
+// Readers-writer locks are shared with Redisson's RReadWriteLock: a
+// Redisson reader or writer keeps leash's writers out (and leash's writers
+// never delete a Redisson reader's hold), and a leash writer or reader keeps
+// Redisson's writers out. Each leash reader keeps, besides its lease in a set
+// of leash's own, a hold where Redisson's readers keep theirs (its field in
+// the lock hash and its "{name}:<owner>:rwlock_timeout:1" key, set to its
+// lease at each renewal), so a Redisson reader that unlocks last of the
+// Redisson readers keeps the hash while leash readers read. A Redisson
+// reader's watchdog extends every reader's timeout key, leash's too: a leash
+// reader that crashed may keep Java writers out until the Java readers'
+// lease after it (leash's writers purge it at its own lease's end).
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }
@@ -664,6 +666,18 @@ func prefixName(prefix, name string) string {
 		return prefix + ":" + name
 	}
 	return prefix + ":{" + name + "}"
+}
+
+// readerTimeoutKey is the key that holds a read hold's lease in Redisson's
+// RReadWriteLock layout, "{name}:<owner>:rwlock_timeout:1" ("name:<owner>…"
+// when the name carries a hash tag): each leash reader keeps one beside its
+// field in the lock hash, so that Redisson's readers count its hold (see
+// acquire_read.lua).
+func readerTimeoutKey(name, owner string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name + ":" + owner + ":rwlock_timeout:1"
+	}
+	return "{" + name + "}:" + owner + ":rwlock_timeout:1"
 }
 
 // companions appends to dst the companion keys of name for prefixes (see

@@ -8,7 +8,9 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner
 -- ARGV[3]  parent: the write lock's owner when its holder downgrades, else ""
--- KEYS[5]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
+-- KEYS[5]  the reader's timeout key, {name}:<owner>:rwlock_timeout:1 (Redisson's name for a
+--          read hold's lease)
+-- KEYS[6]  restart marker, leash:epoch (leash:epoch:{<slot tag>} on Cluster): see fresh_token()
 -- ARGV[4]  restart grace: "0" for none, else "[<end µs>=]<µs>@<start µs>:<run id>[#<node id>]"
 --          (see grace_at); a fresh grant inside it is refused with {0, ms left, "grace"}, and one
 --          on a server the view does not name with {0, 0, "stale"}, nothing written
@@ -20,16 +22,21 @@
 -- waits, new readers are refused (no writer starvation), except the writer itself taking a
 -- read lease under an owner of its own (a downgrade, ARGV[3] naming the writer). Touches
 -- only KEYS.
+-- Each reader also keeps a hold in the hash as a Redisson reader does: its field "<owner>" ->
+-- 1 and its timeout key with its lease. Redisson's RReadWriteLock reads them: a Java reader
+-- that leaves while leash readers hold keeps the hash (and so keeps Java writers out) as long
+-- as their timeout keys live, where without them it would delete it.
 local bad = refusal(KEYS[1], 'lock', KEYS[3], 'owners', KEYS[4], 'owners', KEYS[2], 'counter')
 if bad then
     return bad
 end
 local now = now_ms()
 local lease = tonumber(ARGV[1])
-purge(KEYS[3], now)
+purge_readers(KEYS[3], KEYS[1], now)
 purge(KEYS[4], now)
 if redis.call('zscore', KEYS[3], ARGV[2]) then -- a retry of a granted read
     redis.call('zadd', KEYS[3], now + lease, ARGV[2])
+    redis.call('set', KEYS[5], 1, 'px', lease)
     extend(KEYS[3], lease)
     extend(KEYS[1], lease)
     return {1, last_token(KEYS[2]), 1}
@@ -42,14 +49,17 @@ end
 if not downgrade and redis.call('zcard', KEYS[4]) > 0 then
     return {0, first_score(KEYS[4]) - now}
 end
-local token, refused = fresh_token(KEYS[2], KEYS[5], ARGV[4])
+local token, refused = fresh_token(KEYS[2], KEYS[6], ARGV[4])
 if not token then
     return refused
 end
 redis.call('zadd', KEYS[3], now + lease, ARGV[2])
-if not downgrade then
-    redis.call('hset', KEYS[1], 'mode', 'read')
+if downgrade then
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+else
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1)
 end
+redis.call('set', KEYS[5], 1, 'px', lease)
 extend(KEYS[3], lease)
 extend(KEYS[1], lease)
 return {1, token, 1}

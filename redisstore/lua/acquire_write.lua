@@ -23,14 +23,15 @@ if bad then
     return bad
 end
 local now = now_ms()
-local readers = purge(KEYS[3], now)
+local readers = purge_readers(KEYS[3], KEYS[1], now)
 purge(KEYS[4], now)
 if redis.call('zscore', KEYS[3], ARGV[2]) then
     return redis.error_reply('LEASH_UPGRADE the owner holds a read lease on this lock')
 end
 if redis.call('hget', KEYS[1], 'mode') == 'read' and readers == 0 and redis.call('hlen', KEYS[1]) == 1 then
-    -- Every leash reader's lease has ended. A field besides "mode" is a Redisson reader's
-    -- hold (Redisson's RReadWriteLock keeps its readers in the hash): the lock is still held.
+    -- Every leash reader's lease has ended (purge_readers dropped their fields). A field
+    -- besides "mode" is a Redisson reader's hold (Redisson's RReadWriteLock keeps its readers
+    -- in the hash): the lock is still held.
     redis.call('del', KEYS[1])
 end
 local token, refused = nil, nil

@@ -316,6 +316,32 @@ local function purge(z, now)
     return redis.call('zcard', z)
 end
 
+-- purge_readers is purge for the readers of a readers-writer lock (zset readers: owner -> end
+-- of its lease in ms): it also drops each ended reader's field from the lock hash, where every
+-- leash reader keeps a hold as Redisson's readers do (see acquire_read.lua), so that the hash
+-- lists only live holds. It returns how many readers remain. A lock key that is not a hash
+-- (a user's data, see not_lock) is not touched.
+local function purge_readers(readers, lock, now)
+    local gone = redis.call('zrangebyscore', readers, '-inf', now)
+    if #gone == 0 then
+        return redis.call('zcard', readers)
+    end
+    redis.call('zremrangebyscore', readers, '-inf', now)
+    if redis.call('type', lock).ok == 'hash' then
+        for i = 1, #gone, 1000 do
+            redis.call('hdel', lock, unpack(gone, i, math.min(i + 999, #gone)))
+        end
+    end
+    return redis.call('zcard', readers)
+end
+
+-- java_readers returns how many read holds on the lock hash are not leash readers': a field
+-- besides "mode" is a hold, one per leash reader still in zset readers (after purge_readers)
+-- and one per Redisson reader thread.
+local function java_readers(lock, readers)
+    return redis.call('hlen', lock) - 1 - redis.call('zcard', readers)
+end
+
 -- purge_queue drops from a fair queue (owner -> arrival) the owners whose place
 -- (places: owner -> deadline in ms) has run out.
 local function purge_queue(queue, places, now)

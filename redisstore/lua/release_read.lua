@@ -5,6 +5,7 @@
 -- KEYS[3]  waiting writers, leash_rw_writers:{name}
 -- KEYS[4]  channel, leash_rw__channel:{name}
 -- KEYS[5]  unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[6]  the reader's timeout key, {name}:<owner>:rwlock_timeout:1 (see acquire_read.lua)
 -- ARGV[1]  owner
 -- ARGV[2]  latch lifetime in milliseconds
 -- Returns  1 when the last reader left; 0 when readers remain; nil when the owner had no
@@ -12,9 +13,10 @@
 --          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched; {-1,
 --          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
 --          companion): nothing is changed.
--- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Keeps the
--- hash's TTL at the longest remaining reader lease, and a hash Redisson's readers hold too
--- (fields besides "mode") at least at theirs. Touches only KEYS.
+-- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Drops the
+-- reader's hold from the hash (its field and timeout key). Keeps the hash's TTL at the longest
+-- remaining reader lease, and a hash Redisson's readers hold too (fields besides "mode" and
+-- the leash readers') at least at theirs. Touches only KEYS.
 local done = latched(KEYS[5])
 if done then
     return done
@@ -29,20 +31,25 @@ if not s then
     return nil
 end
 redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('del', KEYS[6])
+local what = not_lock(KEYS[1], 'lock')
+if not what then
+    redis.call('hdel', KEYS[1], ARGV[1])
+end
 if tonumber(s) <= now then
     return nil -- its lease had already ended
 end
-local what = not_lock(KEYS[1], 'lock')
 if what then
     return {-1, what}
 end
 local freed = 0
 local mode = redis.call('hget', KEYS[1], 'mode')
--- A read-mode hash with fields besides "mode" is also held by Redisson readers (Redisson's
--- RReadWriteLock keeps its readers in the hash, and the hash's TTL at their longest lease):
--- it is theirs to end or shorten.
-local redisson = mode == 'read' and redis.call('hlen', KEYS[1]) > 1
-if purge(KEYS[2], now) == 0 then
+local left = purge_readers(KEYS[2], KEYS[1], now)
+-- A read-mode hash with fields besides "mode" and the leash readers' is also held by Redisson
+-- readers (Redisson's RReadWriteLock keeps its readers in the hash, and the hash's TTL at
+-- their longest lease): it is theirs to end or shorten.
+local redisson = mode == 'read' and java_readers(KEYS[1], KEYS[2]) > 0
+if left == 0 then
     freed = 1
     if mode == 'read' and not redisson then
         redis.call('del', KEYS[1])

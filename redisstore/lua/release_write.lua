@@ -32,7 +32,7 @@ if finished then
     return reply
 end
 local now = now_ms()
-if purge(KEYS[2], now) > 0 then -- downgraded: the writer's read lease remains
+if purge_readers(KEYS[2], KEYS[1], now) > 0 then -- downgraded: the writer's read lease remains
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], math.max(1, last_score(KEYS[2]) - now))
 else
