@@ -76,7 +76,11 @@ output, and gets these variables in its environment:
 Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
 are passed on to the command's process group. While leash is still waiting
 for the lock, they make it stop waiting and exit with 128+N. A signal that
-leash was started with ignored (SIGHUP under nohup) stays ignored.
+leash was started with ignored (SIGHUP under nohup) stays ignored. Ctrl-Z at
+the terminal stops the command, and leash stops with it so that the shell
+gets its prompt back (on Linux); fg continues both. A stopped leash does
+not renew the lock: if they stay stopped past its lease, the lock is lost
+and, once continued, the command is stopped as below.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -419,7 +423,7 @@ func (rn *runner) run() int {
 		}
 		return e.fail("run", withStatus(status, fmt.Errorf("cannot start %q: %v", r.argv[0], errors.Unwrap(err))))
 	}
-	return rn.supervise(cmd, hold, acquired)
+	return rn.supervise(cmd, hold, acquired, tty)
 }
 
 // notAcquired reports a failed acquisition.
@@ -457,8 +461,11 @@ func (rn *runner) notAcquired(err error) int {
 }
 
 // supervise forwards signals to the running command, stops it when the lock
-// is lost, and releases the lock when it ends.
-func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time) int {
+// is lost, and releases the lock when it ends. With tty, the terminal whose
+// foreground leash gave the command (-1: none), leash stops when the
+// command stops (Ctrl-Z) and continues it when continued (see
+// stopWithCommand).
+func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time, tty int) int {
 	e, r := rn.e, rn.r
 	g := &groupStop{pgid: cmd.Process.Pid, killAfter: r.killAfter.d, say: func(format string, a ...any) {
 		e.errorf("run: "+format, a...)
@@ -466,6 +473,12 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time)
 	exited := make(chan error, 1)
 	// Owner: supervise. Stops when the command exits.
 	go func() { exited <- cmd.Wait() }()
+	var chld chan os.Signal // the command's stops, at a terminal
+	if tty >= 0 {
+		chld = make(chan os.Signal, 1)
+		signal.Notify(chld, syscall.SIGCHLD)
+		defer signal.Stop(chld)
+	}
 
 	var (
 		lost    = hold.Context().Done()
@@ -476,6 +489,13 @@ loop:
 		select {
 		case sig := <-rn.sigs:
 			_ = syscall.Kill(-g.pgid, sig.(syscall.Signal))
+		case <-chld:
+			if childStopped(cmd.Process.Pid) {
+				stopWithCommand(tty, g.pgid, func() {
+					e.errorf("run: the command was stopped, and leash stops with it (fg continues both); its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
+						r.name, time.Until(hold.ValidUntil()).Round(time.Second))
+				})
+			}
 		case <-lost:
 			lost = nil
 			lostErr = asLost(context.Cause(hold.Context()), r.name, hold.Fence())

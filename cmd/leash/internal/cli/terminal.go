@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -32,6 +33,37 @@ func reclaimTTY(fd int) {
 	signal.Ignore(syscall.SIGTTOU)
 	defer signal.Reset(syscall.SIGTTOU)
 	_ = tcsetpgrp(fd, syscall.Getpgrp())
+}
+
+// Job control. Ctrl-Z at the terminal stops its foreground group, which is
+// the command's, not leash's; the shell, which waits for leash (its job),
+// would wait on while leash waited for the command. So when the command
+// stops, leash takes the terminal back and stops itself, and the shell sees
+// its job stopped; when the shell continues it (fg or bg), leash continues
+// the command's group, handing it the terminal again when leash is in the
+// foreground.
+
+// stopWithCommand is called when the command's group (pgid) was stopped,
+// with leash in the foreground of the terminal fd when it started the
+// command: say reports that leash stops too, then leash stops until it is
+// continued, and continues the command's group.
+func stopWithCommand(fd, pgid int, say func()) {
+	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == pgid {
+		// Stopped at the terminal: leash's group takes it back, as a shell
+		// does. A command stopped in the background (after bg) leaves the
+		// terminal where it is, with the shell.
+		reclaimTTY(fd)
+	}
+	say()
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	// Continued. In the foreground (fg), the command's group gets the
+	// terminal back before it runs on.
+	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == syscall.Getpgrp() {
+		signal.Ignore(syscall.SIGTTOU)
+		_ = tcsetpgrp(fd, pgid)
+		signal.Reset(syscall.SIGTTOU)
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 }
 
 // tcgetpgrp returns the foreground process group of the terminal fd.
