@@ -248,13 +248,19 @@ func (c *Client) close() error {
 	// has stopped: an unknown outcome here is not retried.
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.releaseTimeout)
 	defer cancel()
-	var errs []error
+	var (
+		errs    []error
+		notHeld []driver.Request
+	)
 	for i, err := range c.release(ctx, reqs, 0) {
-		if unknown(err) {
+		switch {
+		case errors.Is(err, ErrNotHeld):
+			notHeld = append(notHeld, reqs[i]) // perhaps revoked unheard: see Unlock
+		case unknown(err):
 			errs = append(errs, fmt.Errorf("leash: release %q on close: %w", reqs[i].Name, err))
 		}
 	}
-	c.closeRevokes()
+	c.closeRevokes(ctx, notHeld)
 	c.rec.close(ctx, c)
 	if cl, ok := c.store.(io.Closer); ok {
 		if err := cl.Close(); err != nil {

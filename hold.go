@@ -241,11 +241,15 @@ func (h *Hold) Unlock(ctx context.Context) error {
 	}
 	var buf [releaseInline]driver.Request // no allocation for a few names
 	reqs := t.appendRequests(buf[:0])
-	var errs []error
+	var (
+		errs    []error
+		notHeld bool
+	)
 	for i, err := range c.release(ctx, reqs, c.now()+int64(t.cfg.lease)) {
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrNotHeld):
+			notHeld = true
 			if lostErr == nil {
 				// The store had lost the lock before we noticed: someone
 				// force-unlocked it, it expired on the server, or other
@@ -260,6 +264,14 @@ func (h *Hold) Unlock(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("leash: unlock %q: %w (retrying in the background; %s)",
 				reqs[i].Name, err, c.endsWithin(t.cfg.lease)))
 		}
+	}
+	if notHeld {
+		// Perhaps revoked before the Client heard of it (the message lost
+		// or still on its way): the holder is done with the lock, so the
+		// revocation is acknowledged, or the name would stay out of use
+		// until the revoked lease ran out. A name with no revocation of this
+		// owner is left as it is.
+		c.ackRevoke(t)
 	}
 	if c.debugOn() {
 		c.log.Debug("lock released", slog.String(attrLock, t.name()), slog.Int64(attrToken, t.fence()))

@@ -143,7 +143,10 @@ type LockOptions struct {
 	// the lease the holder had. Set it where the work done under the lock
 	// takes a while to stop once told (a child process sent SIGTERM, say),
 	// and Unlock once it has stopped: the next holder then never overlaps
-	// it. Default false: a holder that is told is taken to have stopped.
+	// it (Client.Close, which ends every hold, acknowledges too). Default
+	// false: a holder that is told is taken to have stopped. Either way, an
+	// Unlock that finds the lock revoked before the Client heard of it
+	// acknowledges the revocation.
 	AckRevokeOnUnlock bool
 }
 

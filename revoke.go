@@ -27,6 +27,10 @@ type revokes struct {
 	closed    bool
 	wg        sync.WaitGroup // the listener
 	acks      sync.WaitGroup // acknowledgements in flight, added to under mu
+	// unacked holds the tenures revoked and told that acknowledge at their
+	// last Unlock (LockOptions.AckRevokeOnUnlock) and have not yet: Close
+	// acknowledges those left, since it ends every hold.
+	unacked map[*tenure]struct{}
 }
 
 // listen starts the revocation listener once, on the first grant. It costs
@@ -153,17 +157,60 @@ func (c *Client) ackRevoke(t *tenure) {
 // once.
 func (t *tenure) ackRevokeAtUnlock(lost *LostError) {
 	if lost.Reason == ReasonRevoked && t.cfg.ackOnUnlock {
+		r := &t.c.revokes
+		r.mu.Lock()
+		delete(r.unacked, t)
+		r.mu.Unlock()
 		t.c.ackRevoke(t)
 	}
 }
 
+// revokedUntilUnlock records t, revoked and told, as acknowledging at its
+// last Unlock (see unacked).
+func (t *tenure) revokedUntilUnlock() {
+	r := &t.c.revokes
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unacked == nil {
+		r.unacked = map[*tenure]struct{}{}
+	}
+	r.unacked[t] = struct{}{}
+}
+
+// unackedRequests returns, and forgets, the requests of the tenures that
+// were revoked and told and still wait for their last Unlock to
+// acknowledge: Close ends them.
+func (c *Client) unackedRequests() []driver.Request {
+	r := &c.revokes
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var reqs []driver.Request
+	for t := range r.unacked {
+		reqs = t.appendRequests(reqs)
+	}
+	r.unacked = nil
+	return reqs
+}
+
 // closeRevokes stops the listener and waits for it and for the
-// acknowledgements in flight. c.done is closed already.
-func (c *Client) closeRevokes() {
+// acknowledgements in flight, then acknowledges, within ctx, the revocations
+// Close ends: of notHeld, the requests its releases found not held (perhaps
+// revoked unheard, see Unlock), and of the tenures still waiting for their
+// last Unlock to acknowledge (see unacked). c.done is closed already.
+func (c *Client) closeRevokes(ctx context.Context, notHeld []driver.Request) {
 	r := &c.revokes
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
-	r.wg.Wait()
+	r.wg.Wait() // no revocation is handled after this
 	r.acks.Wait()
+	if c.caps.revoke == nil {
+		return
+	}
+	for _, req := range append(notHeld, c.unackedRequests()...) {
+		if err := c.caps.revoke.AckRevoke(ctx, req); err != nil {
+			c.log.Warn("acknowledging a revocation on close failed; the name frees when the revoked lease runs out",
+				slog.String(attrLock, req.Name), slog.Any(attrError, err))
+		}
+	}
 }

@@ -168,3 +168,65 @@ func TestUnlockAfterAcknowledgesARevocation(t *testing.T) {
 	}
 	_ = g.Unlock(context.Background())
 }
+
+// An Unlock that finds its lock revoked before the holder heard of it (the
+// message lost, or still on its way) acknowledges the revocation: the
+// holder is done with the lock, and the name is free at once rather than
+// when the revoked lease runs out (an hour here), with or without
+// AckRevokeOnUnlock.
+func TestUnlockAcknowledgesAnUnheardRevocation(t *testing.T) {
+	for _, atUnlock := range []bool{true, false} {
+		s := deafRevoker{memstore.New()}
+		holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+		other := newClient(t, s, nil)
+		h := mustLock(t, holder.Mutex("job", &leash.LockOptions{AckRevokeOnUnlock: atUnlock}), context.Background())
+		if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+			t.Fatalf("ForceUnlock = %v, %v; want true, nil", ok, err)
+		}
+		var le *leash.LostError
+		if err := h.Unlock(context.Background()); !errors.As(err, &le) || le.Reason != leash.ReasonReleasedElsewhere {
+			t.Errorf("AckRevokeOnUnlock %v: Unlock of a hold revoked unheard = %v; want a LostError, released elsewhere", atUnlock, err)
+		}
+		leash.WaitAcks(holder)
+		g, err := other.Mutex("job").TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("AckRevokeOnUnlock %v: TryLock after the revoked holder's Unlock = %v; want the lock (acknowledged)", atUnlock, err)
+		}
+		_ = g.Unlock(context.Background())
+		holder.Close()
+		other.Close()
+	}
+}
+
+// Close ends every hold, so it acknowledges the revocations it finds: one
+// the Client never heard of (its release finds the lock revoked), and one it
+// heard of for a hold that acknowledges at its Unlock (AckRevokeOnUnlock)
+// and was never unlocked. The name is free once Close has returned, rather
+// than when the revoked lease runs out (an hour here).
+func TestCloseAcknowledgesRevocations(t *testing.T) {
+	for _, heard := range []bool{false, true} {
+		var s driver.Store = deafRevoker{memstore.New()}
+		if heard {
+			s = memstore.New()
+		}
+		holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+		other := newClient(t, s, nil)
+		h := mustLock(t, holder.Mutex("job", &leash.LockOptions{AckRevokeOnUnlock: true}), context.Background())
+		if heard {
+			<-leash.RevokesHeard(holder)
+		}
+		if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+			t.Fatalf("ForceUnlock = %v, %v; want true, nil", ok, err)
+		}
+		if heard {
+			wantLost(t, h, leash.ReasonRevoked)
+		}
+		holder.Close()
+		g, err := other.Mutex("job").TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("revocation heard %v: TryLock after the revoked holder's Client closed = %v; want the lock (acknowledged)", heard, err)
+		}
+		_ = g.Unlock(context.Background())
+		other.Close()
+	}
+}

@@ -197,7 +197,11 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.c.sched.remove(t)
 	t.c.forget(t)
 	t.c.endKept(t, reason)
-	if reason == ReasonRevoked && !t.cfg.ackOnUnlock {
+	switch {
+	case reason != ReasonRevoked:
+	case t.cfg.ackOnUnlock:
+		t.revokedUntilUnlock()
+	default:
 		t.c.ackRevoke(t) // told: the store may free the name
 	}
 	t.c.observeEnd(t, OpLost, reason, cause)
