@@ -135,6 +135,10 @@ func TestRestartGraceEveryKind(t *testing.T) {
 			t.Errorf("%s right after the restart = %v, want refused by the grace, with the grace left", kind, err)
 		}
 	}
+	// A refusal writes nothing of the name: not even a semaphore's count.
+	if keys, err := newRDB(t, srv.Addr).Keys(bg(t), "*"+base+"*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("keys of the names after the refusals: %q, %v; want none", keys, err)
+	}
 	waits := map[string]func(context.Context) (*leash.Hold, error){
 		"mutex":  c.Mutex(base + "/m").Lock,
 		"fair":   c.FairMutex(base+"/f", nil).Lock,

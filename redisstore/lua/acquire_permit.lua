@@ -28,11 +28,14 @@ local now = now_ms()
 local lease = tonumber(ARGV[1])
 local held = purge(KEYS[1], now)
 local size = tonumber(redis.call('get', KEYS[3]))
-if not size then
+local new = not size -- the count is written with the first grant, never by a refusal
+if new then
     size = tonumber(ARGV[3])
-    redis.call('set', KEYS[3], size)
 end
 if redis.call('zscore', KEYS[1], ARGV[2]) then -- a retry of a granted permit
+    if new then
+        redis.call('set', KEYS[3], size)
+    end
     redis.call('zadd', KEYS[1], now + lease, ARGV[2])
     extend(KEYS[1], lease)
     return {1, last_token(KEYS[2]), 1}
@@ -41,6 +44,9 @@ if held < size then
     local token, refused = fresh_token(KEYS[2], KEYS[4], ARGV[4])
     if not token then
         return refused
+    end
+    if new then
+        redis.call('set', KEYS[3], size)
     end
     redis.call('zadd', KEYS[1], now + lease, ARGV[2])
     extend(KEYS[1], lease)
