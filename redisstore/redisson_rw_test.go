@@ -190,3 +190,68 @@ func TestLeashReaderExcludesRedissonWriters(t *testing.T) {
 	}
 	rdb.Del(ctx, n)
 }
+
+// TestLeashReaderLeavingNeverCutsJavaTTL: a leash reader that leaves while
+// other leash readers remain never shortens the lock hash's TTL, whose
+// fields cannot all be told apart: here a reader of an earlier leash
+// version (its lease only in leash_rw_readers, no field) shares the lock
+// with a Java reader whose hold lasts an hour. Cutting the TTL to the other
+// leash reader's lease (as when fields were counted, the Java reader's field
+// taken for the field-less reader's) would free the hash, and so the name
+// for writers, under the Java reader.
+func TestLeashReaderLeavingNeverCutsJavaTTL(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	ctx := bg(t)
+	n := lockName(t)
+	const java = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	redissonRead(t, rdb, n, java, time.Hour)
+	readers := "leash_rw_readers:{" + n + "}"
+	t.Cleanup(func() { rdb.Del(context.Background(), readers) })
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The earlier version's reader: 20 s left, no field in the hash.
+	if err := rdb.ZAdd(ctx, readers, redis.Z{Score: float64(now.UnixMilli() + 20_000), Member: "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9:1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newClient(t, srv.Addr, nil).RWMutex(n, nil).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, n).Val(); ttl < 50*time.Minute {
+		t.Errorf("the hash's TTL after a leash reader left = %v, want the Java reader's hour", ttl)
+	}
+}
+
+// TestLeashReaderFieldPutBack: when the lock hash is deleted under a leash
+// reader and a Java reader makes it again, the leash reader's next renewal
+// puts its hold back in it, so that the Java reader, leaving, keeps the
+// hash (and Java writers out) for the leash reader.
+func TestLeashReaderFieldPutBack(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	ctx := bg(t)
+	n := lockName(t)
+	r, err := newClient(t, srv.Addr, nil).RWMutex(n, nil).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	if err := rdb.Del(ctx, n).Err(); err != nil { // as Redisson's forceUnlock does
+		t.Fatal(err)
+	}
+	const java = "6c5b4a39-2817-4f6e-9d5c-4b3a29180716"
+	redissonRead(t, rdb, n, java, time.Hour)
+	if err := r.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := redissonReadUnlock.Run(ctx, rdb, []string{n, "{" + n + "}"}, java+":1").Int()
+	if err != nil || deleted != 0 {
+		t.Errorf("the Java reader's unlock after the leash reader's renewal = %v, %v; want the hash kept for the leash reader", deleted, err)
+	}
+}

@@ -253,3 +253,51 @@ func stopped(t *testing.T, pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't')
 }
+
+// TestRevokeSkipsEndedReader: a write lock whose holder downgraded, and
+// whose read lease has since ended (its field still in the hash), is
+// revoked from the writer alone: the ended reader, which will never
+// acknowledge, is purged first, so the name is free once the writer's
+// client has acknowledged (it was kept out of use until the writer's lease
+// ran out, an hour here).
+func TestRevokeSkipsEndedReader(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	n := lockName(t)
+	holder := newClient(t, srv.Addr, &leash.Options{Lease: time.Hour})
+	other := newClient(t, srv.Addr, nil)
+	w, err := holder.RWMutex(n, nil).Lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokeListening(t, other, rdb, n)
+	// The downgrade's read hold, ended a second ago.
+	ended := driver.OwnerClient(w.Owner()) + ":999"
+	now, err := rdb.Time(bg(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := "leash_rw_readers:{" + n + "}"
+	if err := rdb.HSet(bg(t), n, ended, 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(bg(t), readers, redis.Z{Score: float64(now.UnixMilli() - 1000), Member: ended}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := other.ForceUnlock(bg(t), n); err != nil || !ok {
+		t.Fatalf("ForceUnlock = %v, %v", ok, err)
+	}
+	select {
+	case <-w.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer was not told of the revocation")
+	}
+	waitFor(t, "the name free once the writer acknowledged", func() bool {
+		h, err := other.RWMutex(n, nil).TryLock(bg(t))
+		if err != nil {
+			return false
+		}
+		_ = h.Unlock(bg(t))
+		return true
+	})
+}

@@ -497,9 +497,14 @@ var (
 // the lock hash and its "{name}:<owner>:rwlock_timeout:1" key, set to its
 // lease at each renewal), so a Redisson reader that unlocks last of the
 // Redisson readers keeps the hash while leash readers read. A Redisson
-// reader's watchdog extends every reader's timeout key, leash's too: a leash
-// reader that crashed may keep Java writers out until the Java readers'
-// lease after it (leash's writers purge it at its own lease's end).
+// reader's watchdog sets every reader's timeout key to its own timeout,
+// leash's too, so keep leash readers' lease below twice Redisson's
+// lockWatchdogTimeout (60 s with its default of 30 s) where Java readers
+// share a name: a leash reader renews every third of its lease, and must do
+// so before the hash a leaving Java reader kept for it (for what its timeout
+// key had left) runs out. A leash reader that crashed may keep Java writers
+// out until the Java readers' lease after it (leash's writers purge it at
+// its own lease's end).
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }

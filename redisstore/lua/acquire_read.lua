@@ -36,6 +36,7 @@ purge_readers(KEYS[3], KEYS[1], now)
 purge(KEYS[4], now)
 if redis.call('zscore', KEYS[3], ARGV[2]) then -- a retry of a granted read
     redis.call('zadd', KEYS[3], now + lease, ARGV[2])
+    keep_reader_field(KEYS[1], ARGV[2])
     redis.call('set', KEYS[5], 1, 'px', lease)
     extend(KEYS[3], lease)
     extend(KEYS[1], lease)

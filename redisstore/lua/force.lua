@@ -33,8 +33,14 @@ elseif typ == 'zset' then
     holders = redis.call('zrange', KEYS[1], 0, -1)
 end
 if not companion(KEYS[4], 'owners') then
+    local seen = {}
+    for _, o in ipairs(holders) do
+        seen[o] = true
+    end
     for _, o in ipairs(redis.call('zrangebyscore', KEYS[4], now_ms(), '+inf')) do
-        holders[#holders + 1] = o
+        if not seen[o] then -- a leash reader's field is in the hash too (acquire_read.lua)
+            holders[#holders + 1] = o
+        end
     end
 end
 local deleted = redis.call('del', KEYS[1])

@@ -335,11 +335,13 @@ local function purge_readers(readers, lock, now)
     return redis.call('zcard', readers)
 end
 
--- java_readers returns how many read holds on the lock hash are not leash readers': a field
--- besides "mode" is a hold, one per leash reader still in zset readers (after purge_readers)
--- and one per Redisson reader thread.
-local function java_readers(lock, readers)
-    return redis.call('hlen', lock) - 1 - redis.call('zcard', readers)
+-- keep_reader_field puts a live leash reader's field back in a read-mode lock hash that
+-- lacks it (one a Redisson reader made again after the hash was deleted or expired), so that
+-- Redisson's readers count the hold again. Any other hash, or none, is left as it is.
+local function keep_reader_field(lock, owner)
+    if try('hget', lock, 'mode') == 'read' and redis.call('hexists', lock, owner) == 0 then
+        redis.call('hset', lock, owner, 1)
+    end
 end
 
 -- purge_queue drops from a fair queue (owner -> arrival) the owners whose place

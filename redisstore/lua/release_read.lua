@@ -14,9 +14,8 @@
 --          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
 --          companion): nothing is changed.
 -- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Drops the
--- reader's hold from the hash (its field and timeout key). Keeps the hash's TTL at the longest
--- remaining reader lease, and a hash Redisson's readers hold too (fields besides "mode" and
--- the leash readers') at least at theirs. Touches only KEYS.
+-- reader's hold from the hash (its field and timeout key). Never shortens the hash's TTL
+-- while others read. Touches only KEYS.
 local done = latched(KEYS[5])
 if done then
     return done
@@ -45,22 +44,24 @@ end
 local freed = 0
 local mode = redis.call('hget', KEYS[1], 'mode')
 local left = purge_readers(KEYS[2], KEYS[1], now)
--- A read-mode hash with fields besides "mode" and the leash readers' is also held by Redisson
--- readers (Redisson's RReadWriteLock keeps its readers in the hash, and the hash's TTL at
--- their longest lease): it is theirs to end or shorten.
-local redisson = mode == 'read' and java_readers(KEYS[1], KEYS[2]) > 0
 if left == 0 then
+    -- A read-mode hash with fields besides "mode" once no leash reader is left is held by
+    -- Redisson readers (Redisson's RReadWriteLock keeps its readers in the hash, and the
+    -- hash's TTL at their longest lease): it is theirs to end.
     freed = 1
-    if mode == 'read' and not redisson then
+    if mode == 'read' and redis.call('hlen', KEYS[1]) == 1 then
         redis.call('del', KEYS[1])
     end
     if purge(KEYS[3], now) > 0 then
         redis.call('publish', KEYS[4], 'w')
     end
-elseif redisson then
-    extend(KEYS[1], math.max(1, last_score(KEYS[2]) - now))
 elseif mode == 'read' then
-    redis.call('pexpire', KEYS[1], math.max(1, last_score(KEYS[2]) - now))
+    -- Leash readers remain, perhaps Redisson's too: the hash lives at least as long as the
+    -- last leash reader's lease, and is never cut below a Redisson reader's (fields cannot
+    -- tell whose they are: a reader of an earlier leash has no field), so a reader with a
+    -- longer lease that left may keep it up to that lease; a leash writer is not held up by
+    -- it (acquire_write.lua deletes a hash whose readers are all gone).
+    extend(KEYS[1], math.max(1, last_score(KEYS[2]) - now))
 end
 redis.call('set', KEYS[5], freed, 'px', ARGV[2])
 return freed

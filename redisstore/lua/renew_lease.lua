@@ -4,7 +4,7 @@
 -- KEYS[3i-1]  key to keep alive at least as long: the lock hash for a reader, the zset itself
 --             for a permit
 -- KEYS[3i]    a reader's timeout key, {name}:<owner>:rwlock_timeout:1 (see acquire_read.lua),
---             set to the new lease; the zset again for a permit (all KEYS hash to one Cluster
+--             set to the new lease (and its field put back in a read-mode hash that lacks it); the zset again for a permit (all KEYS hash to one Cluster
 --             slot; the caller groups them)
 -- ARGV[2i-1]  owner
 -- ARGV[2i]    lease in milliseconds
@@ -28,6 +28,7 @@ for i = 1, #KEYS, 3 do
         redis.call('zadd', KEYS[i], now + lease, owner)
         extend(KEYS[i], lease)
         if reader then
+            keep_reader_field(KEYS[i + 1], owner)
             extend(KEYS[i + 1], lease)
             redis.call('set', KEYS[i + 2], 1, 'px', lease)
         end

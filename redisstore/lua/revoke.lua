@@ -25,8 +25,9 @@ if typ == 'zset' then
     return {-2, 'a semaphore'}
 end
 -- A readers key that holds a user's data holds no readers: it is left alone, as force.lua
--- leaves it.
-if not companion(KEYS[2], 'owners') and purge(KEYS[2], now_ms()) > 0 then
+-- leaves it. Ended readers' fields go with their leases (a writer's downgrade whose read
+-- lease ended is no holder to revoke).
+if not companion(KEYS[2], 'owners') and purge_readers(KEYS[2], KEYS[1], now_ms()) > 0 then
     return {-2, 'a read lock'}
 end
 if typ == 'none' then
