@@ -24,3 +24,11 @@ const WatchLinger = watchLinger
 
 // WaitAcks waits for c's revocation acknowledgements in flight.
 func WaitAcks(c *Client) { c.revokes.acks.Wait() }
+
+// Unacked returns how many revoked tenures of c wait for their last Unlock
+// to acknowledge (AckRevokeOnUnlock).
+func Unacked(c *Client) int {
+	c.revokes.mu.Lock()
+	defer c.revokes.mu.Unlock()
+	return len(c.revokes.unacked)
+}

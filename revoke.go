@@ -165,8 +165,8 @@ func (t *tenure) ackRevokeAtUnlock(lost *LostError) {
 	}
 }
 
-// revokedUntilUnlock records t, revoked and told, as acknowledging at its
-// last Unlock (see unacked).
+// revokedUntilUnlock records t, revoked and about to be told, as
+// acknowledging at its last Unlock (see unacked). The caller holds t.mu.
 func (t *tenure) revokedUntilUnlock() {
 	r := &t.c.revokes
 	r.mu.Lock()

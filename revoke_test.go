@@ -230,3 +230,28 @@ func TestCloseAcknowledgesRevocations(t *testing.T) {
 		other.Close()
 	}
 }
+
+// A revoked AckRevokeOnUnlock hold unlocked as soon as its Lost fires is
+// forgotten by its Client: none is left for Close to acknowledge, however
+// the Unlock races the rest of the loss (the record was once made after Lost
+// closed, and an Unlock woken by it could clear it first).
+func TestUnlockAtLostLeavesNothingUnacked(t *testing.T) {
+	s := memstore.New()
+	holder := newClient(t, s, &leash.Options{Lease: time.Hour})
+	defer holder.Close()
+	other := newClient(t, s, nil)
+	defer other.Close()
+	for i := range 200 {
+		h := mustLock(t, holder.Mutex("job", &leash.LockOptions{AckRevokeOnUnlock: true}), context.Background())
+		<-leash.RevokesHeard(holder)
+		if ok, err := other.ForceUnlock(context.Background(), "job"); err != nil || !ok {
+			t.Fatalf("round %d: ForceUnlock = %v, %v; want true, nil", i, ok, err)
+		}
+		<-h.Lost()
+		_ = h.Unlock(context.Background())
+		leash.WaitAcks(holder)
+		if n := leash.Unacked(holder); n != 0 {
+			t.Fatalf("round %d: %d revoked holds left waiting for an Unlock that happened", i, n)
+		}
+	}
+}

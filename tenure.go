@@ -182,6 +182,10 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.state = stateLost
 	le := &LostError{Name: t.name(), Fence: t.fence(), Reason: reason, Err: cause}
 	t.lostErr = le
+	if reason == ReasonRevoked && t.cfg.ackOnUnlock {
+		// Before Lost closes: an Unlock it wakes finds the entry to clear.
+		t.revokedUntilUnlock()
+	}
 	// Contexts first, then Lost: whoever sees Lost closed also sees every
 	// hold's context cancelled. Cancelling runs no user code synchronously.
 	for h := t.ctxs; h != nil; h = h.next {
@@ -197,11 +201,7 @@ func (t *tenure) lose(reason Reason, cause error) bool {
 	t.c.sched.remove(t)
 	t.c.forget(t)
 	t.c.endKept(t, reason)
-	switch {
-	case reason != ReasonRevoked:
-	case t.cfg.ackOnUnlock:
-		t.revokedUntilUnlock()
-	default:
+	if reason == ReasonRevoked && !t.cfg.ackOnUnlock {
 		t.c.ackRevoke(t) // told: the store may free the name
 	}
 	t.c.observeEnd(t, OpLost, reason, cause)

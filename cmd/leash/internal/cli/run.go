@@ -79,8 +79,9 @@ for the lock, they make it stop waiting and exit with 128+N. A signal that
 leash was started with ignored (SIGHUP under nohup) stays ignored. Ctrl-Z at
 the terminal stops the command, and leash stops with it so that the shell
 gets its prompt back (on Linux); fg continues both. A stopped leash does
-not renew the lock: if they stay stopped past its lease, the lock is lost
-and, once continued, the command is stopped as below.
+not renew the lock: if they stay stopped past its lease, the lock is lost,
+and once leash is continued the command gets SIGKILL without running again,
+and leash exits 76 (see below).
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -478,6 +479,7 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time,
 		chld = make(chan os.Signal, 1)
 		signal.Notify(chld, syscall.SIGCHLD)
 		defer signal.Stop(chld)
+		chld <- syscall.SIGCHLD // a stop before Notify: waitid still reports it
 	}
 
 	var (
@@ -490,15 +492,23 @@ loop:
 		case sig := <-rn.sigs:
 			_ = syscall.Kill(-g.pgid, sig.(syscall.Signal))
 		case <-chld:
-			if childStopped(cmd.Process.Pid) {
-				stopWithCommand(tty, g.pgid, func() {
-					e.errorf("run: the command was stopped, and leash stops with it (fg continues both); its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
-						r.name, time.Until(hold.ValidUntil()).Round(time.Second))
-				})
+			if !childStopped(cmd.Process.Pid) {
+				continue
+			}
+			resumed := stopWithCommand(tty, g.pgid, func() {
+				e.errorf("run: the command was stopped, and leash stops with it (fg continues both); its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
+					r.name, time.Until(hold.ValidUntil()).Round(time.Second))
+			}, func() bool { return hold.Err() == nil })
+			if !resumed {
+				g.kill() // lost while stopped: Err closed lost, handled next
 			}
 		case <-lost:
 			lost = nil
 			lostErr = asLost(context.Cause(hold.Context()), r.name, hold.Fence())
+			if g.killed {
+				e.errorf("run: %s while the command was stopped; sent it SIGKILL, so it did not run again", describeLoss(lostErr))
+				continue
+			}
 			if r.killAfter.d == 0 {
 				e.errorf("run: %s; sending SIGKILL to the command", describeLoss(lostErr))
 			} else {

@@ -46,8 +46,12 @@ func reclaimTTY(fd int) {
 // stopWithCommand is called when the command's group (pgid) was stopped,
 // with leash in the foreground of the terminal fd when it started the
 // command: say reports that leash stops too, then leash stops until it is
-// continued, and continues the command's group.
-func stopWithCommand(fd, pgid int, say func()) {
+// continued, and continues the command's group if held reports that the
+// lock is still held. A stopped leash renews nothing: when the lock was lost
+// meanwhile (it may be someone else's by now), the command must not run
+// again, not even to handle SIGTERM; stopWithCommand then leaves it stopped
+// and reports false, and the caller kills it.
+func stopWithCommand(fd, pgid int, say func(), held func() bool) bool {
 	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == pgid {
 		// Stopped at the terminal: leash's group takes it back, as a shell
 		// does. A command stopped in the background (after bg) leaves the
@@ -55,7 +59,16 @@ func stopWithCommand(fd, pgid int, say func()) {
 		reclaimTTY(fd)
 	}
 	say()
+	// The stop takes effect a moment after kill returns: wait for the
+	// SIGCONT that ends it before looking at the lock.
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-cont
+	signal.Stop(cont)
+	if !held() {
+		return false
+	}
 	// Continued. In the foreground (fg), the command's group gets the
 	// terminal back before it runs on.
 	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == syscall.Getpgrp() {
@@ -64,6 +77,7 @@ func stopWithCommand(fd, pgid int, say func()) {
 		signal.Reset(syscall.SIGTTOU)
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	return true
 }
 
 // tcgetpgrp returns the foreground process group of the terminal fd.

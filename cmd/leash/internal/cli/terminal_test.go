@@ -6,6 +6,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/leash-go/leash"
 )
 
 // TestRunAtATerminal runs leash as an operator would at a shell: on a
@@ -58,6 +61,53 @@ func TestCtrlZStopsRunWithItsCommand(t *testing.T) {
 	}
 	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
 	lt.exits(t, log)
+}
+
+// TestCtrlZPastTheLease: a leash stopped with its command renews nothing;
+// when they stay stopped past the lease, the lock lapses and another client
+// takes it. Continued then, leash must not let the command run again (not
+// even to handle SIGTERM, beside the new holder): it kills it, stopped, and
+// exits 76.
+func TestCtrlZPastTheLease(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	lt := startAtTerminal(t, runArgs(name, []string{"--lease", "1s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term")))
+	waitLog(t, log, "ready ", 30*time.Second)
+	if _, err := lt.ptmx.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	pid := lt.cmd.Process.Pid
+	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(pid) == 'T' })
+	next := newClient(t, sharedRedis(t).Addr, nil)
+	var h *leash.Hold
+	eventually(t, 30*time.Second, "another client taking the lapsed lock", func() bool {
+		var err error
+		h, err = next.Mutex(name).TryLock(ctxFor(t))
+		return err == nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil { // fg
+		t.Fatal(err)
+	}
+	if _, err := lt.ptmx.Write([]byte("yes\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lt.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("leash did not exit after it was continued past its lease; terminal:\n%s", lt.text())
+	}
+	var ee *exec.ExitError
+	if !errors.As(lt.err, &ee) || ee.ExitCode() != exitLost {
+		t.Errorf("leash continued past its lease: %v, want exit status %d; terminal:\n%s", lt.err, exitLost, lt.text())
+	}
+	for _, line := range readLog(log) {
+		if strings.Contains(line, "read ") || strings.Contains(line, "SIGTERM") {
+			t.Errorf("the command ran again after the lock was lost: %q; terminal:\n%s", line, lt.text())
+		}
+	}
+	if err := h.Err(); err != nil {
+		t.Errorf("the new holder's lock after leash was continued: %v", err)
+	}
+	_ = h.Unlock(ctxFor(t))
 }
 
 // procState returns the state letter of process pid (R, S, T, Z…), or 0.
