@@ -78,10 +78,13 @@ are passed on to the command's process group. While leash is still waiting
 for the lock, they make it stop waiting and exit with 128+N. A signal that
 leash was started with ignored (SIGHUP under nohup) stays ignored. Ctrl-Z at
 the terminal stops the command, and leash stops with it so that the shell
-gets its prompt back (on Linux); fg continues both. A stopped leash does
-not renew the lock: if they stay stopped past its lease, the lock is lost,
-and once leash is continued the command gets SIGKILL without running again,
-and leash exits 76 (see below).
+gets its prompt back (on Linux); fg continues both, once leash has checked
+with the store that the lock is still held. A stopped leash does not renew
+the lock: if they stay stopped past its lease, the lock is lost, and once
+leash is continued the command gets SIGKILL without running again, and
+leash exits 76 (see below). Where no shell's job control would continue
+leash (it leads its own session), Ctrl-Z does not stop it: it says so and
+continues the command.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -348,7 +351,7 @@ func signalName(sig os.Signal) string {
 var sigNames = map[syscall.Signal]string{
 	syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP",
 	syscall.SIGQUIT: "SIGQUIT", syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGKILL: "SIGKILL",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGTSTP: "SIGTSTP", syscall.SIGTTIN: "SIGTTIN", syscall.SIGTTOU: "SIGTTOU",
 }
 
 // runner runs one command under one lock.
@@ -427,6 +430,23 @@ func (rn *runner) run() int {
 	return rn.supervise(cmd, hold, acquired, tty)
 }
 
+// stillHeld reports whether hold is still held after leash was stopped: by
+// its local deadline, and by the store (a machine suspended meanwhile does
+// not advance the clock the deadline is kept on). A store that cannot be
+// reached leaves the answer to the deadline.
+func stillHeld(hold *leash.Hold) bool {
+	if hold.Err() != nil {
+		return false
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), hold.ValidUntil())
+	defer cancel()
+	var lost *leash.LostError
+	if err := hold.Renew(ctx); errors.As(err, &lost) {
+		return false
+	}
+	return hold.Err() == nil
+}
+
 // notAcquired reports a failed acquisition.
 func (rn *runner) notAcquired(err error) int {
 	var na *leash.NotAcquiredError
@@ -479,7 +499,10 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time,
 		chld = make(chan os.Signal, 1)
 		signal.Notify(chld, syscall.SIGCHLD)
 		defer signal.Stop(chld)
-		chld <- syscall.SIGCHLD // a stop before Notify: waitid still reports it
+		select { // a stop before Notify: waitid still reports it
+		case chld <- syscall.SIGCHLD:
+		default: // a real SIGCHLD is queued already
+		}
 	}
 
 	var (
@@ -492,13 +515,24 @@ loop:
 		case sig := <-rn.sigs:
 			_ = syscall.Kill(-g.pgid, sig.(syscall.Signal))
 		case <-chld:
-			if !childStopped(cmd.Process.Pid) {
+			sig, ok := childStopped(cmd.Process.Pid)
+			switch {
+			case !ok:
+				continue
+			case !jobControlParent():
+				// No shell to give the prompt back to: leash stays, and a
+				// stop from the terminal is undone (one sent on purpose,
+				// SIGSTOP, is left to whoever sent it).
+				if sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU {
+					e.errorf("run: the command was stopped (%s), but leash does not run under a shell's job control; it continues the command", signalName(sig))
+					_ = syscall.Kill(-g.pgid, syscall.SIGCONT)
+				}
 				continue
 			}
 			resumed := stopWithCommand(tty, g.pgid, func() {
 				e.errorf("run: the command was stopped, and leash stops with it (fg continues both); its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
 					r.name, time.Until(hold.ValidUntil()).Round(time.Second))
-			}, func() bool { return hold.Err() == nil })
+			}, func() bool { return stillHeld(hold) })
 			if !resumed {
 				g.kill() // lost while stopped: Err closed lost, handled next
 			}

@@ -43,6 +43,22 @@ func reclaimTTY(fd int) {
 // the command's group, handing it the terminal again when leash is in the
 // foreground.
 
+// jobControlParent reports whether leash's parent can continue it once it
+// has stopped: a process in leash's session but in another process group,
+// as an interactive shell is to the jobs it runs. Without one (leash leads
+// its session, is a PID namespace's init, or was left to init) a stopped
+// leash would wait for a SIGCONT that no one sends, or not stop at all.
+func jobControlParent() bool {
+	ppid := os.Getppid()
+	if ppid <= 1 {
+		return false
+	}
+	sid, err1 := unix.Getsid(0)
+	psid, err2 := unix.Getsid(ppid)
+	ppgid, err3 := syscall.Getpgid(ppid)
+	return err1 == nil && err2 == nil && err3 == nil && psid == sid && ppgid != syscall.Getpgrp()
+}
+
 // stopWithCommand is called when the command's group (pgid) was stopped,
 // with leash in the foreground of the terminal fd when it started the
 // command: say reports that leash stops too, then leash stops until it is

@@ -6,11 +6,11 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,47 +36,48 @@ func TestRunAtATerminal(t *testing.T) {
 
 // TestCtrlZStopsRunWithItsCommand: Ctrl-Z at the terminal stops the
 // command's process group, the terminal's foreground; leash stops with it,
-// so that the shell waiting for leash gets its prompt back (leash went on
-// waiting for the command before, and the shell hung), and says why. When
-// continued in the foreground (fg: the shell sends SIGCONT, leash's group
-// holding the terminal), leash hands the command the terminal again and
-// continues it: the command reads the terminal and ends, and leash exits 0.
+// so that the interactive shell waiting for leash gets its prompt back
+// (leash went on waiting for the command before, and the shell hung), and
+// says why. fg continues leash in the foreground: leash hands the command
+// the terminal again and continues it, the command reads the terminal and
+// ends, and fg reports leash's exit status 0.
 func TestCtrlZStopsRunWithItsCommand(t *testing.T) {
 	name, log := lockName(t), logFile(t)
-	lt := startAtTerminal(t, runArgs(name, nil, child(log, "-read")))
+	sh := startShell(t)
+	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...))
+	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
 	waitLog(t, log, "ready ", 30*time.Second)
-	if _, err := lt.ptmx.Write([]byte{0x1a}); err != nil { // Ctrl-Z: VSUSP
-		t.Fatal(err)
-	}
-	pid := lt.cmd.Process.Pid
-	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(pid) == 'T' })
-	eventually(t, 10*time.Second, "leash saying why it stopped", func() bool {
-		return strings.Contains(lt.text(), "the command was stopped, and leash stops with it")
+	leashPid := parentPid(cmdPid)
+	sh.typeRaw(t, 0x1a) // Ctrl-Z: VSUSP
+	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
+	sh.waitText(t, "the command was stopped, and leash stops with it")
+	sh.waitText(t, "Stopped") // the shell's job report: the prompt is back
+	sh.typeLine(t, "fg")
+	eventually(t, 30*time.Second, "the command continued by fg", func() bool {
+		s := procState(cmdPid)
+		return s != 'T' && s != 0
 	})
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil { // fg
-		t.Fatal(err)
-	}
-	if _, err := lt.ptmx.Write([]byte("yes\n")); err != nil {
-		t.Fatal(err)
-	}
+	sh.typeLine(t, "yes")
 	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
-	lt.exits(t, log)
+	sh.typeLine(t, "echo status=$?")
+	sh.waitText(t, "status=0")
 }
 
 // TestCtrlZPastTheLease: a leash stopped with its command renews nothing;
 // when they stay stopped past the lease, the lock lapses and another client
-// takes it. Continued then, leash must not let the command run again (not
-// even to handle SIGTERM, beside the new holder): it kills it, stopped, and
-// exits 76.
+// takes it. Continued then (fg), leash must not let the command run again
+// (not even to handle SIGTERM, beside the new holder): it kills it, stopped,
+// and exits 76; the terminal is the shell's again.
 func TestCtrlZPastTheLease(t *testing.T) {
 	name, log := lockName(t), logFile(t)
-	lt := startAtTerminal(t, runArgs(name, []string{"--lease", "1s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term")))
+	sh := startShell(t)
+	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, []string{"--lease", "1s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term"))...))
+	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
 	waitLog(t, log, "ready ", 30*time.Second)
-	if _, err := lt.ptmx.Write([]byte{0x1a}); err != nil { // Ctrl-Z
-		t.Fatal(err)
-	}
-	pid := lt.cmd.Process.Pid
-	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(pid) == 'T' })
+	leashPid := parentPid(cmdPid)
+	sh.typeRaw(t, 0x1a) // Ctrl-Z
+	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
+	sh.waitText(t, "Stopped")
 	next := newClient(t, sharedRedis(t).Addr, nil)
 	var h *leash.Hold
 	eventually(t, 30*time.Second, "another client taking the lapsed lock", func() bool {
@@ -84,25 +85,18 @@ func TestCtrlZPastTheLease(t *testing.T) {
 		h, err = next.Mutex(name).TryLock(ctxFor(t))
 		return err == nil
 	})
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil { // fg
-		t.Fatal(err)
-	}
-	if _, err := lt.ptmx.Write([]byte("yes\n")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-lt.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("leash did not exit after it was continued past its lease; terminal:\n%s", lt.text())
-	}
-	var ee *exec.ExitError
-	if !errors.As(lt.err, &ee) || ee.ExitCode() != exitLost {
-		t.Errorf("leash continued past its lease: %v, want exit status %d; terminal:\n%s", lt.err, exitLost, lt.text())
-	}
+	// Typed at once: were the command given the terminal, it would read
+	// this line instead of the shell.
+	sh.typeLine(t, "fg")
+	sh.typeLine(t, "echo status=$?")
+	sh.waitText(t, fmt.Sprintf("status=%d", exitLost))
 	for _, line := range readLog(log) {
 		if strings.Contains(line, "read ") || strings.Contains(line, "SIGTERM") {
-			t.Errorf("the command ran again after the lock was lost: %q; terminal:\n%s", line, lt.text())
+			t.Errorf("the command ran again after the lock was lost: %q; terminal:\n%s", line, sh.text())
 		}
+	}
+	if !processGone(cmdPid) {
+		t.Errorf("the command (pid %d) outlived leash", cmdPid)
 	}
 	if err := h.Err(); err != nil {
 		t.Errorf("the new holder's lock after leash was continued: %v", err)
@@ -110,61 +104,177 @@ func TestCtrlZPastTheLease(t *testing.T) {
 	_ = h.Unlock(ctxFor(t))
 }
 
+// TestCtrlZWithoutJobControl: leash leads its own session at the terminal
+// (no shell that would continue it): Ctrl-Z stops the command, but leash
+// does not stop with it, since no one would ever continue leash. It says
+// so and continues the command, which reads the terminal and ends.
+func TestCtrlZWithoutJobControl(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	lt := startAtTerminal(t, runArgs(name, nil, child(log, "-read")))
+	waitLog(t, log, "ready ", 30*time.Second)
+	if _, err := lt.ptmx.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	lt.waitText(t, "leash does not run under a shell's job control; it continues the command")
+	if _, err := lt.ptmx.Write([]byte("yes\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
+	lt.exits(t, log)
+}
+
+// childPid returns the pid=… of a child's start line.
+func childPid(t *testing.T, start string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(field(start, "pid"))
+	if err != nil {
+		t.Fatalf("no pid in %q", start)
+	}
+	return pid
+}
+
+// parentPid returns the parent of process pid, or 0.
+func parentPid(pid int) int {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
 // procState returns the state letter of process pid (R, S, T, Z…), or 0.
 func procState(pid int) byte {
+	f := statFields(pid)
+	if len(f) < 1 {
+		return 0
+	}
+	return f[0][0]
+}
+
+// statFields returns the fields of /proc/pid/stat after the command name
+// (state, ppid, pgrp, session…), or nil.
+func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return nil
 	}
 	// pid (comm) state …: comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0
+	if i < 0 {
+		return nil
 	}
-	return b[i+2]
+	return strings.Fields(string(b[i+1:]))
 }
 
-// A leashAtTerminal is leash started as a shell would start it: the
-// foreground process group of a terminal.
+// A leashAtTerminal is a process that leads its own session on a
+// pseudo-terminal, as its foreground process group: leash itself, or an
+// interactive shell that runs leash as a job.
 type leashAtTerminal struct {
 	cmd  *exec.Cmd
 	ptmx *os.File
-	out  *lockedWriter // what leash and its command wrote to the terminal (see text)
-	done chan struct{} // closed once leash has exited
+	out  *lockedWriter // what was written to the terminal (see text)
+	done chan struct{} // closed once the process has exited
 	err  error         // cmd.Wait's, once done is closed
 }
 
-// startAtTerminal starts leash with args (on the shared Redis) in a new
-// session whose controlling terminal is a pty, as its foreground process
-// group; leash is killed at cleanup if still running.
+// startAtTerminal starts leash with args (on the shared Redis) as the
+// leader of a new session whose controlling terminal is a pty, with no
+// shell: no one continues leash if it stops.
 func startAtTerminal(t *testing.T, args []string) *leashAtTerminal {
+	t.Helper()
+	return startInPTY(t, leashBinary(t), args...)
+}
+
+// startShell starts an interactive bash, with job control, on a pty, and
+// waits for its prompt; what it runs uses the shared Redis.
+func startShell(t *testing.T) *leashAtTerminal {
+	t.Helper()
+	sh := startInPTY(t, "bash", "--norc", "--noprofile", "-i")
+	sh.waitText(t, "$ ")
+	return sh
+}
+
+// startInPTY starts path with args in a new session whose controlling
+// terminal is a pty; all processes left in that session are killed at
+// cleanup.
+func startInPTY(t *testing.T, path string, args ...string) *leashAtTerminal {
 	t.Helper()
 	srv := sharedRedis(t)
 	ptmx, pts := openPTY(t)
 	lt := &leashAtTerminal{ptmx: ptmx, out: &lockedWriter{w: &bytes.Buffer{}}, done: make(chan struct{})}
-	lt.cmd = exec.Command(leashBinary(t), args...)
-	lt.cmd.Env = append(os.Environ(), storeEnv+"=redis://"+srv.Addr, roleEnv+"=child", "GORACE=atexit_sleep_ms=0")
+	lt.cmd = exec.Command(path, args...)
+	lt.cmd.Env = append(os.Environ(), storeEnv+"=redis://"+srv.Addr, roleEnv+"=child", "GORACE=atexit_sleep_ms=0",
+		"PS1=$ ", "TERM=dumb", "HISTFILE=")
 	lt.cmd.Stdin, lt.cmd.Stdout, lt.cmd.Stderr = pts, pts, pts
-	// A new session whose controlling terminal is the pty: leash is its
-	// foreground process group, as under an interactive shell.
 	lt.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := lt.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	pts.Close()
-	// Owner: this test. Stops when leash exits.
+	// Owner: this test. Stops when the process exits.
 	go func() {
 		lt.err = lt.cmd.Wait()
 		close(lt.done)
 	}()
-	// Owner: this test. Stops when the pty closes, after leash exits.
+	// Owner: this test. Stops when the pty closes, after the session ends.
 	go func() { _, _ = io.Copy(lt.out, ptmx) }()
+	sid := lt.cmd.Process.Pid
 	t.Cleanup(func() {
-		_ = lt.cmd.Process.Kill()
+		killSession(sid)
 		<-lt.done
 		ptmx.Close()
 	})
 	return lt
+}
+
+// killSession sends SIGKILL to every process of session sid.
+func killSession(sid int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := statFields(pid); len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// typeLine types line and Enter at the terminal.
+func (lt *leashAtTerminal) typeLine(t *testing.T, line string) {
+	t.Helper()
+	lt.typeRaw(t, []byte(line+"\n")...)
+}
+
+// typeRaw types bytes at the terminal.
+func (lt *leashAtTerminal) typeRaw(t *testing.T, b ...byte) {
+	t.Helper()
+	if _, err := lt.ptmx.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitText waits until the terminal shows s.
+func (lt *leashAtTerminal) waitText(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(lt.text(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the terminal did not show %q within 30s; it shows:\n%s", s, lt.text())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// shellQuote returns a shell command line that runs path with args.
+func shellQuote(path string, args ...string) string {
+	q := make([]string, 0, 1+len(args))
+	for _, a := range append([]string{path}, args...) {
+		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	return strings.Join(q, " ")
 }
 
 // exits checks that leash exits 0 within 10 s.
