@@ -36,34 +36,37 @@ func TestHeadWakeUpGoesToItsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiters := []*leash.Client{newClient(t, srv.Addr, nil), newClient(t, srv.Addr, nil)}
-	holds := make(chan *leash.Hold, len(waiters))
+	type granted struct {
+		h   *leash.Hold
+		err error
+	}
+	// Buffered: a Lock still waiting when the test fails returns at
+	// cleanup (client closed), after the test has ended.
+	holds := make(chan granted, len(waiters))
 	for i, c := range waiters {
 		go func() {
 			h, err := c.FairMutex(name, q).Lock(ctx)
-			if err != nil {
-				t.Error(err)
-			}
-			holds <- h
+			holds <- granted{h, err}
 		}()
 		waitFor(t, "the waiter to queue", func() bool {
 			info, err := holder.Inspect(ctx, name)
 			return err == nil && info.Queued == i+1
 		})
-	}
-	for _, c := range waiters {
+		// The first attempt writes the place; the watch follows it.
 		own := shared + ":" + c.ID()
-		if n := rdb.PubSubNumSub(ctx, own).Val()[own]; n != 1 {
-			t.Fatalf("%d subscribers of %s, want 1: the waiting client's store", n, own)
-		}
+		waitFor(t, "the waiting client's store to subscribe "+own, func() bool {
+			return rdb.PubSubNumSub(ctx, own).Val()[own] == 1
+		})
 	}
 	for i, c := range waiters {
 		if err := h.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		h = <-holds
-		if h == nil {
-			t.FailNow()
+		g := <-holds
+		if g.err != nil {
+			t.Fatalf("hand-off %d: %v", i, g.err)
 		}
+		h = g.h
 		m, err := ps.ReceiveTimeout(ctx, 10*time.Second)
 		if err != nil {
 			t.Fatalf("hand-off %d: no wake-up published: %v", i, err)
