@@ -8,6 +8,8 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/internal/testkit"
+	"github.com/leash-go/leash/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -254,4 +256,84 @@ func TestLeashReaderFieldPutBack(t *testing.T) {
 	if err != nil || deleted != 0 {
 		t.Errorf("the Java reader's unlock after the leash reader's renewal = %v, %v; want the hash kept for the leash reader", deleted, err)
 	}
+}
+
+// TestRWReleasesWakeRedissonWaiters: a Java service's Redisson waiters for
+// a readers-writer lock listen on redisson_rwlock:{name} and otherwise sleep
+// for the holder's remaining lease. A leash RWMutex's releases are published
+// there as Redisson's own are: "0" when the last reader leaves (none when a
+// Java reader still holds the hash: the Java writer is still kept out), "1"
+// when the writer leaves, and "1" when the lock is force-released.
+func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
+	srv := sharedRedis(t)
+	rdb := newRDB(t, srv.Addr)
+	store := redisstore.New(rdb, nil)
+	c, err := leash.New(store, nil)
+	c = testkit.Closing(t, c, err)
+	ctx := bg(t)
+	n := lockName(t)
+	channel := "redisson_rwlock:{" + n + "}"
+	ps := rdb.Subscribe(ctx, channel)
+	t.Cleanup(func() { ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	next := func(what string) string {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m, err := ps.ReceiveMessage(rctx)
+		if err != nil {
+			t.Fatalf("%s: no message on %s: %v", what, channel, err)
+		}
+		return m.Payload
+	}
+	rw := c.RWMutex(n, nil)
+
+	r, err := rw.RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("the last leash reader left"); got != "0" {
+		t.Errorf("the last leash reader left: %q on %s, want \"0\" (Redisson's wake-one)", got, channel)
+	}
+
+	const java = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	redissonRead(t, rdb, n, java, time.Hour)
+	if r, err = rw.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Publish(ctx, channel, "after") // what comes next, unless the unlock published
+	if got := next("a leash reader left beside a Java reader"); got != "after" {
+		t.Errorf("a leash reader left beside a Java reader: %q on %s, want nothing (the Java reader still holds)", got, channel)
+	}
+	rdb.Del(ctx, n, "{"+n+"}:"+java+":1:rwlock_timeout:1")
+
+	w, err := rw.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := next("the leash writer left"); got != "1" {
+		t.Errorf("the leash writer left: %q on %s, want \"1\" (Redisson's wake-all)", got, channel)
+	}
+
+	if w, err = rw.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if freed, err := store.ForceRelease(ctx, n); err != nil || !freed {
+		t.Fatalf("ForceRelease = %v, %v", freed, err)
+	}
+	if got := next("the lock was force-released"); got != "1" {
+		t.Errorf("the lock was force-released: %q on %s, want \"1\"", got, channel)
+	}
+	<-w.Lost()
 }

@@ -66,11 +66,11 @@ func (s *Store) release(ctx context.Context, req driver.Request, m string) (bool
 		args = append(args, wait, grace)
 	case driver.KindWrite:
 		script = releaseWriteScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch, redissonRWChannel(n)}
 		args = []any{req.Owner, ms(req.Lease), m, ms(latchTTL)}
 	case driver.KindRead:
 		script = releaseReadScript
-		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch, readerTimeoutKey(n, req.Owner)}
+		keys = []string{n, readersKey(n), writersKey(n), rwChannel(n), latch, readerTimeoutKey(n, req.Owner), redissonRWChannel(n)}
 		args = []any{req.Owner, ms(latchTTL)}
 	case driver.KindPermit:
 		script = releasePermitScript
@@ -121,7 +121,7 @@ func (s *Store) ForceRelease(ctx context.Context, name string) (bool, error) {
 	}
 	k := s.key(name)
 	keys := []string{k, fairQueueKey(k), fairPlacesKey(k), readersKey(k), writersKey(k),
-		channelName(k), fairChannel(k), rwChannel(k), semChannel(k), semSizeKey(k)}
+		channelName(k), fairChannel(k), rwChannel(k), semChannel(k), semSizeKey(k), redissonRWChannel(k)}
 	script, err := s.pick(ctx, forceScript)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: force release %q: %w", name, err)

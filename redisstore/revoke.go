@@ -51,7 +51,7 @@ func (s *Store) AckRevoke(ctx context.Context, req driver.Request) error {
 		return s.err
 	}
 	k := s.key(req.Name)
-	keys := []string{k, channelName(k), fairChannel(k), rwChannel(k)}
+	keys := []string{k, channelName(k), fairChannel(k), rwChannel(k), redissonRWChannel(k)}
 	script, err := s.pick(ctx, ackRevokeScript)
 	if err == nil {
 		err = script.Run(ctx, s.rdb, keys, req.Owner).Err()

@@ -504,7 +504,12 @@ var (
 // so before the hash a leaving Java reader kept for it (for what its timeout
 // key had left) runs out. A leash reader that crashed may keep Java writers
 // out until the Java readers' lease after it (leash's writers purge it at
-// its own lease's end).
+// its own lease's end). Leash's releases are published on Redisson's
+// channel, redisson_rwlock:{name}, as Redisson's are ("0" when the last
+// reader leaves, "1" when the writer does or the lock is force-released), so
+// Java waiters are woken by them; leash's waiters do not listen there (its
+// own releases would wake every one of them), so they hear a Java release
+// at their fallback timer, the holder's remaining lease.
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }
@@ -731,6 +736,11 @@ const (
 	readersPrefix    = "leash_rw_readers"
 	writersPrefix    = "leash_rw_writers"
 	rwChanPrefix     = "leash_rw__channel"
+	// redissonRWPrefix names the channel Redisson's RReadWriteLock waiters
+	// listen on: leash publishes its RWMutex's releases there too, so that
+	// a Java waiter is woken by them. A channel, never a key: not a
+	// companion.
+	redissonRWPrefix = "redisson_rwlock"
 	semSizePrefix    = "leash_semaphore_size"
 	semChanPrefix    = "leash_semaphore__channel"
 	clientPrefix     = "leash_client" // not a companion: a Client's holder record
@@ -745,17 +755,18 @@ var companionPrefixes = [...]string{tokenPrefix, channelPrefix, latchPrefix, fai
 	jobPrefix, jobRunsPrefix}
 
 // The keys and channels of one name. Every one shares the name's hash slot.
-func tokenKey(name string) string      { return prefixName(tokenPrefix, name) }
-func channelName(name string) string   { return prefixName(channelPrefix, name) }
-func fairQueueKey(name string) string  { return prefixName(fairQueuePrefix, name) }
-func fairPlacesKey(name string) string { return prefixName(fairPlacesPrefix, name) }
-func fairChannel(name string) string   { return prefixName(fairChanPrefix, name) }
-func readersKey(name string) string    { return prefixName(readersPrefix, name) }
-func writersKey(name string) string    { return prefixName(writersPrefix, name) }
-func rwChannel(name string) string     { return prefixName(rwChanPrefix, name) }
-func semSizeKey(name string) string    { return prefixName(semSizePrefix, name) }
-func semChannel(name string) string    { return prefixName(semChanPrefix, name) }
-func latchKey(name, id string) string  { return string(append(appendLatchPrefix(nil, name), id...)) }
+func tokenKey(name string) string          { return prefixName(tokenPrefix, name) }
+func channelName(name string) string       { return prefixName(channelPrefix, name) }
+func fairQueueKey(name string) string      { return prefixName(fairQueuePrefix, name) }
+func fairPlacesKey(name string) string     { return prefixName(fairPlacesPrefix, name) }
+func fairChannel(name string) string       { return prefixName(fairChanPrefix, name) }
+func readersKey(name string) string        { return prefixName(readersPrefix, name) }
+func writersKey(name string) string        { return prefixName(writersPrefix, name) }
+func rwChannel(name string) string         { return prefixName(rwChanPrefix, name) }
+func redissonRWChannel(name string) string { return prefixName(redissonRWPrefix, name) }
+func semSizeKey(name string) string        { return prefixName(semSizePrefix, name) }
+func semChannel(name string) string        { return prefixName(semChanPrefix, name) }
+func latchKey(name, id string) string      { return string(append(appendLatchPrefix(nil, name), id...)) }
 
 // clientFairChannel is the channel of the fair queue heads of one client's
 // owners: leash_fair__channel:{name}:<client> (see WatchClient).

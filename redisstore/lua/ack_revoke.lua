@@ -2,7 +2,7 @@
 -- deletes the tombstone and wakes every waiter. Uses lib.lua.
 -- KEYS[1]  the lock hash (the tombstone, see revoke.lua)
 -- KEYS[2]  redisson_lock__channel:{name}   KEYS[3]  leash_fair__channel:{name}
--- KEYS[4]  leash_rw__channel:{name}
+-- KEYS[4]  leash_rw__channel:{name}        KEYS[5]  redisson_rwlock:{name}
 -- ARGV[1]  the revoked owner
 -- Returns  1 when the tombstone was deleted; 0 otherwise (no tombstone, or one that does not
 --          name ARGV[1], or names others still). A hash that holds anything but the tombstone
@@ -34,7 +34,7 @@ if n - 1 - mode > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-for i = 2, 4 do
+for i = 2, 5 do
     redis.call('publish', KEYS[i], '1')
 end
 return 1

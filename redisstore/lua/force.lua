@@ -6,6 +6,7 @@
 -- KEYS[6]  redisson_lock__channel:{name}   KEYS[7]  leash_fair__channel:{name}
 -- KEYS[8]  leash_rw__channel:{name}        KEYS[9]  leash_semaphore__channel:{name}
 -- KEYS[10] semaphore permit count, leash_semaphore_size:{name}
+-- KEYS[11] redisson_rwlock:{name}, Redisson's RReadWriteLock channel
 -- ARGV[1]  the revocation channel prefix (see revoke.lua)   ARGV[2]  the lock name
 -- Returns  1 when something was deleted (and "1", wake all, published on every channel;
 --          Redisson's waiters treat "1" as a wake-all too); 0 when there was nothing;
@@ -53,6 +54,7 @@ if deleted > 0 then
     for i = 6, 9 do
         redis.call('publish', KEYS[i], '1')
     end
+    redis.call('publish', KEYS[11], '1')
     for _, o in ipairs(holders) do
         redis.call('publish', ARGV[1] .. string.match(o, '^[^:]*'), 'freed\n' .. o .. '\n' .. ARGV[2])
     end

@@ -6,6 +6,7 @@
 -- KEYS[4]  channel, leash_rw__channel:{name}
 -- KEYS[5]  unlock latch, redisson_unlock_latch:{name}:<request id>
 -- KEYS[6]  the reader's timeout key, {name}:<owner>:rwlock_timeout:1 (see acquire_read.lua)
+-- KEYS[7]  Redisson's RReadWriteLock channel, redisson_rwlock:{name}
 -- ARGV[1]  owner
 -- ARGV[2]  latch lifetime in milliseconds
 -- Returns  1 when the last reader left; 0 when readers remain; nil when the owner had no
@@ -13,7 +14,9 @@
 --          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched; {-1,
 --          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
 --          companion): nothing is changed.
--- Publishes "w" (wake one writer) when the last reader leaves and a writer waits. Drops the
+-- Publishes "w" (wake one writer) when the last reader leaves and a writer waits, and "0" on
+-- KEYS[7] when that deletes the hash, as Redisson's last reader does, so that Java waiters
+-- are woken rather than left to their lease-long sleep. Drops the
 -- reader's hold from the hash (its field and timeout key). Never shortens the hash's TTL
 -- while others read. Touches only KEYS.
 local done = latched(KEYS[5])
@@ -51,6 +54,7 @@ if left == 0 then
     freed = 1
     if mode == 'read' and redis.call('hlen', KEYS[1]) == 1 then
         redis.call('del', KEYS[1])
+        redis.call('publish', KEYS[7], '0')
     end
     if purge(KEYS[3], now) > 0 then
         redis.call('publish', KEYS[4], 'w')

@@ -6,6 +6,7 @@
 -- KEYS[3]  waiting writers, leash_rw_writers:{name}
 -- KEYS[4]  channel, leash_rw__channel:{name}
 -- KEYS[5]  unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[6]  Redisson's RReadWriteLock channel, redisson_rwlock:{name}
 -- ARGV[1]  owner
 -- ARGV[2]  lease in milliseconds, re-applied while holds remain (never below a live reader's,
 --          see hold_for)
@@ -15,7 +16,8 @@
 --          when KEYS[1] is not a lock (see not_lock), or KEYS[2] or KEYS[3] hold what leash
 --          does not write there (see companion): nothing is changed.
 -- On the last hold, publishes "w" (wake one writer) if a writer waits, else "r" (wake every
--- reader). Touches only KEYS.
+-- reader), and "1" (wake all) on KEYS[6] for Redisson's waiters, as its writer's last unlock
+-- does. Touches only KEYS.
 local bad = foreign(KEYS[2], 'owners', KEYS[3], 'owners')
 if bad then
     return bad
@@ -43,5 +45,6 @@ if purge(KEYS[3], now) > 0 then
 else
     redis.call('publish', KEYS[4], 'r')
 end
+redis.call('publish', KEYS[6], '1')
 redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1
