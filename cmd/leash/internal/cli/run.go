@@ -77,14 +77,15 @@ Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
 are passed on to the command's process group. While leash is still waiting
 for the lock, they make it stop waiting and exit with 128+N. A signal that
 leash was started with ignored (SIGHUP under nohup) stays ignored. Ctrl-Z at
-the terminal stops the command, and leash stops with it so that the shell
-gets its prompt back (on Linux); fg continues both, once leash has checked
-with the store that the lock is still held. A stopped leash does not renew
+the terminal stops the command, and leash stops with it (and with the
+script or pipeline it runs in, its process group) so that the shell gets
+its prompt back (on Linux); fg continues them, once leash has checked with
+the store that the lock is still held. A stopped leash does not renew
 the lock: if they stay stopped past its lease, the lock is lost, and once
 leash is continued the command gets SIGKILL without running again, and
 leash exits 76 (see below). Where no shell's job control would continue
-leash (it leads its own session), Ctrl-Z does not stop it: it says so and
-continues the command.
+leash (it leads its own session, or runs under init), Ctrl-Z does not stop
+it: it says so and continues the command.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -519,7 +520,7 @@ loop:
 			switch {
 			case !ok:
 				continue
-			case !jobControlParent():
+			case !jobControlled():
 				// No shell to give the prompt back to: leash stays, and a
 				// stop from the terminal is undone (one sent on purpose,
 				// SIGSTOP, is left to whoever sent it).

@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -25,4 +30,64 @@ func childStopped(pid int) (syscall.Signal, bool) {
 	union := (3*4 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
 	status := *(*int32)(unsafe.Add(unsafe.Pointer(&info), union+8))
 	return syscall.Signal(status), true
+}
+
+// jobControlled reports whether leash's process group is a job that a
+// shell's job control continues once it has stopped: a group that is not
+// orphaned, in POSIX's terms, for a member (leash, or the script or
+// pipeline member that started it) has its parent in the same session but
+// in another group, as an interactive shell is to its jobs. Without one
+// (leash leads its session, runs under init, or everything above it shares
+// its group), a stopped leash would wait for a SIGCONT that no one sends.
+// It follows leash's own line of ancestors within its group.
+func jobControlled() bool {
+	pgrp, pid := syscall.Getpgrp(), os.Getpid()
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return false
+	}
+	for range 64 {
+		ppid := parentOf(pid)
+		if ppid <= 1 {
+			return false
+		}
+		ppg, err := syscall.Getpgid(ppid)
+		if err != nil {
+			return false
+		}
+		if ppg != pgrp {
+			psid, err := unix.Getsid(ppid)
+			return err == nil && psid == sid
+		}
+		pid = ppid
+	}
+	return false
+}
+
+// parentOf returns the parent of process pid, or 0.
+func parentOf(pid int) int {
+	if pid == os.Getpid() {
+		return os.Getppid()
+	}
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command name
+// (state, ppid, pgrp, session…), or nil.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	// pid (comm) state …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
 }

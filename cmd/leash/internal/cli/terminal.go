@@ -36,28 +36,13 @@ func reclaimTTY(fd int) {
 }
 
 // Job control. Ctrl-Z at the terminal stops its foreground group, which is
-// the command's, not leash's; the shell, which waits for leash (its job),
-// would wait on while leash waited for the command. So when the command
-// stops, leash takes the terminal back and stops itself, and the shell sees
-// its job stopped; when the shell continues it (fg or bg), leash continues
-// the command's group, handing it the terminal again when leash is in the
-// foreground.
-
-// jobControlParent reports whether leash's parent can continue it once it
-// has stopped: a process in leash's session but in another process group,
-// as an interactive shell is to the jobs it runs. Without one (leash leads
-// its session, is a PID namespace's init, or was left to init) a stopped
-// leash would wait for a SIGCONT that no one sends, or not stop at all.
-func jobControlParent() bool {
-	ppid := os.Getppid()
-	if ppid <= 1 {
-		return false
-	}
-	sid, err1 := unix.Getsid(0)
-	psid, err2 := unix.Getsid(ppid)
-	ppgid, err3 := syscall.Getpgid(ppid)
-	return err1 == nil && err2 == nil && err3 == nil && psid == sid && ppgid != syscall.Getpgrp()
-}
+// the command's, not leash's; the shell, which waits for its job (leash's
+// process group: leash, or the script or pipeline that runs it), would wait
+// on while leash waited for the command. So when the command stops, leash
+// takes the terminal back and stops its own process group, as Ctrl-Z would
+// have, and the shell sees its job stopped; when the shell continues it (fg
+// or bg), leash continues the command's group, handing it the terminal
+// again when leash is in the foreground.
 
 // stopWithCommand is called when the command's group (pgid) was stopped,
 // with leash in the foreground of the terminal fd when it started the
@@ -75,11 +60,12 @@ func stopWithCommand(fd, pgid int, say func(), held func() bool) bool {
 		reclaimTTY(fd)
 	}
 	say()
-	// The stop takes effect a moment after kill returns: wait for the
-	// SIGCONT that ends it before looking at the lock.
+	// The whole job stops, leash with it (kill of pid 0: leash's process
+	// group); the stop may take effect a moment after kill returns, so wait
+	// for the SIGCONT that ends it before looking at the lock.
 	cont := make(chan os.Signal, 1)
 	signal.Notify(cont, syscall.SIGCONT)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	_ = syscall.Kill(0, syscall.SIGSTOP)
 	<-cont
 	signal.Stop(cont)
 	if !held() {

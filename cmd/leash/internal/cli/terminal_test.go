@@ -47,20 +47,37 @@ func TestCtrlZStopsRunWithItsCommand(t *testing.T) {
 	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...))
 	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
 	waitLog(t, log, "ready ", 30*time.Second)
-	leashPid := parentPid(cmdPid)
+	leashPid := parentOf(cmdPid)
 	sh.typeRaw(t, 0x1a) // Ctrl-Z: VSUSP
 	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
 	sh.waitText(t, "the command was stopped, and leash stops with it")
 	sh.waitText(t, "Stopped") // the shell's job report: the prompt is back
-	sh.typeLine(t, "fg")
-	eventually(t, 30*time.Second, "the command continued by fg", func() bool {
-		s := procState(cmdPid)
-		return s != 'T' && s != 0
-	})
-	sh.typeLine(t, "yes")
-	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
+	sh.fgThenRead(t, cmdPid, log)
 	sh.typeLine(t, "echo status=$?")
 	sh.waitText(t, "status=0")
+}
+
+// TestCtrlZStopsTheScriptThatRunsLeash: leash run from a script, which
+// shares its process group (the shell's job): Ctrl-Z stops the command, and
+// leash stops its whole group, the script too, so that the shell sees its
+// job stopped and gives the prompt back (leash stopping alone left the
+// script running and the shell waiting). fg continues all of it.
+func TestCtrlZStopsTheScriptThatRunsLeash(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	sh := startShell(t)
+	script := shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...) + "; echo leash=$?"
+	sh.typeLine(t, shellQuote("bash", "-c", script))
+	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
+	waitLog(t, log, "ready ", 30*time.Second)
+	leashPid := parentOf(cmdPid)
+	scriptPid := parentOf(leashPid)
+	sh.typeRaw(t, 0x1a) // Ctrl-Z
+	eventually(t, 30*time.Second, "leash and the script stopped", func() bool {
+		return procState(leashPid) == 'T' && procState(scriptPid) == 'T'
+	})
+	sh.waitText(t, "Stopped")
+	sh.fgThenRead(t, cmdPid, log)
+	sh.waitText(t, "leash=0")
 }
 
 // TestCtrlZPastTheLease: a leash stopped with its command renews nothing;
@@ -74,7 +91,7 @@ func TestCtrlZPastTheLease(t *testing.T) {
 	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, []string{"--lease", "1s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term"))...))
 	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
 	waitLog(t, log, "ready ", 30*time.Second)
-	leashPid := parentPid(cmdPid)
+	leashPid := parentOf(cmdPid)
 	sh.typeRaw(t, 0x1a) // Ctrl-Z
 	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
 	sh.waitText(t, "Stopped")
@@ -123,6 +140,19 @@ func TestCtrlZWithoutJobControl(t *testing.T) {
 	lt.exits(t, log)
 }
 
+// fgThenRead types fg at the shell, waits until the command (cmdPid)
+// runs again, and types the line it reads from the terminal.
+func (lt *leashAtTerminal) fgThenRead(t *testing.T, cmdPid int, log string) {
+	t.Helper()
+	lt.typeLine(t, "fg")
+	eventually(t, 30*time.Second, "the command continued by fg", func() bool {
+		s := procState(cmdPid)
+		return s != 'T' && s != 0
+	})
+	lt.typeLine(t, "yes")
+	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
+}
+
 // childPid returns the pid=… of a child's start line.
 func childPid(t *testing.T, start string) int {
 	t.Helper()
@@ -133,16 +163,6 @@ func childPid(t *testing.T, start string) int {
 	return pid
 }
 
-// parentPid returns the parent of process pid, or 0.
-func parentPid(pid int) int {
-	f := statFields(pid)
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}
-
 // procState returns the state letter of process pid (R, S, T, Z…), or 0.
 func procState(pid int) byte {
 	f := statFields(pid)
@@ -150,21 +170,6 @@ func procState(pid int) byte {
 		return 0
 	}
 	return f[0][0]
-}
-
-// statFields returns the fields of /proc/pid/stat after the command name
-// (state, ppid, pgrp, session…), or nil.
-func statFields(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil
-	}
-	// pid (comm) state …: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return nil
-	}
-	return strings.Fields(string(b[i+1:]))
 }
 
 // A leashAtTerminal is a process that leads its own session on a
