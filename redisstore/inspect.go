@@ -27,11 +27,15 @@ func (s *Store) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	}
 	info.Waiters = -1
 	chans := []string{channelName(k), fairChannel(k), rwChannel(k), semChannel(k)}
-	if subs, err := s.rdb.PubSubNumSub(ctx, chans...).Result(); err == nil {
+	javaRW := redissonRWChannel(k)
+	if subs, err := s.rdb.PubSubNumSub(ctx, append(chans, javaRW)...).Result(); err == nil {
 		info.Waiters = 0
 		for _, c := range chans {
 			info.Waiters += int(subs[c])
 		}
+		// Leash's readers-writer waiters listen on Redisson's channel as
+		// well as on leash's: the clients beyond them there are Java's.
+		info.Waiters += max(0, int(subs[javaRW]-subs[rwChannel(k)]))
 	}
 	return info, nil
 }

@@ -299,6 +299,7 @@ func (n *notifier) read() {
 		lastHeard = time.Now()
 		pingSent  time.Time // zero when no ping is outstanding
 		lastSweep = time.Now()
+		echoes    echoFilter
 	)
 	for {
 		now := time.Now()
@@ -315,6 +316,7 @@ func (n *notifier) read() {
 		}
 		now = time.Now()
 		if err != nil {
+			echoes = echoFilter{} // the next message may be on a new connection
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -359,7 +361,13 @@ func (n *notifier) read() {
 				}
 			}
 		case *redis.Message:
-			n.deliver(m.Channel, m.Payload)
+			switch echoes.next(m.Channel) {
+			case echoed:
+			case fromRedisson:
+				n.deliver(m.Channel, msgAll)
+			default:
+				n.deliver(m.Channel, m.Payload)
+			}
 		}
 	}
 }
@@ -430,6 +438,44 @@ const (
 	msgReaders = "r" // every waiting reader
 	msgWriter  = "w" // one waiting writer
 )
+
+// An echoFilter tells, on one pub/sub connection, Redisson's releases of a
+// readers-writer lock from leash's own on Redisson's channel. Leash's RWMutex
+// releases publish on leash's channel, leash_rw__channel:{name}, and then,
+// in the same script, on Redisson's, redisson_rwlock:{name}, so that Java
+// waiters are woken; a Watch of a readers-writer lock subscribes both, in
+// one SUBSCRIBE, so the two messages of one release reach a connection back
+// to back (nothing runs between a script's commands). The second is that
+// release's echo: leash's waiters were woken by the first, the one that says
+// whom to wake. A message on Redisson's channel with no such message just
+// before it is a Java client's release, and wakes every waiter (Redisson's
+// "0" is not for a particular leash waiter).
+type echoFilter struct {
+	last string // the name of the message just before, if on leash's readers-writer channel
+}
+
+// Kinds of message, for echoFilter.next.
+const (
+	otherMessage = iota
+	echoed       // leash's own release on Redisson's channel: drop it
+	fromRedisson // a Java client's release: wake every waiter
+)
+
+// next classifies the message just received on ch.
+func (f *echoFilter) next(ch string) int {
+	last := f.last
+	f.last = ""
+	if name, ok := strings.CutPrefix(ch, redissonRWPrefix+":"); ok {
+		if name == last {
+			return echoed
+		}
+		return fromRedisson
+	}
+	if name, ok := strings.CutPrefix(ch, rwChanPrefix+":"); ok {
+		f.last = name
+	}
+	return otherMessage
+}
 
 // wakeOf decodes a release message.
 func wakeOf(payload string) driver.Wake {

@@ -88,3 +88,29 @@ func TestReplacementWakesOnceSubscribed(t *testing.T) {
 			at.Sub(published), delay)
 	}
 }
+
+// TestEchoFilter: on one connection, a message on Redisson's readers-writer
+// channel right after one on leash's channel of the same name is leash's own
+// release echoed there (dropped); any other is a Java client's release.
+func TestEchoFilter(t *testing.T) {
+	leashA, javaA := rwChannel("{a}"), redissonRWChannel("{a}")
+	leashB, javaB := rwChannel("{b}"), redissonRWChannel("{b}")
+	for _, tc := range []struct {
+		chans []string
+		want  []int
+	}{
+		{[]string{leashA, javaA}, []int{otherMessage, echoed}},
+		{[]string{javaA}, []int{fromRedisson}},
+		{[]string{leashA, javaA, javaA}, []int{otherMessage, echoed, fromRedisson}}, // a Java release just after leash's
+		{[]string{leashA, javaB}, []int{otherMessage, fromRedisson}},                // another name's
+		{[]string{leashB, channelName("{a}"), javaB}, []int{otherMessage, otherMessage, fromRedisson}},
+		{[]string{leashA, leashA, javaA}, []int{otherMessage, otherMessage, echoed}},
+	} {
+		var f echoFilter
+		for i, ch := range tc.chans {
+			if got := f.next(ch); got != tc.want[i] {
+				t.Errorf("%q: message %d on %s = %d, want %d", tc.chans, i, ch, got, tc.want[i])
+			}
+		}
+	}
+}

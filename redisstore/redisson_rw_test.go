@@ -265,13 +265,8 @@ func TestLeashReaderFieldPutBack(t *testing.T) {
 // Java reader still holds the hash: the Java writer is still kept out), "1"
 // when the writer leaves, and "1" when the lock is force-released.
 func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
-	srv := sharedRedis(t)
-	rdb := newRDB(t, srv.Addr)
-	store := redisstore.New(rdb, nil)
-	c, err := leash.New(store, nil)
-	c = testkit.Closing(t, c, err)
-	ctx := bg(t)
-	n := lockName(t)
+	rdb, store, c := storeAndClient(t)
+	ctx, n := bg(t), lockName(t)
 	channel := "redisson_rwlock:{" + n + "}"
 	ps := rdb.Subscribe(ctx, channel)
 	t.Cleanup(func() { ps.Close() })
@@ -336,4 +331,79 @@ func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 		t.Errorf("the lock was force-released: %q on %s, want \"1\"", got, channel)
 	}
 	<-w.Lost()
+}
+
+// TestRedissonReleaseWakesLeashWaiters: a leash writer waiting behind a Java
+// reader is woken by the Java reader's release on Redisson's channel, not
+// left to its fallback timer (the hash's remaining lease, an hour here).
+// And a leash release, which publishes on both channels, wakes a leash
+// watch once, by leash's own message: its echo on Redisson's channel is not
+// taken for a Java release that would wake every waiter.
+func TestRedissonReleaseWakesLeashWaiters(t *testing.T) {
+	rdb, store, c := storeAndClient(t)
+	ctx, n := bg(t), lockName(t)
+	javaChannel, leashChannel := "redisson_rwlock:{"+n+"}", "leash_rw__channel:{"+n+"}"
+	const java = "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9"
+	redissonRead(t, rdb, n, java, time.Hour)
+
+	got := make(chan *leash.Hold, 1)
+	go func() {
+		h, err := c.RWMutex(n, nil).Lock(ctx)
+		if err != nil {
+			h = nil
+		}
+		got <- h
+	}()
+	waitFor(t, "the leash writer to listen on Redisson's channel", func() bool { return numSub(t, rdb, javaChannel) == 1 })
+	// Redisson's read unlock: the last reader deletes the hash and
+	// publishes "0", in one script.
+	if deleted, err := redissonReadUnlock.Run(ctx, rdb, []string{n, "{" + n + "}"}, java+":1").Int(); err != nil || deleted != 1 {
+		t.Fatalf("the Java reader's unlock = %v, %v; want the hash deleted", deleted, err)
+	}
+	rdb.Publish(ctx, javaChannel, "0")
+	var w *leash.Hold
+	select {
+	case w = <-got:
+		if w == nil {
+			t.Fatal("the leash writer's Lock failed")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the leash writer was not woken by the Java reader's release")
+	}
+
+	wakes := make(chan driver.Wake, 16)
+	stop, err := store.Watch(ctx, driver.KindWrite, n, func(w driver.Wake) { wakes <- w })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Publish(ctx, leashChannel, "w") // what comes next, unless the echo was delivered
+	next := func() driver.Wake {
+		select {
+		case w := <-wakes:
+			return w
+		case <-time.After(time.Minute):
+			t.Fatal("no wake-up")
+		}
+		return driver.Wake{}
+	}
+	if w := next(); w.To != driver.WakeReaders {
+		t.Errorf("the leash writer's release woke %+v, want the readers (no writer waits)", w)
+	}
+	if w := next(); w.To != driver.WakeWriter {
+		t.Errorf("after the leash writer's release: %+v, want only the marker (one writer); the release's echo on Redisson's channel was delivered", w)
+	}
+}
+
+// storeAndClient returns a go-redis client on the shared Redis, a Store on
+// it and a leash Client on the Store, closed at cleanup.
+func storeAndClient(t *testing.T) (*redis.Client, *redisstore.Store, *leash.Client) {
+	t.Helper()
+	rdb := newRDB(t, sharedRedis(t).Addr)
+	store := redisstore.New(rdb, nil)
+	c, err := leash.New(store, nil)
+	return rdb, store, testkit.Closing(t, c, err)
 }

@@ -109,7 +109,8 @@ func (s *Store) pick(ctx context.Context, p *pubScript) (*redis.Script, error) {
 }
 
 // Watch implements [driver.Watcher]. Each kind has its own channel (readers
-// and writers share one); the payload is Redisson's wake message (see
+// and writers share one, and hear Redisson's RReadWriteLock releases on its
+// channel too, see echoFilter); the payload is Redisson's wake message (see
 // wakeOf). With sharded pub/sub (see Options.ShardedPubSub) the channel is
 // subscribed on its slot's master with SSUBSCRIBE, and under ShardedAuto
 // with SUBSCRIBE too, both requests sent before either is awaited. A fair
@@ -141,8 +142,12 @@ func (s *Store) watchChannels(ctx context.Context, kind driver.Kind, name, clien
 	}
 	n := s.key(name)
 	chans := []string{watchChannel(kind, n)}
-	if kind == driver.KindFair && client != "" {
+	switch {
+	case kind == driver.KindFair && client != "":
 		chans = append(chans, clientFairChannel(n, client))
+	case kind == driver.KindRead || kind == driver.KindWrite:
+		// And Redisson's, for a Java client's releases (see echoFilter).
+		chans = append(chans, redissonRWChannel(n))
 	}
 	sharded, err := s.sharded(ctx)
 	switch {

@@ -507,9 +507,8 @@ var (
 // its own lease's end). Leash's releases are published on Redisson's
 // channel, redisson_rwlock:{name}, as Redisson's are ("0" when the last
 // reader leaves, "1" when the writer does or the lock is force-released), so
-// Java waiters are woken by them; leash's waiters do not listen there (its
-// own releases would wake every one of them), so they hear a Java release
-// at their fallback timer, the holder's remaining lease.
+// Java waiters are woken by them; leash's waiters listen there too, and a
+// Java release wakes every one of them (see echoFilter).
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }
@@ -789,7 +788,7 @@ func watchChannel(kind driver.Kind, name string) string {
 	case driver.KindFair:
 		return fairChannel(name)
 	case driver.KindRead, driver.KindWrite:
-		return rwChannel(name)
+		return rwChannel(name) // and redissonRWChannel, see watchChannels
 	case driver.KindPermit:
 		return semChannel(name)
 	}
