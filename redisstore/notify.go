@@ -449,7 +449,9 @@ const (
 // release's echo: leash's waiters were woken by the first, the one that says
 // whom to wake. A message on Redisson's channel with no such message just
 // before it is a Java client's release, and wakes every waiter (Redisson's
-// "0" is not for a particular leash waiter).
+// "0" is not for a particular leash waiter). On a Cluster with plain pub/sub
+// another node's message may come between the two: the echo then wakes
+// every waiter of the name once more: a needless retry, never a missed wake.
 type echoFilter struct {
 	last string // the name of the message just before, if on leash's readers-writer channel
 }
