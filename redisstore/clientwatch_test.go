@@ -62,7 +62,12 @@ func TestHeadWakeUpGoesToItsClient(t *testing.T) {
 		if err := h.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		g := <-holds
+		var g granted
+		select {
+		case g = <-holds:
+		case <-time.After(time.Minute):
+			t.Fatalf("hand-off %d: no waiter was granted the lock", i)
+		}
 		if g.err != nil {
 			t.Fatalf("hand-off %d: %v", i, g.err)
 		}

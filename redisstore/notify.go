@@ -299,7 +299,6 @@ func (n *notifier) read() {
 		lastHeard = time.Now()
 		pingSent  time.Time // zero when no ping is outstanding
 		lastSweep = time.Now()
-		echoes    echoFilter
 	)
 	for {
 		now := time.Now()
@@ -316,7 +315,6 @@ func (n *notifier) read() {
 		}
 		now = time.Now()
 		if err != nil {
-			echoes = echoFilter{} // the next message may be on a new connection
 			var ne net.Error
 			switch {
 			case errors.As(err, &ne) && ne.Timeout():
@@ -361,13 +359,14 @@ func (n *notifier) read() {
 				}
 			}
 		case *redis.Message:
-			switch echoes.next(m.Channel) {
-			case echoed:
-			case fromRedisson:
-				n.deliver(m.Channel, msgAll)
-			default:
-				n.deliver(m.Channel, m.Payload)
+			payload := m.Payload
+			if strings.HasPrefix(m.Channel, redissonRWPrefix+":") {
+				var java bool
+				if payload, java = redissonRWWake(payload); !java {
+					continue // leash's own release, heard on leash's channel
+				}
 			}
+			n.deliver(m.Channel, payload)
 		}
 	}
 }
@@ -439,44 +438,28 @@ const (
 	msgWriter  = "w" // one waiting writer
 )
 
-// An echoFilter tells, on one pub/sub connection, Redisson's releases of a
-// readers-writer lock from leash's own on Redisson's channel. Leash's RWMutex
-// releases publish on leash's channel, leash_rw__channel:{name}, and then,
-// in the same script, on Redisson's, redisson_rwlock:{name}, so that Java
-// waiters are woken; a Watch of a readers-writer lock subscribes both, in
-// one SUBSCRIBE, so the two messages of one release reach a connection back
-// to back (nothing runs between a script's commands). The second is that
-// release's echo: leash's waiters were woken by the first, the one that says
-// whom to wake. A message on Redisson's channel with no such message just
-// before it is a Java client's release, and wakes every waiter (Redisson's
-// "0" is not for a particular leash waiter). On a Cluster with plain pub/sub
-// another node's message may come between the two: the echo then wakes
-// every waiter of the name once more: a needless retry, never a missed wake.
-type echoFilter struct {
-	last string // the name of the message just before, if on leash's readers-writer channel
-}
-
-// Kinds of message, for echoFilter.next.
+// Leash's RWMutex releases are published on Redisson's RReadWriteLock
+// channel, redisson_rwlock:{name}, as well as on leash's, so that Java
+// waiters are woken by them; a Watch of a readers-writer lock subscribes
+// both, to be woken by Java releases too. Leash publishes "00" and "01"
+// there, which Redisson's waiters parse as its numbers 0 (wake one) and 1
+// (wake all), and which leash's waiters skip: they were woken by the
+// release's message on leash's channel, which says whom to wake. Anything
+// else on that channel is a Java client's release, and wakes every leash
+// waiter (Redisson's "0" is not for a particular leash waiter).
 const (
-	otherMessage = iota
-	echoed       // leash's own release on Redisson's channel: drop it
-	fromRedisson // a Java client's release: wake every waiter
+	echoOne = "00"
+	echoAll = "01"
 )
 
-// next classifies the message just received on ch.
-func (f *echoFilter) next(ch string) int {
-	last := f.last
-	f.last = ""
-	if name, ok := strings.CutPrefix(ch, redissonRWPrefix+":"); ok {
-		if name == last {
-			return echoed
-		}
-		return fromRedisson
+// redissonRWWake returns the wake message a message on Redisson's
+// readers-writer channel stands for, and false for leash's own (see
+// echoOne).
+func redissonRWWake(payload string) (string, bool) {
+	if payload == echoOne || payload == echoAll {
+		return "", false
 	}
-	if name, ok := strings.CutPrefix(ch, rwChanPrefix+":"); ok {
-		f.last = name
-	}
-	return otherMessage
+	return msgAll, true
 }
 
 // wakeOf decodes a release message.

@@ -89,28 +89,14 @@ func TestReplacementWakesOnceSubscribed(t *testing.T) {
 	}
 }
 
-// TestEchoFilter: on one connection, a message on Redisson's readers-writer
-// channel right after one on leash's channel of the same name is leash's own
-// release echoed there (dropped); any other is a Java client's release.
-func TestEchoFilter(t *testing.T) {
-	leashA, javaA := rwChannel("{a}"), redissonRWChannel("{a}")
-	leashB, javaB := rwChannel("{b}"), redissonRWChannel("{b}")
-	for _, tc := range []struct {
-		chans []string
-		want  []int
-	}{
-		{[]string{leashA, javaA}, []int{otherMessage, echoed}},
-		{[]string{javaA}, []int{fromRedisson}},
-		{[]string{leashA, javaA, javaA}, []int{otherMessage, echoed, fromRedisson}}, // a Java release just after leash's
-		{[]string{leashA, javaB}, []int{otherMessage, fromRedisson}},                // another name's
-		{[]string{leashB, channelName("{a}"), javaB}, []int{otherMessage, otherMessage, fromRedisson}},
-		{[]string{leashA, leashA, javaA}, []int{otherMessage, otherMessage, echoed}},
-	} {
-		var f echoFilter
-		for i, ch := range tc.chans {
-			if got := f.next(ch); got != tc.want[i] {
-				t.Errorf("%q: message %d on %s = %d, want %d", tc.chans, i, ch, got, tc.want[i])
-			}
+// TestRedissonRWWake: on Redisson's readers-writer channel, leash's own
+// releases ("00", "01") wake no one (leash's channel did), and Redisson's
+// ("0", "1", or anything else) wake every waiter.
+func TestRedissonRWWake(t *testing.T) {
+	for payload, want := range map[string]bool{"00": false, "01": false, "0": true, "1": true, "": true, "2": true} {
+		msg, java := redissonRWWake(payload)
+		if java != want || (java && wakeOf(msg).To != driver.WakeAll) {
+			t.Errorf("redissonRWWake(%q) = %q, %v; want a Java release: %v, waking every waiter", payload, msg, java, want)
 		}
 	}
 }

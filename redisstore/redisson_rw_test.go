@@ -261,9 +261,11 @@ func TestLeashReaderFieldPutBack(t *testing.T) {
 // TestRWReleasesWakeRedissonWaiters: a Java service's Redisson waiters for
 // a readers-writer lock listen on redisson_rwlock:{name} and otherwise sleep
 // for the holder's remaining lease. A leash RWMutex's releases are published
-// there as Redisson's own are: "0" when the last reader leaves (none when a
-// Java reader still holds the hash: the Java writer is still kept out), "1"
-// when the writer leaves, and "1" when the lock is force-released.
+// there as Redisson's own are, written so that leash's waiters can tell
+// them from a Java client's (Redisson parses them as numbers): "00" (its
+// "0") when the last reader leaves (none when a Java reader still holds the
+// hash: the Java writer is still kept out), "01" (its "1") when the writer
+// leaves, and when the lock is force-released.
 func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 	rdb, store, c := storeAndClient(t)
 	ctx, n := bg(t), lockName(t)
@@ -292,8 +294,8 @@ func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := next("the last leash reader left"); got != "0" {
-		t.Errorf("the last leash reader left: %q on %s, want \"0\" (Redisson's wake-one)", got, channel)
+	if got := next("the last leash reader left"); got != "00" {
+		t.Errorf("the last leash reader left: %q on %s, want \"00\" (Redisson's wake-one)", got, channel)
 	}
 
 	const java = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
@@ -317,8 +319,8 @@ func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := next("the leash writer left"); got != "1" {
-		t.Errorf("the leash writer left: %q on %s, want \"1\" (Redisson's wake-all)", got, channel)
+	if got := next("the leash writer left"); got != "01" {
+		t.Errorf("the leash writer left: %q on %s, want \"01\" (Redisson's wake-all)", got, channel)
 	}
 
 	if w, err = rw.Lock(ctx); err != nil {
@@ -327,18 +329,22 @@ func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 	if freed, err := store.ForceRelease(ctx, n); err != nil || !freed {
 		t.Fatalf("ForceRelease = %v, %v", freed, err)
 	}
-	if got := next("the lock was force-released"); got != "1" {
-		t.Errorf("the lock was force-released: %q on %s, want \"1\"", got, channel)
+	if got := next("the lock was force-released"); got != "01" {
+		t.Errorf("the lock was force-released: %q on %s, want \"01\"", got, channel)
 	}
-	<-w.Lost()
+	select {
+	case <-w.Lost():
+	case <-time.After(time.Minute):
+		t.Error("the force-released writer was not told")
+	}
 }
 
 // TestRedissonReleaseWakesLeashWaiters: a leash writer waiting behind a Java
 // reader is woken by the Java reader's release on Redisson's channel, not
 // left to its fallback timer (the hash's remaining lease, an hour here).
 // And a leash release, which publishes on both channels, wakes a leash
-// watch once, by leash's own message: its echo on Redisson's channel is not
-// taken for a Java release that would wake every waiter.
+// watch once, by leash's own message: what it publishes on Redisson's
+// channel is not taken for a Java release that would wake every waiter.
 func TestRedissonReleaseWakesLeashWaiters(t *testing.T) {
 	rdb, store, c := storeAndClient(t)
 	ctx, n := bg(t), lockName(t)
@@ -380,7 +386,7 @@ func TestRedissonReleaseWakesLeashWaiters(t *testing.T) {
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb.Publish(ctx, leashChannel, "w") // what comes next, unless the echo was delivered
+	rdb.Publish(ctx, leashChannel, "w") // what comes next, unless the release woke the watch twice
 	next := func() driver.Wake {
 		select {
 		case w := <-wakes:
@@ -394,7 +400,47 @@ func TestRedissonReleaseWakesLeashWaiters(t *testing.T) {
 		t.Errorf("the leash writer's release woke %+v, want the readers (no writer waits)", w)
 	}
 	if w := next(); w.To != driver.WakeWriter {
-		t.Errorf("after the leash writer's release: %+v, want only the marker (one writer); the release's echo on Redisson's channel was delivered", w)
+		t.Errorf("after the leash writer's release: %+v, want only the marker (one writer); what it published on Redisson's channel woke the watch", w)
+	}
+
+	// The last reader leaves while a leash writer waits: "w" on leash's
+	// channel, then "00" on Redisson's.
+	r, err := c.RWMutex(n, nil).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan error, 1)
+	go func() {
+		h, err := c.RWMutex(n, nil).Lock(ctx)
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		waiting <- err
+	}()
+	waitFor(t, "the writer to wait", func() bool { return rdb.ZCard(ctx, "leash_rw_writers:{"+n+"}").Val() == 1 })
+	for len(wakes) > 0 { // the writer's own attempts
+		<-wakes
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w := next(); w.To != driver.WakeWriter {
+		t.Errorf("the last reader's release woke %+v, want one writer", w)
+	}
+	t.Logf("DEBUG2 %v %v", driver.WakeWriter, driver.WakeAll)
+	rdb.Publish(ctx, leashChannel, "r")
+	for w := next(); w.To != driver.WakeReaders; w = next() {
+		if w.To == driver.WakeAll {
+			t.Fatalf("after the last reader's release: a wake-all; what it published on Redisson's channel woke the watch")
+		}
+	}
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Errorf("the waiting writer: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("the waiting writer was not granted")
 	}
 }
 

@@ -110,7 +110,7 @@ func (s *Store) pick(ctx context.Context, p *pubScript) (*redis.Script, error) {
 
 // Watch implements [driver.Watcher]. Each kind has its own channel (readers
 // and writers share one, and hear Redisson's RReadWriteLock releases on its
-// channel too, see echoFilter); the payload is Redisson's wake message (see
+// channel too, see echoOne); the payload is Redisson's wake message (see
 // wakeOf). With sharded pub/sub (see Options.ShardedPubSub) the channel is
 // subscribed on its slot's master with SSUBSCRIBE, and under ShardedAuto
 // with SUBSCRIBE too, both requests sent before either is awaited. A fair
@@ -146,7 +146,7 @@ func (s *Store) watchChannels(ctx context.Context, kind driver.Kind, name, clien
 	case kind == driver.KindFair && client != "":
 		chans = append(chans, clientFairChannel(n, client))
 	case kind == driver.KindRead || kind == driver.KindWrite:
-		// And Redisson's, for a Java client's releases (see echoFilter).
+		// And Redisson's, for a Java client's releases (see echoOne).
 		chans = append(chans, redissonRWChannel(n))
 	}
 	sharded, err := s.sharded(ctx)

@@ -506,9 +506,10 @@ var (
 // out until the Java readers' lease after it (leash's writers purge it at
 // its own lease's end). Leash's releases are published on Redisson's
 // channel, redisson_rwlock:{name}, as Redisson's are ("0" when the last
-// reader leaves, "1" when the writer does or the lock is force-released), so
+// reader leaves, "1" when the writer does or the lock is force-released,
+// written "00" and "01" so that leash's waiters can tell them apart), so
 // Java waiters are woken by them; leash's waiters listen there too, and a
-// Java release wakes every one of them (see echoFilter).
+// Java release wakes every one of them (see echoOne).
 func (s *Store) Kinds() []driver.Kind {
 	return []driver.Kind{driver.KindMutex, driver.KindFair, driver.KindRead, driver.KindWrite, driver.KindPermit}
 }

@@ -34,7 +34,8 @@ if n - 1 - mode > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-for i = 2, 5 do
+for i = 2, 4 do
     redis.call('publish', KEYS[i], '1')
 end
+redis.call('publish', KEYS[5], '01') -- Redisson's "1" (see release_write.lua)
 return 1

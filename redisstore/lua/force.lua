@@ -54,7 +54,7 @@ if deleted > 0 then
     for i = 6, 9 do
         redis.call('publish', KEYS[i], '1')
     end
-    redis.call('publish', KEYS[11], '1')
+    redis.call('publish', KEYS[11], '01') -- Redisson's "1" (see release_write.lua)
     for _, o in ipairs(holders) do
         redis.call('publish', ARGV[1] .. string.match(o, '^[^:]*'), 'freed\n' .. o .. '\n' .. ARGV[2])
     end

@@ -14,9 +14,10 @@
 --          not_lock): the reader's own lease is dropped, and KEYS[1] left untouched; {-1,
 --          what} when KEYS[2] or KEYS[3] hold what leash does not write there (see
 --          companion): nothing is changed.
--- Publishes "w" (wake one writer) when the last reader leaves and a writer waits, and "0" on
--- KEYS[7] when that deletes the hash, as Redisson's last reader does, so that Java waiters
--- are woken rather than left to their lease-long sleep. Drops the
+-- Publishes "w" (wake one writer) when the last reader leaves and a writer waits, and "00" on
+-- KEYS[7] when that deletes the hash: Redisson's waiters read it as the "0" its last reader
+-- publishes (they parse a number), and leash's as leash's own (see echoOne in notify.go), so that Java
+-- waiters are woken rather than left to their lease-long sleep. Drops the
 -- reader's hold from the hash (its field and timeout key). Never shortens the hash's TTL
 -- while others read. Touches only KEYS.
 local done = latched(KEYS[5])
@@ -54,7 +55,7 @@ if left == 0 then
     freed = 1
     if mode == 'read' and redis.call('hlen', KEYS[1]) == 1 then
         redis.call('del', KEYS[1])
-        redis.call('publish', KEYS[7], '0')
+        redis.call('publish', KEYS[7], '00')
     end
     if purge(KEYS[3], now) > 0 then
         redis.call('publish', KEYS[4], 'w')

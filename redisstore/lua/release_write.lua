@@ -16,8 +16,8 @@
 --          when KEYS[1] is not a lock (see not_lock), or KEYS[2] or KEYS[3] hold what leash
 --          does not write there (see companion): nothing is changed.
 -- On the last hold, publishes "w" (wake one writer) if a writer waits, else "r" (wake every
--- reader), and "1" (wake all) on KEYS[6] for Redisson's waiters, as its writer's last unlock
--- does. Touches only KEYS.
+-- reader), and "01" on KEYS[6] for Redisson's waiters, which read it as the "1" (wake all) of
+-- its writer's last unlock (see release_read.lua). Touches only KEYS.
 local bad = foreign(KEYS[2], 'owners', KEYS[3], 'owners')
 if bad then
     return bad
@@ -45,6 +45,6 @@ if purge(KEYS[3], now) > 0 then
 else
     redis.call('publish', KEYS[4], 'r')
 end
-redis.call('publish', KEYS[6], '1')
+redis.call('publish', KEYS[6], '01')
 redis.call('set', KEYS[5], 1, 'px', ARGV[4])
 return 1
