@@ -76,16 +76,21 @@ output, and gets these variables in its environment:
 Signals. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to leash
 are passed on to the command's process group. While leash is still waiting
 for the lock, they make it stop waiting and exit with 128+N. A signal that
-leash was started with ignored (SIGHUP under nohup) stays ignored. Ctrl-Z at
-the terminal stops the command, and leash stops with it (and with the
-script or pipeline it runs in, its process group) so that the shell gets
-its prompt back (on Linux); fg continues them, once leash has checked with
-the store that the lock is still held. A stopped leash does not renew
-the lock: if they stay stopped past its lease, the lock is lost, and once
-leash is continued the command gets SIGKILL without running again, and
-leash exits 76 (see below). Where no shell's job control would continue
-leash (it leads its own session, or runs under init), Ctrl-Z does not stop
-it: it says so and continues the command.
+leash was started with ignored (SIGHUP under nohup) stays ignored.
+
+Stops (on Linux). Ctrl-Z at the terminal stops the command, and leash stops
+its whole job with it (itself, and the script or pipeline it runs in) so
+that the shell gets its prompt back; a stop of leash's job (Ctrl-Z when the
+command does not have the terminal, another leash run of the same job
+stopping) stops the command too; a command started in the background that
+reads the terminal stops the job in the same way. fg continues them, once
+leash has checked with the store that the lock is still held, and gives
+the command the terminal. A stopped leash does not renew the lock: if they
+stay stopped past its lease (suspended time counts), or the lock is gone
+from the store, the command gets SIGKILL without running again once leash
+is continued, and leash exits 76 (see below). Where no shell's job control
+would continue leash (it leads its own session, or was left to init),
+Ctrl-Z does not stop it: it says so and continues the command.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -428,18 +433,20 @@ func (rn *runner) run() int {
 		}
 		return e.fail("run", withStatus(status, fmt.Errorf("cannot start %q: %v", r.argv[0], errors.Unwrap(err))))
 	}
-	return rn.supervise(cmd, hold, acquired, tty)
+	return rn.supervise(cmd, hold, acquired)
 }
 
-// stillHeld reports whether hold is still held after leash was stopped: by
-// its local deadline, and by the store (a machine suspended meanwhile does
-// not advance the clock the deadline is kept on). A store that cannot be
-// reached leaves the answer to the deadline.
-func stillHeld(hold *leash.Hold) bool {
-	if hold.Err() != nil {
+// stillHeld reports whether hold is still held after leash was stopped,
+// with rest of its validity left by a clock that counts a suspended
+// machine's sleep (the hold's own deadline does not): none left, or the
+// store says it is lost, is lost. A store that cannot be reached within
+// a few seconds leaves the answer to rest: the watchdog goes on renewing,
+// and tells if it cannot.
+func stillHeld(hold *leash.Hold, rest time.Duration) bool {
+	if hold.Err() != nil || rest <= 0 {
 		return false
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), hold.ValidUntil())
+	ctx, cancel := context.WithTimeout(context.Background(), min(rest, stillHeldWait))
 	defer cancel()
 	var lost *leash.LostError
 	if err := hold.Renew(ctx); errors.As(err, &lost) {
@@ -447,6 +454,10 @@ func stillHeld(hold *leash.Hold) bool {
 	}
 	return hold.Err() == nil
 }
+
+// stillHeldWait bounds stillHeld's renewal: leash holds the terminal
+// meanwhile, and passes on no signal.
+const stillHeldWait = 5 * time.Second
 
 // notAcquired reports a failed acquisition.
 func (rn *runner) notAcquired(err error) int {
@@ -483,11 +494,10 @@ func (rn *runner) notAcquired(err error) int {
 }
 
 // supervise forwards signals to the running command, stops it when the lock
-// is lost, and releases the lock when it ends. With tty, the terminal whose
-// foreground leash gave the command (-1: none), leash stops when the
-// command stops (Ctrl-Z) and continues it when continued (see
-// stopWithCommand).
-func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time, tty int) int {
+// is lost, and releases the lock when it ends. Leash's job stops when the
+// command stops at the terminal (Ctrl-Z), the command when leash's job
+// stops, and both run on when continued (see stopJob).
+func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time) int {
 	e, r := rn.e, rn.r
 	g := &groupStop{pgid: cmd.Process.Pid, killAfter: r.killAfter.d, say: func(format string, a ...any) {
 		e.errorf("run: "+format, a...)
@@ -495,8 +505,11 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time,
 	exited := make(chan error, 1)
 	// Owner: supervise. Stops when the command exits.
 	go func() { exited <- cmd.Wait() }()
-	var chld chan os.Signal // the command's stops, at a terminal
-	if tty >= 0 {
+	// The command's stops and the job's (see stopJob), where leash can
+	// tell them apart.
+	var chld, jobStop chan os.Signal
+	ctty := controllingTTY()
+	if followsStops {
 		chld = make(chan os.Signal, 1)
 		signal.Notify(chld, syscall.SIGCHLD)
 		defer signal.Stop(chld)
@@ -504,6 +517,12 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time,
 		case chld <- syscall.SIGCHLD:
 		default: // a real SIGCHLD is queued already
 		}
+		// Not SIGTTOU: leash writing to the terminal from the background
+		// under "stty tostop" would be sent it again at every retry of the
+		// write, which the default action (stop leash) ends.
+		jobStop = make(chan os.Signal, 1)
+		signal.Notify(jobStop, syscall.SIGTSTP, syscall.SIGTTIN)
+		defer signal.Stop(jobStop)
 	}
 
 	var (
@@ -518,24 +537,42 @@ loop:
 		case <-chld:
 			sig, ok := childStopped(cmd.Process.Pid)
 			switch {
-			case !ok:
-				continue
-			case !jobControlled():
-				// No shell to give the prompt back to: leash stays, and a
-				// stop from the terminal is undone (one sent on purpose,
-				// SIGSTOP, is left to whoever sent it).
-				if sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU {
-					e.errorf("run: the command was stopped (%s), but leash does not run under a shell's job control; it continues the command", signalName(sig))
-					_ = syscall.Kill(-g.pgid, syscall.SIGCONT)
-				}
+			case !ok || (sig != syscall.SIGTSTP && sig != syscall.SIGTTIN && sig != syscall.SIGTTOU):
+				// Not stopped, or stopped on purpose (SIGSTOP): left to
+				// whoever stopped it.
+			case jobControlled():
+				// Stopped from the terminal: the whole job stops, leash
+				// with it, when its SIGTSTP comes back (jobStop).
+				_ = syscall.Kill(0, syscall.SIGTSTP)
+			case sig == syscall.SIGTSTP:
+				// No shell to give the prompt back to: leash stays, and
+				// so does the command.
+				e.errorf("run: the command was stopped (SIGTSTP), but leash does not run under a shell's job control; it continues the command")
+				_ = syscall.Kill(-g.pgid, syscall.SIGCONT)
+			default:
+				e.errorf("run: the command was stopped (%s: it used the terminal from the background), and leash does not run under a shell's job control to bring it to the foreground", signalName(sig))
+			}
+		case sig := <-jobStop:
+			if !jobControlled() {
+				e.errorf("run: %s ignored: leash does not run under a shell's job control, which would continue it", signalName(sig))
 				continue
 			}
-			resumed := stopWithCommand(tty, g.pgid, func() {
-				e.errorf("run: the command was stopped, and leash stops with it (fg continues both); its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
-					r.name, time.Until(hold.ValidUntil()).Round(time.Second))
-			}, func() bool { return stillHeld(hold) })
-			if !resumed {
-				g.kill() // lost while stopped: Err closed lost, handled next
+			left := time.Until(hold.ValidUntil())
+			resumed := stopJob(ctty, g.pgid, func() {
+				e.errorf("run: stopped (%s), with the command; its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
+					signalName(sig), r.name, left.Round(time.Second))
+			}, func(stopped time.Duration) bool { return stillHeld(hold, left-stopped) })
+			if resumed {
+				continue
+			}
+			g.kill()
+			if lostErr == nil && hold.Err() == nil {
+				// The lease ran out while the machine was suspended, by a
+				// clock the hold's deadline does not follow.
+				lost = nil
+				lostErr = &leash.LostError{Name: r.name, Fence: hold.Fence(), Reason: leash.ReasonExpired,
+					Err: errors.New("its lease ran out while leash was stopped")}
+				e.errorf("run: %s; sent the stopped command SIGKILL, so it did not run again", describeLoss(lostErr))
 			}
 		case <-lost:
 			lost = nil

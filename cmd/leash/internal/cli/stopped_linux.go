@@ -7,10 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
+
+// followsStops is whether leash run follows its command's stops and its
+// job's (see stopJob).
+const followsStops = true
 
 // cldStopped is si_code CLD_STOPPED: the child was stopped by a signal.
 const cldStopped = 5
@@ -37,7 +42,7 @@ func childStopped(pid int) (syscall.Signal, bool) {
 // orphaned, in POSIX's terms, for a member (leash, or the script or
 // pipeline member that started it) has its parent in the same session but
 // in another group, as an interactive shell is to its jobs. Without one
-// (leash leads its session, runs under init, or everything above it shares
+// (leash leads its session, was left to init, or everything above it shares
 // its group), a stopped leash would wait for a SIGCONT that no one sends.
 // It follows leash's own line of ancestors within its group.
 func jobControlled() bool {
@@ -48,8 +53,8 @@ func jobControlled() bool {
 	}
 	for range 64 {
 		ppid := parentOf(pid)
-		if ppid <= 1 {
-			return false
+		if ppid <= 0 {
+			return false // a PID namespace's init is in no session of leash's: below
 		}
 		ppg, err := syscall.Getpgid(ppid)
 		if err != nil {
@@ -90,4 +95,33 @@ func statFields(pid int) []string {
 		return nil
 	}
 	return strings.Fields(string(b[i+1:]))
+}
+
+// controllingTTY returns 0 when leash's standard input is its controlling
+// terminal, in the foreground or not, and -1 otherwise.
+func controllingTTY() int {
+	sid, err := unix.IoctlGetInt(0, unix.TIOCGSID)
+	if err != nil || sid != sessionID() {
+		return -1
+	}
+	return 0
+}
+
+// sessionID returns leash's session id, or -1.
+func sessionID() int {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		return -1
+	}
+	return sid
+}
+
+// bootTime returns the time since boot, suspended time included (which
+// Go's monotonic clock leaves out).
+func bootTime() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }

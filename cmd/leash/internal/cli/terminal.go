@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,45 +39,56 @@ func reclaimTTY(fd int) {
 // Job control. Ctrl-Z at the terminal stops its foreground group, which is
 // the command's, not leash's; the shell, which waits for its job (leash's
 // process group: leash, or the script or pipeline that runs it), would wait
-// on while leash waited for the command. So when the command stops, leash
-// takes the terminal back and stops its own process group, as Ctrl-Z would
-// have, and the shell sees its job stopped; when the shell continues it (fg
-// or bg), leash continues the command's group, handing it the terminal
-// again when leash is in the foreground.
+// on while leash waited for the command. So leash (on Linux) follows two
+// events. When its command stops from the terminal, leash sends SIGTSTP to
+// its own process group, as Ctrl-Z would have, so that the whole job stops
+// and the shell sees it stopped. When leash's process group gets a stop
+// signal (that SIGTSTP, Ctrl-Z when leash's group has the terminal, or
+// SIGTTIN when a member of the job reads the terminal from the background),
+// leash stops its command's group, then itself (stopJob); another leash run
+// in the same job does the same with its own command. When the shell
+// continues the job (fg or bg), leash continues its command, handing it the
+// terminal again when leash's group is in the foreground.
 
-// stopWithCommand is called when the command's group (pgid) was stopped,
-// with leash in the foreground of the terminal fd when it started the
-// command: say reports that leash stops too, then leash stops until it is
-// continued, and continues the command's group if held reports that the
-// lock is still held. A stopped leash renews nothing: when the lock was lost
+// stopJob stops the command's group (pgid) and then leash, when leash's
+// process group got a stop signal: say reports it; fd is leash's
+// controlling terminal (-1: none), taken back from the command's group if
+// that has it. Once leash is continued, held reports whether the lock is
+// still held, given how long leash was stopped by a clock that counts a
+// suspended machine's sleep (see bootTime); if so, the command's group gets
+// the terminal back (when leash's group is in the foreground) and is
+// continued. A stopped leash renews nothing: when the lock was lost
 // meanwhile (it may be someone else's by now), the command must not run
-// again, not even to handle SIGTERM; stopWithCommand then leaves it stopped
-// and reports false, and the caller kills it.
-func stopWithCommand(fd, pgid int, say func(), held func() bool) bool {
-	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == pgid {
-		// Stopped at the terminal: leash's group takes it back, as a shell
-		// does. A command stopped in the background (after bg) leaves the
-		// terminal where it is, with the shell.
-		reclaimTTY(fd)
+// again, not even to handle SIGTERM; stopJob then leaves it stopped and
+// reports false, and the caller kills it.
+func stopJob(fd, pgid int, say func(), held func(stopped time.Duration) bool) bool {
+	// SIGSTOP, which no process can catch: a command that handles or
+	// ignores SIGTSTP stops all the same, since nothing renews its lock.
+	_ = syscall.Kill(-pgid, syscall.SIGSTOP)
+	if fd >= 0 {
+		if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == pgid {
+			// Leash's group takes the terminal back, as a shell does.
+			reclaimTTY(fd)
+		}
 	}
-	say()
-	// The whole job stops, leash with it (kill of pid 0: leash's process
-	// group); the stop may take effect a moment after kill returns, so wait
-	// for the SIGCONT that ends it before looking at the lock.
+	// Continued by a SIGCONT, which may come at once: heard from before the
+	// stop, so that it is not missed.
 	cont := make(chan os.Signal, 1)
 	signal.Notify(cont, syscall.SIGCONT)
-	_ = syscall.Kill(0, syscall.SIGSTOP)
+	say()
+	start := bootTime()
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 	<-cont
 	signal.Stop(cont)
-	if !held() {
+	if !held(bootTime() - start) {
 		return false
 	}
-	// Continued. In the foreground (fg), the command's group gets the
-	// terminal back before it runs on.
-	if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == syscall.Getpgrp() {
-		signal.Ignore(syscall.SIGTTOU)
-		_ = tcsetpgrp(fd, pgid)
-		signal.Reset(syscall.SIGTTOU)
+	if fd >= 0 {
+		if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == syscall.Getpgrp() {
+			signal.Ignore(syscall.SIGTTOU)
+			_ = tcsetpgrp(fd, pgid)
+			signal.Reset(syscall.SIGTTOU)
+		}
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	return true

@@ -44,17 +44,13 @@ func TestRunAtATerminal(t *testing.T) {
 func TestCtrlZStopsRunWithItsCommand(t *testing.T) {
 	name, log := lockName(t), logFile(t)
 	sh := startShell(t)
-	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...))
-	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
-	waitLog(t, log, "ready ", 30*time.Second)
-	leashPid := parentOf(cmdPid)
+	cmdPid, leashPid := sh.runLeash(t, log, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...))
 	sh.typeRaw(t, 0x1a) // Ctrl-Z: VSUSP
 	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
-	sh.waitText(t, "the command was stopped, and leash stops with it")
+	sh.waitText(t, "stopped (SIGTSTP), with the command")
 	sh.waitText(t, "Stopped") // the shell's job report: the prompt is back
 	sh.fgThenRead(t, cmdPid, log)
-	sh.typeLine(t, "echo status=$?")
-	sh.waitText(t, "status=0")
+	sh.lastStatus(t, 0)
 }
 
 // TestCtrlZStopsTheScriptThatRunsLeash: leash run from a script, which
@@ -66,10 +62,7 @@ func TestCtrlZStopsTheScriptThatRunsLeash(t *testing.T) {
 	name, log := lockName(t), logFile(t)
 	sh := startShell(t)
 	script := shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...) + "; echo leash=$?"
-	sh.typeLine(t, shellQuote("bash", "-c", script))
-	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
-	waitLog(t, log, "ready ", 30*time.Second)
-	leashPid := parentOf(cmdPid)
+	cmdPid, leashPid := sh.runLeash(t, log, shellQuote("bash", "-c", script))
 	scriptPid := parentOf(leashPid)
 	sh.typeRaw(t, 0x1a) // Ctrl-Z
 	eventually(t, 30*time.Second, "leash and the script stopped", func() bool {
@@ -80,6 +73,67 @@ func TestCtrlZStopsTheScriptThatRunsLeash(t *testing.T) {
 	sh.waitText(t, "leash=0")
 }
 
+// TestCtrlZStopsEveryLeashOfTheJob: two leash runs in one pipeline, one
+// job. Ctrl-Z stops the first one's command (it has the terminal); the
+// job's stop reaches the second leash, which stops its own command before
+// itself (stopped alone, it left its command running with no one renewing
+// its lock). fg continues both commands.
+func TestCtrlZStopsEveryLeashOfTheJob(t *testing.T) {
+	name, logA, logB := lockName(t), logFile(t), logFile(t)
+	sh := startShell(t)
+	a := shellQuote(leashBinary(t), runArgs(name+"/a", nil, child(logA, "-read"))...)
+	b := shellQuote(leashBinary(t), runArgs(name+"/b", nil, child(logB, "-id", "b", "-sleep", "10m"))...)
+	sh.typeLine(t, a+" | "+b)
+	cmdA := childPid(t, waitLog(t, logA, "start ", 30*time.Second))
+	cmdB := childPid(t, waitLog(t, logB, "start ", 30*time.Second))
+	waitLog(t, logA, "ready ", 30*time.Second)
+	waitLog(t, logB, "ready ", 30*time.Second)
+	leashA, leashB := parentOf(cmdA), parentOf(cmdB)
+	sh.typeRaw(t, 0x1a) // Ctrl-Z
+	eventually(t, 30*time.Second, "both leashes and both commands stopped", func() bool {
+		return procState(leashA) == 'T' && procState(leashB) == 'T' && procState(cmdA) == 'T' && procState(cmdB) == 'T'
+	})
+	sh.waitText(t, "Stopped")
+	sh.fgThenRead(t, cmdA, logA)
+	eventually(t, 30*time.Second, "the second command continued by fg", func() bool {
+		s := procState(cmdB)
+		return s != 'T' && s != 0
+	})
+}
+
+// TestBackgroundRunReadsAfterFg: leash run started in the background (&)
+// with a command that reads the terminal. The command is stopped by
+// SIGTTIN; leash stops its job with it, so the shell reports the job
+// stopped, and fg brings it to the foreground: leash hands the command the
+// terminal and continues it, and it reads its line (it stayed stopped
+// before, with leash waiting for it and renewing the lock forever).
+func TestBackgroundRunReadsAfterFg(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	sh := startShell(t)
+	cmdPid, leashPid := sh.runLeash(t, log, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-read"))...)+" &")
+	eventually(t, 30*time.Second, "leash stopped with its command", func() bool {
+		return procState(leashPid) == 'T' && procState(cmdPid) == 'T'
+	})
+	sh.fgThenRead(t, cmdPid, log)
+	sh.lastStatus(t, 0)
+}
+
+// TestCtrlZLockDeletedWhileStopped: while leash is stopped with its
+// command, its lock is deleted in the store (no message reaches a stopped
+// leash, and its lease has long to run by its own clock). At fg, leash asks
+// the store before the command runs again: the lock is gone, so the command
+// is killed without running, and leash exits 76.
+func TestCtrlZLockDeletedWhileStopped(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	sh := startShell(t)
+	cmdPid, leashPid := sh.runLeash(t, log, shellQuote(leashBinary(t), runArgs(name, []string{"--lease", "1m"}, child(log, "-read", "-ignore-term"))...))
+	sh.ctrlZ(t, leashPid)
+	if n, err := newRDB(t, sharedRedis(t).Addr).Del(ctxFor(t), name).Result(); err != nil || n != 1 {
+		t.Fatalf("DEL %s = %d, %v; want the lock deleted", name, n, err)
+	}
+	sh.fgKilledUnrun(t, cmdPid, log)
+}
+
 // TestCtrlZPastTheLease: a leash stopped with its command renews nothing;
 // when they stay stopped past the lease, the lock lapses and another client
 // takes it. Continued then (fg), leash must not let the command run again
@@ -88,13 +142,8 @@ func TestCtrlZStopsTheScriptThatRunsLeash(t *testing.T) {
 func TestCtrlZPastTheLease(t *testing.T) {
 	name, log := lockName(t), logFile(t)
 	sh := startShell(t)
-	sh.typeLine(t, shellQuote(leashBinary(t), runArgs(name, []string{"--lease", "1s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term"))...))
-	cmdPid := childPid(t, waitLog(t, log, "start ", 30*time.Second))
-	waitLog(t, log, "ready ", 30*time.Second)
-	leashPid := parentOf(cmdPid)
-	sh.typeRaw(t, 0x1a) // Ctrl-Z
-	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
-	sh.waitText(t, "Stopped")
+	cmdPid, leashPid := sh.runLeash(t, log, shellQuote(leashBinary(t), runArgs(name, []string{"--lease", "3s", "--kill-after", "5s"}, child(log, "-read", "-ignore-term"))...))
+	sh.ctrlZ(t, leashPid)
 	next := newClient(t, sharedRedis(t).Addr, nil)
 	var h *leash.Hold
 	eventually(t, 30*time.Second, "another client taking the lapsed lock", func() bool {
@@ -102,19 +151,7 @@ func TestCtrlZPastTheLease(t *testing.T) {
 		h, err = next.Mutex(name).TryLock(ctxFor(t))
 		return err == nil
 	})
-	// Typed at once: were the command given the terminal, it would read
-	// this line instead of the shell.
-	sh.typeLine(t, "fg")
-	sh.typeLine(t, "echo status=$?")
-	sh.waitText(t, fmt.Sprintf("status=%d", exitLost))
-	for _, line := range readLog(log) {
-		if strings.Contains(line, "read ") || strings.Contains(line, "SIGTERM") {
-			t.Errorf("the command ran again after the lock was lost: %q; terminal:\n%s", line, sh.text())
-		}
-	}
-	if !processGone(cmdPid) {
-		t.Errorf("the command (pid %d) outlived leash", cmdPid)
-	}
+	sh.fgKilledUnrun(t, cmdPid, log)
 	if err := h.Err(); err != nil {
 		t.Errorf("the new holder's lock after leash was continued: %v", err)
 	}
@@ -138,6 +175,52 @@ func TestCtrlZWithoutJobControl(t *testing.T) {
 	}
 	waitLog(t, log, `read "yes" <nil>`, 30*time.Second)
 	lt.exits(t, log)
+}
+
+// lastStatus checks that the shell's last command (or fg) ends with status.
+func (lt *leashAtTerminal) lastStatus(t *testing.T, status int) {
+	t.Helper()
+	lt.typeLine(t, "echo status=$?")
+	lt.waitText(t, fmt.Sprintf("status=%d", status))
+}
+
+// fgKilledUnrun types fg for a job whose leash lost its lock while
+// stopped: leash must exit 76, its command (cmdPid, logging to log) killed
+// without running again, not even to handle SIGTERM.
+func (lt *leashAtTerminal) fgKilledUnrun(t *testing.T, cmdPid int, log string) {
+	t.Helper()
+	// Typed at once: were the command given the terminal, it would read
+	// the second line instead of the shell.
+	lt.typeLine(t, "fg")
+	lt.lastStatus(t, exitLost)
+	for _, line := range readLog(log) {
+		if strings.Contains(line, "read ") || strings.Contains(line, "SIGTERM") {
+			t.Errorf("the command ran again after its lock was lost: %q; terminal:\n%s", line, lt.text())
+		}
+	}
+	if !processGone(cmdPid) {
+		t.Errorf("the command (pid %d) outlived leash", cmdPid)
+	}
+}
+
+// runLeash types line, which runs leash with a command logging to log, at
+// the shell, and waits until the command is ready; it returns the
+// command's pid and leash's.
+func (lt *leashAtTerminal) runLeash(t *testing.T, log, line string) (cmdPid, leashPid int) {
+	t.Helper()
+	lt.typeLine(t, line)
+	cmdPid = childPid(t, waitLog(t, log, "start ", 30*time.Second))
+	waitLog(t, log, "ready ", 30*time.Second)
+	return cmdPid, parentOf(cmdPid)
+}
+
+// ctrlZ types Ctrl-Z, and waits until leash (leashPid) is stopped and the
+// shell says its job is.
+func (lt *leashAtTerminal) ctrlZ(t *testing.T, leashPid int) {
+	t.Helper()
+	lt.typeRaw(t, 0x1a) // VSUSP
+	eventually(t, 30*time.Second, "leash stopped with its command", func() bool { return procState(leashPid) == 'T' })
+	lt.waitText(t, "Stopped")
 }
 
 // fgThenRead types fg at the shell, waits until the command (cmdPid)
@@ -322,4 +405,32 @@ func openPTY(t *testing.T) (ptmx, pts *os.File) {
 		t.Fatalf("open the pty's terminal: %v", err)
 	}
 	return ptmx, pts
+}
+
+// TestChildStoppedTellsTheSignal checks childStopped's reading of the
+// stopping signal out of waitid's siginfo, for each stop leash tells apart.
+func TestChildStoppedTellsTheSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGSTOP} {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := childStopped(cmd.Process.Pid); ok {
+			t.Errorf("a running child reported stopped")
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		var got syscall.Signal
+		eventually(t, 30*time.Second, "the child stopped by "+signalName(sig), func() bool {
+			s, ok := childStopped(cmd.Process.Pid)
+			got = s
+			return ok
+		})
+		if got != sig {
+			t.Errorf("childStopped after %s = %s (%d)", signalName(sig), signalName(got), int(got))
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
 }
