@@ -427,7 +427,6 @@ func TestRedissonReleaseWakesLeashWaiters(t *testing.T) {
 	if w := next(); w.To != driver.WakeWriter {
 		t.Errorf("the last reader's release woke %+v, want one writer", w)
 	}
-	t.Logf("DEBUG2 %v %v", driver.WakeWriter, driver.WakeAll)
 	rdb.Publish(ctx, leashChannel, "r")
 	for w := next(); w.To != driver.WakeReaders; w = next() {
 		if w.To == driver.WakeAll {

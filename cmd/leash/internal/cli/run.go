@@ -90,7 +90,9 @@ stay stopped past its lease (suspended time counts), or the lock is gone
 from the store, the command gets SIGKILL without running again once leash
 is continued, and leash exits 76 (see below). Where no shell's job control
 would continue leash (it leads its own session, or was left to init),
-Ctrl-Z does not stop it: it says so and continues the command.
+Ctrl-Z does not stop it: it says so and continues the command; a command
+that reads the terminal from the background there is ended (SIGTERM, as
+when the lock is lost), since nothing could bring it to the foreground.
 
 Losing the lock. When the lock is lost while the command runs (it was
 deleted or force-unlocked, its lease ran out because the store was
@@ -423,7 +425,6 @@ func (rn *runner) run() int {
 	if tty >= 0 {
 		// At a terminal, the command's group gets it (see terminal.go).
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
-		defer reclaimTTY(tty)
 	}
 	if err := startGroup(cmd); err != nil {
 		_ = hold.Unlock(context.Background())
@@ -433,23 +434,34 @@ func (rn *runner) run() int {
 		}
 		return e.fail("run", withStatus(status, fmt.Errorf("cannot start %q: %v", r.argv[0], errors.Unwrap(err))))
 	}
+	if tty >= 0 {
+		defer reclaimTTY(tty, cmd.Process.Pid)
+	}
 	return rn.supervise(cmd, hold, acquired)
 }
 
-// stillHeld reports whether hold is still held after leash was stopped,
-// with rest of its validity left by a clock that counts a suspended
-// machine's sleep (the hold's own deadline does not): none left, or the
-// store says it is lost, is lost. A store that cannot be reached within
-// a few seconds leaves the answer to rest: the watchdog goes on renewing,
-// and tells if it cannot.
-func stillHeld(hold *leash.Hold, rest time.Duration) bool {
+// stillHeld reports whether hold is still held after leash was stopped
+// with left of its validity: for stopped by a clock that counts a suspended
+// machine's sleep, awake by one that does not (the hold's own deadline
+// follows that one). None left, or the store saying it is lost, is lost.
+// A store that cannot be reached within a few seconds leaves the answer to
+// the validity left (the watchdog goes on renewing, and tells if it cannot)
+// unless the machine slept meanwhile: then the hold's deadline is wrong by
+// that sleep, and without the store's word the lock is taken for lost.
+func stillHeld(hold *leash.Hold, left, stopped, awake time.Duration) bool {
+	rest := left - stopped
 	if hold.Err() != nil || rest <= 0 {
 		return false
 	}
+	start := bootTime()
 	ctx, cancel := context.WithTimeout(context.Background(), min(rest, stillHeldWait))
 	defer cancel()
+	err := hold.Renew(ctx)
 	var lost *leash.LostError
-	if err := hold.Renew(ctx); errors.As(err, &lost) {
+	switch {
+	case errors.As(err, &lost):
+		return false
+	case err != nil && (stopped-awake > time.Second || rest-(bootTime()-start) <= 0):
 		return false
 	}
 	return hold.Err() == nil
@@ -523,7 +535,17 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time)
 		jobStop = make(chan os.Signal, 1)
 		signal.Notify(jobStop, syscall.SIGTSTP, syscall.SIGTTIN)
 		defer signal.Stop(jobStop)
+		// Nor is leash stopped by SIGTTOU when it writes from the
+		// background: it would stop alone, its command running on.
+		// Ignored only now, since the command inherits what is ignored.
+		if !signal.Ignored(syscall.SIGTTOU) {
+			signal.Ignore(syscall.SIGTTOU)
+			defer signal.Reset(syscall.SIGTTOU)
+		}
 	}
+	// hadTTY: the command had the terminal when it stopped, or stopped for
+	// want of it; it gets it back on fg.
+	hadTTY := false
 
 	var (
 		lost    = hold.Context().Done()
@@ -542,7 +564,12 @@ loop:
 				// whoever stopped it.
 			case jobControlled():
 				// Stopped from the terminal: the whole job stops, leash
-				// with it, when its SIGTSTP comes back (jobStop).
+				// with it, when its SIGTSTP comes back (jobStop). The
+				// terminal first, before the shell may take it.
+				hadTTY = ctty >= 0 && (sig != syscall.SIGTSTP || ttyIs(ctty, g.pgid))
+				if ctty >= 0 {
+					reclaimTTY(ctty, g.pgid)
+				}
 				_ = syscall.Kill(0, syscall.SIGTSTP)
 			case sig == syscall.SIGTSTP:
 				// No shell to give the prompt back to: leash stays, and
@@ -550,7 +577,11 @@ loop:
 				e.errorf("run: the command was stopped (SIGTSTP), but leash does not run under a shell's job control; it continues the command")
 				_ = syscall.Kill(-g.pgid, syscall.SIGCONT)
 			default:
-				e.errorf("run: the command was stopped (%s: it used the terminal from the background), and leash does not run under a shell's job control to bring it to the foreground", signalName(sig))
+				// It cannot go on, and nothing will bring it to the
+				// foreground: it ends, rather than hold the lock for ever.
+				e.errorf("run: the command was stopped (%s): it used the terminal from the background, and no shell's job control will bring it to the foreground; ending it", signalName(sig))
+				g.term()
+				_ = syscall.Kill(-g.pgid, syscall.SIGCONT)
 			}
 		case sig := <-jobStop:
 			if !jobControlled() {
@@ -558,10 +589,16 @@ loop:
 				continue
 			}
 			left := time.Until(hold.ValidUntil())
-			resumed := stopJob(ctty, g.pgid, func() {
+			give := hadTTY || (ctty >= 0 && ttyIs(ctty, g.pgid))
+			hadTTY = false
+			resumed := stopJob(ctty, g.pgid, give, func() {
 				e.errorf("run: stopped (%s), with the command; its lock %q is not renewed meanwhile and is lost if they stay stopped past its lease (%v left)",
 					signalName(sig), r.name, left.Round(time.Second))
-			}, func(stopped time.Duration) bool { return stillHeld(hold, left-stopped) })
+			}, func(stopped, awake time.Duration) bool { return stillHeld(hold, left, stopped, awake) })
+			select { // a stop signal from before this stop: spent
+			case <-jobStop:
+			default:
+			}
 			if resumed {
 				continue
 			}
@@ -571,7 +608,7 @@ loop:
 				// clock the hold's deadline does not follow.
 				lost = nil
 				lostErr = &leash.LostError{Name: r.name, Fence: hold.Fence(), Reason: leash.ReasonExpired,
-					Err: errors.New("its lease ran out while leash was stopped")}
+					Err: errors.New("leash was stopped past it")}
 				e.errorf("run: %s; sent the stopped command SIGKILL, so it did not run again", describeLoss(lostErr))
 			}
 		case <-lost:

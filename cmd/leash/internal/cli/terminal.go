@@ -27,13 +27,32 @@ func foregroundTTY() int {
 }
 
 // reclaimTTY makes leash's process group the foreground group of the
-// terminal fd again, after the command's group had it.
-func reclaimTTY(fd int) {
-	// A process not in the foreground group may set it only while SIGTTOU
-	// is ignored, as shells do.
-	signal.Ignore(syscall.SIGTTOU)
-	defer signal.Reset(syscall.SIGTTOU)
-	_ = tcsetpgrp(fd, syscall.Getpgrp())
+// terminal fd again while the command's group (pgid) has it; not once the
+// shell has taken it (after bg, say): a shell whose terminal is taken from
+// it reads EIO, and exits.
+func reclaimTTY(fd, pgid int) {
+	if ttyIs(fd, pgid) {
+		withTTOUIgnored(func() { _ = tcsetpgrp(fd, syscall.Getpgrp()) })
+	}
+}
+
+// giveTTYTo makes the command's group (pgid) the foreground group of the
+// terminal fd, if leash's group has it.
+func giveTTYTo(fd, pgid int) {
+	if ttyIs(fd, syscall.Getpgrp()) {
+		withTTOUIgnored(func() { _ = tcsetpgrp(fd, pgid) })
+	}
+}
+
+// withTTOUIgnored runs f with SIGTTOU ignored, as a process not in the
+// foreground group may set it only then (shells do the same), and leaves
+// SIGTTOU as it found it.
+func withTTOUIgnored(f func()) {
+	if !signal.Ignored(syscall.SIGTTOU) {
+		signal.Ignore(syscall.SIGTTOU)
+		defer signal.Reset(syscall.SIGTTOU)
+	}
+	f()
 }
 
 // Job control. Ctrl-Z at the terminal stops its foreground group, which is
@@ -55,43 +74,47 @@ func reclaimTTY(fd int) {
 // controlling terminal (-1: none), taken back from the command's group if
 // that has it. Once leash is continued, held reports whether the lock is
 // still held, given how long leash was stopped by a clock that counts a
-// suspended machine's sleep (see bootTime); if so, the command's group gets
-// the terminal back (when leash's group is in the foreground) and is
-// continued. A stopped leash renews nothing: when the lock was lost
-// meanwhile (it may be someone else's by now), the command must not run
-// again, not even to handle SIGTERM; stopJob then leaves it stopped and
-// reports false, and the caller kills it.
-func stopJob(fd, pgid int, say func(), held func(stopped time.Duration) bool) bool {
+// suspended machine's sleep and by one that does not (see bootTime); if so,
+// the command's group is continued, given the terminal first when giveTTY
+// (it had it, or stopped for want of it) and leash's group has it. A
+// stopped leash renews nothing: when the lock was lost meanwhile (it may be
+// someone else's by now), the command must not run again, not even to
+// handle SIGTERM; stopJob then leaves it stopped and reports false, and the
+// caller kills it.
+func stopJob(fd, pgid int, giveTTY bool, say func(), held func(stopped, awake time.Duration) bool) bool {
+	boot, mono := bootTime(), time.Now()
 	// SIGSTOP, which no process can catch: a command that handles or
 	// ignores SIGTSTP stops all the same, since nothing renews its lock.
 	_ = syscall.Kill(-pgid, syscall.SIGSTOP)
 	if fd >= 0 {
-		if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == pgid {
-			// Leash's group takes the terminal back, as a shell does.
-			reclaimTTY(fd)
-		}
+		reclaimTTY(fd, pgid)
 	}
-	// Continued by a SIGCONT, which may come at once: heard from before the
-	// stop, so that it is not missed.
+	// Continued by a SIGCONT, heard from before the stop so that it is
+	// not missed.
 	cont := make(chan os.Signal, 1)
 	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
 	say()
-	start := bootTime()
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-	<-cont
-	signal.Stop(cont)
-	if !held(bootTime() - start) {
+	select {
+	case <-cont: // continued already
+	default:
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		<-cont
+	}
+	if !held(bootTime()-boot, time.Since(mono)) {
 		return false
 	}
-	if fd >= 0 {
-		if pgrp, err := tcgetpgrp(fd); err == nil && pgrp == syscall.Getpgrp() {
-			signal.Ignore(syscall.SIGTTOU)
-			_ = tcsetpgrp(fd, pgid)
-			signal.Reset(syscall.SIGTTOU)
-		}
+	if fd >= 0 && giveTTY {
+		giveTTYTo(fd, pgid)
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	return true
+}
+
+// ttyIs reports whether pgid is the foreground group of the terminal fd.
+func ttyIs(fd, pgid int) bool {
+	pgrp, err := tcgetpgrp(fd)
+	return err == nil && pgrp == pgid
 }
 
 // tcgetpgrp returns the foreground process group of the terminal fd.

@@ -118,6 +118,22 @@ func TestBackgroundRunReadsAfterFg(t *testing.T) {
 	sh.lastStatus(t, 0)
 }
 
+// TestBgThenExitLeavesTheShellItsTerminal: Ctrl-Z, then bg: the job runs
+// on in the background, the terminal the shell's. When the command ends,
+// leash must not take the terminal back from the shell (it did, and the
+// shell, reading EIO, exited).
+func TestBgThenExitLeavesTheShellItsTerminal(t *testing.T) {
+	name, log := lockName(t), logFile(t)
+	sh := startShell(t)
+	_, leashPid := sh.runLeash(t, log, shellQuote(leashBinary(t), runArgs(name, nil, child(log, "-sleep", "2s"))...))
+	sh.ctrlZ(t, leashPid)
+	sh.typeLine(t, "bg")
+	waitLog(t, log, "end ", 30*time.Second)
+	eventually(t, 30*time.Second, "leash exited", func() bool { return processGone(leashPid) })
+	sh.typeLine(t, "echo shell=alive")
+	sh.waitText(t, "shell=alive")
+}
+
 // TestCtrlZLockDeletedWhileStopped: while leash is stopped with its
 // command, its lock is deleted in the store (no message reaches a stopped
 // leash, and its lease has long to run by its own clock). At fg, leash asks
@@ -412,6 +428,11 @@ func openPTY(t *testing.T) (ptmx, pts *os.File) {
 func TestChildStoppedTellsTheSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGSTOP} {
 		cmd := exec.Command("sleep", "60")
+		// In a group of its own, whose parent (this test) is in another
+		// group of the session: a group that is not orphaned, which the
+		// kernel stops on SIGTSTP, SIGTTIN and SIGTTOU (even when the test
+		// runs under setsid).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
