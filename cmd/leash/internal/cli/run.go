@@ -529,15 +529,14 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time)
 		case chld <- syscall.SIGCHLD:
 		default: // a real SIGCHLD is queued already
 		}
-		// Not SIGTTOU: leash writing to the terminal from the background
-		// under "stty tostop" would be sent it again at every retry of the
-		// write, which the default action (stop leash) ends.
 		jobStop = make(chan os.Signal, 1)
 		signal.Notify(jobStop, syscall.SIGTSTP, syscall.SIGTTIN)
 		defer signal.Stop(jobStop)
-		// Nor is leash stopped by SIGTTOU when it writes from the
-		// background: it would stop alone, its command running on.
-		// Ignored only now, since the command inherits what is ignored.
+		// Not SIGTTOU, which leash's own writes to the terminal from the
+		// background raise under "stty tostop" (caught, it would be sent
+		// again at every retry of the write): ignored instead, so that
+		// leash never stops alone, its command running on. Only now,
+		// since the command inherits what is ignored.
 		if !signal.Ignored(syscall.SIGTTOU) {
 			signal.Ignore(syscall.SIGTTOU)
 			defer signal.Reset(syscall.SIGTTOU)
