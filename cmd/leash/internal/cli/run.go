@@ -536,10 +536,10 @@ func (rn *runner) supervise(cmd *exec.Cmd, hold *leash.Hold, acquired time.Time)
 		// background raise under "stty tostop" (caught, it would be sent
 		// again at every retry of the write): ignored instead, so that
 		// leash never stops alone, its command running on. Only now,
-		// since the command inherits what is ignored.
-		if !signal.Ignored(syscall.SIGTTOU) {
-			signal.Ignore(syscall.SIGTTOU)
-			defer signal.Reset(syscall.SIGTTOU)
+		// since the command inherits what is ignored, and only when leash
+		// writes to a terminal (it stays ignored, see ignoreTTOU).
+		if writesToTTY() {
+			ignoreTTOU()
 		}
 	}
 	// hadTTY: the command had the terminal when it stopped, or stopped for

@@ -32,7 +32,8 @@ func foregroundTTY() int {
 // it reads EIO, and exits.
 func reclaimTTY(fd, pgid int) {
 	if ttyIs(fd, pgid) {
-		withTTOUIgnored(func() { _ = tcsetpgrp(fd, syscall.Getpgrp()) })
+		ignoreTTOU()
+		_ = tcsetpgrp(fd, syscall.Getpgrp())
 	}
 }
 
@@ -40,20 +41,19 @@ func reclaimTTY(fd, pgid int) {
 // terminal fd, if leash's group has it.
 func giveTTYTo(fd, pgid int) {
 	if ttyIs(fd, syscall.Getpgrp()) {
-		withTTOUIgnored(func() { _ = tcsetpgrp(fd, pgid) })
+		ignoreTTOU()
+		_ = tcsetpgrp(fd, pgid)
 	}
 }
 
-// withTTOUIgnored runs f with SIGTTOU ignored, as a process not in the
-// foreground group may set it only then (shells do the same), and leaves
-// SIGTTOU as it found it.
-func withTTOUIgnored(f func()) {
-	if !signal.Ignored(syscall.SIGTTOU) {
-		signal.Ignore(syscall.SIGTTOU)
-		defer signal.Reset(syscall.SIGTTOU)
-	}
-	f()
-}
+// ignoreTTOU ignores SIGTTOU: a process not in the foreground group may set
+// the terminal's foreground group only then (shells do the same), and a
+// write of leash's from the background would stop leash alone (see
+// supervise). It stays ignored: Go cannot give an ignored signal its
+// default action back (signal.Reset leaves it ignored), and leash exits
+// once its command has ended. Call it only once the command has started,
+// which would inherit it.
+func ignoreTTOU() { signal.Ignore(syscall.SIGTTOU) }
 
 // Job control. Ctrl-Z at the terminal stops its foreground group, which is
 // the command's, not leash's; the shell, which waits for its job (leash's
@@ -109,6 +109,17 @@ func stopJob(fd, pgid int, giveTTY bool, say func(), held func(stopped, awake ti
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	return true
+}
+
+// writesToTTY reports whether leash's standard output or error is a
+// terminal it could be stopped for writing to from the background.
+func writesToTTY() bool {
+	for _, fd := range []int{1, 2} {
+		if _, err := tcgetpgrp(fd); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // ttyIs reports whether pgid is the foreground group of the terminal fd.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -427,11 +428,15 @@ func openPTY(t *testing.T) (ptmx, pts *os.File) {
 // stopping signal out of waitid's siginfo, for each stop leash tells apart.
 func TestChildStoppedTellsTheSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGSTOP} {
-		cmd := exec.Command("sleep", "60")
+		if signal.Ignored(sig) {
+			// The child would inherit it, and never stop.
+			t.Fatalf("%s is ignored in the test process (inherited, or left by an in-process leash run: see ignoreTTOU)", signalName(sig))
+		}
 		// In a group of its own, whose parent (this test) is in another
 		// group of the session: a group that is not orphaned, which the
 		// kernel stops on SIGTSTP, SIGTTIN and SIGTTOU (even when the test
 		// runs under setsid).
+		cmd := exec.Command("sleep", "60")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
