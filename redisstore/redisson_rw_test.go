@@ -287,43 +287,27 @@ func TestRWReleasesWakeRedissonWaiters(t *testing.T) {
 	}
 	rw := c.RWMutex(n, nil)
 
-	r, err := rw.RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holdAndLeave(t, rw.RLock)
 	if got := next("the last leash reader left"); got != "00" {
 		t.Errorf("the last leash reader left: %q on %s, want \"00\" (Redisson's wake-one)", got, channel)
 	}
 
 	const java = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 	redissonRead(t, rdb, n, java, time.Hour)
-	if r, err = rw.RLock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holdAndLeave(t, rw.RLock)
 	rdb.Publish(ctx, channel, "after") // what comes next, unless the unlock published
 	if got := next("a leash reader left beside a Java reader"); got != "after" {
 		t.Errorf("a leash reader left beside a Java reader: %q on %s, want nothing (the Java reader still holds)", got, channel)
 	}
 	rdb.Del(ctx, n, "{"+n+"}:"+java+":1:rwlock_timeout:1")
 
-	w, err := rw.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holdAndLeave(t, rw.Lock)
 	if got := next("the leash writer left"); got != "01" {
 		t.Errorf("the leash writer left: %q on %s, want \"01\" (Redisson's wake-all)", got, channel)
 	}
 
-	if w, err = rw.Lock(ctx); err != nil {
+	w, err := rw.Lock(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if freed, err := store.ForceRelease(ctx, n); err != nil || !freed {
@@ -451,4 +435,16 @@ func storeAndClient(t *testing.T) (*redis.Client, *redisstore.Store, *leash.Clie
 	store := redisstore.New(rdb, nil)
 	c, err := leash.New(store, nil)
 	return rdb, store, testkit.Closing(t, c, err)
+}
+
+// holdAndLeave takes a lock with lock and unlocks it at once.
+func holdAndLeave(t *testing.T, lock func(context.Context) (*leash.Hold, error)) {
+	t.Helper()
+	h, err := lock(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Unlock(bg(t)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -46,9 +46,8 @@ func childStopped(pid int) (syscall.Signal, bool) {
 // its group), a stopped leash would wait for a SIGCONT that no one sends.
 // It follows leash's own line of ancestors within its group.
 func jobControlled() bool {
-	pgrp, pid := syscall.Getpgrp(), os.Getpid()
-	sid, err := unix.Getsid(0)
-	if err != nil {
+	pgrp, pid, sid := syscall.Getpgrp(), os.Getpid(), sessionID()
+	if sid < 0 {
 		return false
 	}
 	for range 64 {
