@@ -129,37 +129,60 @@ func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []st
 	}
 }
 
-// next is called when a round trip ends: it sends what queued meanwhile as
-// one pipeline, on a goroutine that goes on to the next batch, or frees the
-// round trip's slot.
+// next is called when a caller's own round trip ends: it sends what queued
+// meanwhile as one pipeline, on a goroutine that goes on sending batch after
+// batch while calls keep queuing, or frees the round trip's slot. One
+// goroutine serves the slot for as long as it stays busy, rather than one per
+// batch: a new goroutine grows its stack again through go-redis's pipeline
+// code for every batch (about 4 % of the client's CPU at 16 goroutines,
+// bench/NOTES.md).
 func (p *pipeliner) next() {
 	for {
-		p.mu.Lock()
-		batch := p.queue
-		p.queue = nil
-		if len(batch) == 0 {
-			p.busy--
-			p.mu.Unlock()
+		batch, spawn := p.take(false)
+		if batch == nil {
 			return
 		}
-		if p.closed {
+		if !spawn {
 			// After close, which waits for no more goroutines: the caller
 			// whose round trip ended sends the batch itself.
-			p.mu.Unlock()
 			p.exec(batch)
 			continue
 		}
-		p.wg.Add(1) // under mu: before close's Wait, or not at all
-		p.mu.Unlock()
-		// Owner: the pipeliner. Stops when the batch is answered (go-redis's
-		// read timeout bounds a dead server) and the next one started.
-		go func() {
-			defer p.wg.Done()
-			p.exec(batch)
-			p.next()
-		}()
+		// Owner: the pipeliner (counted in wg by take). Stops when nothing
+		// has queued by the time a batch is answered (go-redis's read
+		// timeout bounds a dead server).
+		go p.drain(batch)
 		return
 	}
+}
+
+// drain sends batch, then every batch that queued meanwhile, until none
+// did; it is the pipeliner's goroutine that next starts.
+func (p *pipeliner) drain(batch []*call) {
+	defer p.wg.Done()
+	for batch != nil {
+		p.exec(batch)
+		batch, _ = p.take(true)
+	}
+}
+
+// take returns what queued, or nil when nothing did, and then frees the
+// round trip's slot. mine says the caller is the pipeliner's own goroutine;
+// for any other caller, spawn says a goroutine is to send the batch, and is
+// counted in wg already (under mu: before close's Wait, or not at all).
+func (p *pipeliner) take(mine bool) (batch []*call, spawn bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	batch, p.queue = p.queue, nil
+	if len(batch) == 0 {
+		p.busy--
+		return nil, false
+	}
+	if !mine && !p.closed {
+		p.wg.Add(1)
+		return batch, true
+	}
+	return batch, false
 }
 
 // close waits for the pipelines in flight; calls made later send their
