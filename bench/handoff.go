@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -15,7 +16,23 @@ import (
 type handoffResult struct {
 	handoffs []time.Duration // sorted: holder's Unlock returned → waiter's Lock returned
 	rtt      time.Duration   // the loopback round trip measured before the run; zero when not measured
+	// stuck counts waiters whose Lock had not returned by handoffWait
+	// (cancelled then, and left out of handoffs).
+	stuck int
 }
+
+// strict returns an error when a waiter was stuck: for runs whose report has
+// no column for them (the stores' comparison, all leash's own stores).
+func (h handoffResult) strict(name string) error {
+	if h.stuck > 0 {
+		return fmt.Errorf("%s: %d waiters' Lock had not returned after %v", name, h.stuck, handoffWait)
+	}
+	return nil
+}
+
+// handoffStuckMax is how many stuck waiters runHandoff tolerates before its
+// first hand-off.
+const handoffStuckMax = 3
 
 // rtts returns the hand-off p50 in round trips (0 when no round trip was
 // measured).
@@ -26,8 +43,10 @@ func (h handoffResult) rtts() float64 {
 	return float64(pct(h.handoffs, 0.5)) / float64(h.rtt)
 }
 
-// handoffWait bounds the waiter's Lock in a hand-off run: the slowest peer
-// retries after a 3 s lease.
+// handoffWait bounds the waiter's Lock in a hand-off run (the slowest peer
+// retries after a 3 s lease): a waiter still waiting then is stuck, counted
+// and cancelled, and the run goes on. It also bounds the holder's Lock on the
+// name, free by then; a holder that cannot take it ends the programme.
 const handoffWait = 30 * time.Second
 
 // A gap is how long the holder keeps the name after the waiter has called
@@ -46,7 +65,8 @@ func uniformGap(lo, hi time.Duration) gap {
 // the holder's Unlock returning to the waiter's Lock returning is one
 // hand-off. It takes up to samples hand-offs, and stops early once budget
 // has passed (after at least one). A waiter granted before the holder
-// called Unlock fails the programme.
+// called Unlock fails the programme, and so do handoffStuckMax stuck waiters
+// before any hand-off.
 func runHandoff(l lib, addr string, samples int, budget time.Duration, g gap, sameClient bool, name string) (handoffResult, error) {
 	holder, err := l.open(addr)
 	if err != nil {
@@ -80,8 +100,13 @@ func runHandoff(l lib, addr string, samples int, budget time.Duration, g gap, sa
 	var res handoffResult
 	start := time.Now()
 	for len(res.handoffs) < samples && (len(res.handoffs) == 0 || time.Since(start) < budget) {
-		unlock, err := holder.lock(ctx, name)
+		if len(res.handoffs) == 0 && res.stuck >= handoffStuckMax {
+			return res, fmt.Errorf("%s: no hand-off: the waiter's Lock had not returned after %v, %d times", l.name, handoffWait, res.stuck)
+		}
+		hctx, hcancel := context.WithTimeout(ctx, handoffWait)
+		unlock, err := holder.lock(hctx, name) // some libraries' locks live as long as their ctx: hctx ends after the Unlock
 		if err != nil {
+			hcancel()
 			return res, fmt.Errorf("%s: holder: %w", l.name, err)
 		}
 		got := make(chan grant, 1)
@@ -94,6 +119,7 @@ func runHandoff(l lib, addr string, samples int, budget time.Duration, g gap, sa
 		calling := time.Now()
 		err = unlock()
 		unlocked := time.Now()
+		hcancel()
 		w := <-got
 		if err != nil {
 			cancel()
@@ -101,6 +127,10 @@ func runHandoff(l lib, addr string, samples int, budget time.Duration, g gap, sa
 		}
 		if w.err != nil {
 			cancel()
+			if errors.Is(w.err, context.DeadlineExceeded) && wctx.Err() != nil {
+				res.stuck++ // still waiting handoffWait after it called Lock
+				continue
+			}
 			return res, fmt.Errorf("%s: waiter: %w", l.name, w.err)
 		}
 		if w.at.Before(calling) {

@@ -195,8 +195,8 @@ func run(cfg config) error {
 			}
 			h.rtt = rtt
 			m[l.name] = h
-			log.Printf("run %d  hand-off  %-16s %3d hand-offs  p50 %-9s = %.2f RTT (PING %s)  p99 %s",
-				r+1, l.name, len(h.handoffs), fmtDur(pct(h.handoffs, 0.5)), h.rtts(), fmtDur(rtt), fmtDur(pct(h.handoffs, 0.99)))
+			log.Printf("run %d  hand-off  %-16s %3d hand-offs  p50 %-9s = %.2f RTT (PING %s)  p99 %s  stuck %d",
+				r+1, l.name, len(h.handoffs), fmtDur(pct(h.handoffs, 0.5)), h.rtts(), fmtDur(rtt), fmtDur(pct(h.handoffs, 0.99)), h.stuck)
 		}
 		res.handoff = append(res.handoff, m)
 	}

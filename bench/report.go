@@ -231,18 +231,19 @@ func writeHandoff(p func(string, ...any), res *results) {
 	p("## Hand-off between two clients\n\n")
 	p("Two clients of one library, one name: the holder takes it, the other client calls Lock, the holder releases it %s–%s later (`handoffGap`), and the **hand-off** is from the holder's Unlock **returning** to the other client's Lock returning, up to %d times per run, fewer once %v have passed (the polling peers wait out their retry intervals). A waiter whose Lock returned before the holder's Unlock did counts as 0: a lock granted in the release script reaches the waiter with the wake-up, which can arrive before the release's own reply. ",
 		fmtDur(2*time.Millisecond), fmtDur(4*time.Millisecond), handoffSamples, handoffBudget)
-	p("*RTT* is the loopback round trip, the median of %d PINGs on a go-redis client measured just before each run's hand-offs (median over runs %s); *in RTTs* is each run's hand-off p50 over that run's round trip, the median over runs. A waiter granted before the holder released fails the programme.\n\n",
-		rttPings, fmtDur(time.Duration(median(rtts))))
-	p("| library | hand-off p50 | hand-off p99 | in RTTs (p50) | hand-offs |\n|---|---:|---:|---:|---:|\n")
+	p("*RTT* is the loopback round trip, the median of %d PINGs on a go-redis client measured just before each run's hand-offs (median over runs %s); *in RTTs* is each run's hand-off p50 over that run's round trip, the median over runs. *Stuck*: waiters whose Lock had not returned %v after they called it, cancelled then and left out of the hand-offs, summed over the runs. A waiter granted before the holder released fails the programme.\n\n",
+		rttPings, fmtDur(time.Duration(median(rtts))), handoffWait)
+	p("| library | hand-off p50 | hand-off p99 | in RTTs (p50) | hand-offs | stuck |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, l := range res.libs {
-		n := 0
+		n, stuck := 0, 0
 		for _, m := range res.handoff {
 			n += len(m[l.name].handoffs)
+			stuck += m[l.name].stuck
 		}
-		p("| %s | %s | %s | %s | %d |\n", l.name,
+		p("| %s | %s | %s | %s | %d | %d |\n", l.name,
 			fmtDur(time.Duration(medianOf(res.handoff, l.name, func(h handoffResult) float64 { return float64(pct(h.handoffs, 0.5)) }))),
 			fmtDur(time.Duration(medianOf(res.handoff, l.name, func(h handoffResult) float64 { return float64(pct(h.handoffs, 0.99)) }))),
-			fmtNum(medianOf(res.handoff, l.name, handoffResult.rtts)), n)
+			fmtNum(medianOf(res.handoff, l.name, handoffResult.rtts)), n, stuck)
 	}
 	p("\n")
 }

@@ -374,6 +374,9 @@ func runStores(cfg storesConfig) error {
 		m := map[string]handoffResult{}
 		for _, sl := range order {
 			h, err := runHandoff(sl.lib, "", cfg.handoffs, cfg.budget, storesGap, false, fmt.Sprintf("bench:handoff:%d", r))
+			if err == nil {
+				err = h.strict(sl.name)
+			}
 			if err != nil {
 				return err
 			}
@@ -392,6 +395,9 @@ func runStores(cfg storesConfig) error {
 			{what: "the same client (one Store)", gap: 500 * time.Millisecond, same: true},
 		} {
 			h, err := runHandoff(res.libs[i].lib, "", cfg.pollN, time.Hour, func() time.Duration { return row.gap }, row.same, "bench:poll")
+			if err == nil {
+				err = h.strict(res.libs[i].name)
+			}
 			if err != nil {
 				return err
 			}
