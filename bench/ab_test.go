@@ -49,7 +49,7 @@ func TestAB(t *testing.T) {
 func TestABHandoff(t *testing.T) {
 	label, addr, byName := abSetup(t)
 	for _, n := range []string{"leash Mutex", "leash FairMutex", "rueidislock"} {
-		r, err := runHandoff(byName[n], addr, 200, 10*time.Second, handoffGap, false, "ab/h/"+n)
+		r, err := runHandoff(byName[n], addr, 200, 10*time.Second, handoffGap, false, 0, "ab/h/"+n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -189,7 +189,7 @@ func run(cfg config) error {
 		}
 		m := map[string]handoffResult{}
 		for _, l := range order {
-			h, err := runHandoff(l, srv.Addr, handoffSamples, handoffBudget, handoffGap, false, fmt.Sprintf("bench:handoff:%d:%s", r, l.name))
+			h, err := runHandoff(l, srv.Addr, handoffSamples, handoffBudget, handoffGap, false, handoffStuckTolerated, fmt.Sprintf("bench:handoff:%d:%s", r, l.name))
 			if err != nil {
 				return err
 			}

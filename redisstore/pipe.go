@@ -134,7 +134,7 @@ func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []st
 // batch while calls keep queuing, or frees the round trip's slot. One
 // goroutine serves the slot for as long as it stays busy, rather than one per
 // batch: a new goroutine grows its stack again through go-redis's pipeline
-// code for every batch (about 4 % of the client's CPU at 16 goroutines,
+// code for every batch (8 % of the client's CPU samples at 16 goroutines,
 // bench/NOTES.md).
 func (p *pipeliner) next() {
 	for {
