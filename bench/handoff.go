@@ -37,8 +37,8 @@ func (h handoffResult) rtts() float64 {
 // handoffWait bounds the waiter's Lock in a hand-off run (the slowest peer
 // retries after a 3 s lease): a waiter still waiting then is stuck, counted
 // and cancelled, and the run goes on while runHandoff's caller tolerates it.
-// It also bounds the holder's Lock on the
-// name, free by then; a holder that cannot take it ends the programme.
+// It also bounds the holder's Lock on the name, free by then; a holder that
+// cannot take it ends the programme.
 const handoffWait = 30 * time.Second
 
 // A gap is how long the holder keeps the name after the waiter has called
