@@ -137,52 +137,46 @@ func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []st
 // code for every batch (8 % of the client's CPU samples at 16 goroutines,
 // bench/NOTES.md).
 func (p *pipeliner) next() {
+	p.mu.Lock()
+	switch {
+	case len(p.queue) == 0:
+		p.busy--
+		p.mu.Unlock()
+	case p.closed:
+		// After close, which waits for no more goroutines: the caller
+		// whose round trip ended sends the batches itself.
+		p.mu.Unlock()
+		p.drain()
+	default:
+		p.wg.Add(1) // under mu: before close's Wait, or not at all
+		p.mu.Unlock()
+		// Owner: the pipeliner. Stops when nothing has queued by the time a
+		// batch is answered (go-redis's read timeout bounds a dead server).
+		go p.drainCounted()
+	}
+}
+
+// drainCounted is drain on the pipeliner's own goroutine, counted in wg.
+func (p *pipeliner) drainCounted() {
+	defer p.wg.Done()
+	p.drain()
+}
+
+// drain sends what queued as one pipeline, then what queued meanwhile, until
+// nothing did; then it frees the round trip's slot.
+func (p *pipeliner) drain() {
 	for {
-		batch, spawn := p.take(false)
-		if batch == nil {
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		if len(batch) == 0 {
+			p.busy--
+			p.mu.Unlock()
 			return
 		}
-		if !spawn {
-			// After close, which waits for no more goroutines: the caller
-			// whose round trip ended sends the batch itself.
-			p.exec(batch)
-			continue
-		}
-		// Owner: the pipeliner (counted in wg by take). Stops when nothing
-		// has queued by the time a batch is answered (go-redis's read
-		// timeout bounds a dead server).
-		go p.drain(batch)
-		return
-	}
-}
-
-// drain sends batch, then every batch that queued meanwhile, until none
-// did; it is the pipeliner's goroutine that next starts.
-func (p *pipeliner) drain(batch []*call) {
-	defer p.wg.Done()
-	for batch != nil {
+		p.mu.Unlock()
 		p.exec(batch)
-		batch, _ = p.take(true)
 	}
-}
-
-// take returns what queued, or nil when nothing did, and then frees the
-// round trip's slot. mine says the caller is the pipeliner's own goroutine;
-// for any other caller, spawn says a goroutine is to send the batch, and is
-// counted in wg already (under mu: before close's Wait, or not at all).
-func (p *pipeliner) take(mine bool) (batch []*call, spawn bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	batch, p.queue = p.queue, nil
-	if len(batch) == 0 {
-		p.busy--
-		return nil, false
-	}
-	if !mine && !p.closed {
-		p.wg.Add(1)
-		return batch, true
-	}
-	return batch, false
 }
 
 // close waits for the pipelines in flight; calls made later send their
