@@ -76,41 +76,115 @@ say "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 [ -z "$unformatted" ] || die "gofmt would change: $unformatted"
 
-# The CLI builds for the Unix systems people run it on, the library for
-# those and Windows; vet type-checks each target's tests too, so that no
-# Linux-only call creeps in.
-library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./etcdstore/... ./zkstore/... ./prom/... ./schedule/... ./gocronleash/...)
-for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
-	say "build and vet for $target"
-	GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"
-	GOOS=${target%/*} GOARCH=${target#*/} go vet "${library[@]}" ./cmd/leash/... || die "vet for $target failed"
-done
-say "build for windows/amd64 (the library)"
-GOOS=windows GOARCH=amd64 go build "${library[@]}" || die "build for windows/amd64 failed"
-
 # The go.work modules, relative to the repository root ("." for the root).
 modules=()
 for dir in $(go list -m -f '{{.Dir}}'); do
 	rel=${dir#"$PWD"}; rel=${rel#/}; modules+=("${rel:-.}")
 done
-for rel in "${modules[@]}"; do
-	say "vet and staticcheck: $rel"
-	(cd "$rel" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
-done
-# bench/ is its own module outside go.work (the peers it measures must never
-# become leash dependencies): vet (which builds it) and staticcheck it, so
-# that it cannot rot; ./scripts/bench.sh runs it for real.
-say "vet and staticcheck: bench (GOWORK=off)"
-(cd bench && GOWORK=off go vet ./... && GOWORK=off go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in bench"
-for rel in "${modules[@]}"; do
-	say "test: $rel"
-	(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 30m ./...) || die "tests failed in $rel"
-done
-# ZooKeeper's reliability scenarios skip themselves under the race detector
-# (go-zookeeper's own data race at a reconnect, zkClientRace in
+
+# static_checks: builds for every target, go vet and staticcheck.
+static_checks() {
+	# The CLI builds for the Unix systems people run it on, the library for
+	# those and Windows; vet type-checks each target's tests too, so that no
+	# Linux-only call creeps in.
+	local library=(. ./memstore ./storetest ./redisstore/... ./pgstore/... ./mysqlstore/... ./etcdstore/... ./zkstore/... ./prom/... ./schedule/... ./gocronleash/...)
+	local target rel
+	for target in darwin/amd64 darwin/arm64 freebsd/amd64 openbsd/amd64 netbsd/amd64; do
+		say "build and vet for $target"
+		GOOS=${target%/*} GOARCH=${target#*/} go build "${library[@]}" ./cmd/leash/... || die "build for $target failed"
+		GOOS=${target%/*} GOARCH=${target#*/} go vet "${library[@]}" ./cmd/leash/... || die "vet for $target failed"
+	done
+	say "build for windows/amd64 (the library)"
+	GOOS=windows GOARCH=amd64 go build "${library[@]}" || die "build for windows/amd64 failed"
+	for rel in "${modules[@]}"; do
+		say "vet and staticcheck: $rel"
+		(cd "$rel" && go vet ./... && go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in $rel"
+	done
+	# bench/ is its own module outside go.work (the peers it measures must never
+	# become leash dependencies): vet (which builds it) and staticcheck it, so
+	# that it cannot rot; ./scripts/bench.sh runs it for real.
+	say "vet and staticcheck: bench (GOWORK=off)"
+	(cd bench && GOWORK=off go vet ./... && GOWORK=off go run "$STATICCHECK" ./...) || die "vet or staticcheck failed in bench"
+}
+
+# test_modules REL...: each module's tests under the race detector; every
+# module runs, and the failures are counted at the end.
+test_modules() {
+	local rel failed=0
+	for rel in "$@"; do
+		say "test: $rel"
+		(cd "$rel" && go test -race -shuffle=on -count=1 -timeout 30m ./...) || { printf '\nFAIL: tests failed in %s\n' "$rel"; failed=1; }
+	done
+	return $failed
+}
+
+# zk_scenarios: ZooKeeper's reliability scenarios skip themselves under the
+# race detector (go-zookeeper's own data race at a reconnect, zkClientRace in
 # reliability/scenario, fails any test binary under -race): run them here
 # without it, so that they are never left out.
-say "test: reliability, ZooKeeper scenarios (without -race)"
-(cd reliability && go test -count=1 -timeout 20m -run '^Test(BaselineContention|RandomPartitions|ReentrantUnderPartitions|HolderPause|ServerPause|ServerRestart|HolderDeath|SkewedClientIsCaught|LeaderKilled)$/^zk$' ./scenario/) ||
-	die "ZooKeeper's reliability scenarios failed"
+zk_scenarios() {
+	say "test: reliability, ZooKeeper scenarios (without -race)"
+	(cd reliability && go test -count=1 -timeout 20m -run '^Test(BaselineContention|RandomPartitions|ReentrantUnderPartitions|HolderPause|ServerPause|ServerRestart|HolderDeath|SkewedClientIsCaught|LeaderKilled)$/^zk$' ./scenario/) ||
+		die "ZooKeeper's reliability scenarios failed"
+}
+
+# The checks and tests run in three lanes at once. The tests spend most of
+# their time waiting (for a lease to end, a server to come back, a partition
+# to heal: on a 2-core machine redisstore's took 395 s of wall time and 65 s
+# of CPU, reliability's 681 s and 208 s), so the lanes share a small
+# runner's cores without starving one another; and the suite is meant to
+# pass on a busy machine anyway (./scripts/stress.sh). A lane's output is
+# printed whole when the lane ends. LEASH_TEST_LANES=1 runs the lanes one
+# after another instead.
+#
+# The modules named in the first two lanes are the slow ones; every other
+# module of go.work runs in the third, so that a new module is never left
+# out.
+slow_a=(reliability)
+slow_b=(redisstore schedule zkstore)
+rest=()
+for rel in "${modules[@]}"; do
+	case " ${slow_a[*]} ${slow_b[*]} " in
+	*" $rel "*) ;;
+	*) rest+=("$rel") ;;
+	esac
+done
+for rel in "${slow_a[@]}" "${slow_b[@]}"; do
+	[ -d "$rel" ] && [[ " ${modules[*]} " == *" $rel "* ]] || die "scripts/test.sh names $rel as a module to test, but go.work has no such module"
+done
+lane_a() { test_modules "${slow_a[@]}"; }
+lane_b() { test_modules "${slow_b[@]}" && zk_scenarios; }
+lane_c() { static_checks && test_modules "${rest[@]}"; }
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+failed=()
+# finish NAME STATUS: prints lane NAME's output and records its failure.
+finish() {
+	printf '\n======== lane %s %s ========\n' "$1" "$(if [ "$2" = 0 ]; then echo passed; else echo FAILED; fi)"
+	cat "$logs/$1"
+	[ "$2" = 0 ] || failed+=("$1")
+}
+if [ "${LEASH_TEST_LANES:-3}" = 1 ]; then
+	for name in a b c; do
+		status=0
+		( set -e; "lane_$name" ) >"$logs/$name" 2>&1 || status=$?
+		finish "$name" "$status"
+	done
+else
+	declare -A lane_of=()
+	for name in a b c; do
+		( set -e; "lane_$name" ) >"$logs/$name" 2>&1 &
+		lane_of[$!]=$name
+	done
+	say "lanes a (${slow_a[*]}), b (${slow_b[*]}, ZooKeeper's scenarios) and c (static checks, then ${rest[*]}) are running; each prints its output when it ends"
+	while [ ${#lane_of[@]} -gt 0 ]; do
+		status=0 pid=
+		wait -n -p pid "${!lane_of[@]}" || status=$?
+		[ -n "$pid" ] || die "wait returned no lane (status $status)"
+		finish "${lane_of[$pid]}" "$status"
+		unset "lane_of[$pid]"
+	done
+fi
+[ ${#failed[@]} -eq 0 ] || die "lane(s) ${failed[*]} failed; their output is above"
 say "all checks and tests passed"
