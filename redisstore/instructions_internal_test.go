@@ -20,8 +20,9 @@ import (
 // call of the scripts on the paths that bound throughput: an uncontended
 // acquire and release, a release that hands the lock to a queued waiter,
 // and a FairMutex waiter's attempt on a held lock; and the floor under the
-// acquire (a script that only returns, and one that first defines lib.lua's
-// functions as the acquire does); and the batched variants of the
+// acquire (a script that only returns, one that runs one of the acquire's
+// commands first, and one that first defines lib.lua's functions as the
+// acquire does); and the batched variants of the
 // uncontended acquire and release (see coalesce), as a call that carries
 // one request and what each request more in a call adds; and the floor
 // under those (the same Redis commands with none of leash's logic), beside
@@ -60,6 +61,10 @@ func TestScriptInstructions(t *testing.T) {
 	keys := mutexKeys(name) // lock, counter, queue, places
 	marker := epochKey      // a single server's restart marker
 	hold := "redis.call('del', KEYS[1]) redis.call('hset', KEYS[1], ARGV[1], '1') redis.call('pexpire', KEYS[1], '30000')"
+	acquireKeys := func(int) []string { return append(append([]string{}, keys...), marker) }
+	acquireArgs := func(g string) []any { return []any{"30000", holder, g} }
+	releaseKeysOf := func(i int) []string { return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker) }
+	releaseArgs := func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }
 	for _, tc := range []struct {
 		name   string
 		script *redis.Script
@@ -69,33 +74,25 @@ func TestScriptInstructions(t *testing.T) {
 		want   string // the measured call's reply, as fmt prints it
 		fcall  bool   // measure it as a Redis 7 function too
 	}{
-		{"acquire, free name", acquireScript, "redis.call('del', KEYS[1])",
-			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "[1 * 1]", true},
-		{"release, no waiter", releaseScript[0], hold,
-			func(i int) []string {
-				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
-			},
-			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1", true},
+		{"acquire, free name", acquireScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "[1 * 1]", true},
+		{"release, no waiter", releaseScript[0], hold, releaseKeysOf, releaseArgs, "1", true},
 		{"release, handed to a queued waiter", releaseScript[0], hold +
 			" local t = redis.call('time') redis.call('zadd', KEYS[3], t[1] .. '000000', ARGV[2])" +
 			" redis.call('zadd', KEYS[4], (t[1] + 3) .. '000', ARGV[2])",
-			func(i int) []string {
-				return append(releaseKeys(name, latchKey(name, strconv.Itoa(i))), marker)
-			},
-			func(g string) []any { return []any{holder, "30000", "all", "6000", "3000", g} }, "1 handed", true},
+			releaseKeysOf, releaseArgs, "1 handed", true},
 		// The floor under the acquire: a script that only returns, with the
-		// acquire's keys and arguments, and one that first defines the
-		// acquire's lib.lua functions, as every call of it does.
-		{"return, acquire's arguments", returnScript, "redis.call('del', KEYS[1])",
-			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "1", false},
-		{"acquire's lib.lua, then return", libReturnScript, "redis.call('del', KEYS[1])",
-			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", holder, g} }, "1", false},
+		// acquire's keys and arguments; one that first makes one of the
+		// acquire's commands (what that command costs beyond the call: the
+		// TIME every fresh grant reads, the EXISTS and MGET of its first
+		// steps); and one that first defines the acquire's lib.lua
+		// functions, as every call of it does.
+		{"return, acquire's arguments", returnScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "1", false},
+		{"TIME, then return", timeReturnScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "1", false},
+		{"EXISTS of lock and queue, then return", existsReturnScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "1", false},
+		{"MGET of marker and counter, then return", mgetReturnScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "1", false},
+		{"acquire's lib.lua, then return", libReturnScript, "redis.call('del', KEYS[1])", acquireKeys, acquireArgs, "1", false},
 		{"FairMutex attempt on a held lock", acquireFairScript, "redis.call('hset', KEYS[1], ARGV[1], '1') redis.call('pexpire', KEYS[1], '30000')",
-			func(int) []string { return append(append([]string{}, keys...), marker) },
-			func(g string) []any { return []any{"30000", waiter, "3000", g} }, "[0 *]", true},
+			acquireKeys, func(g string) []any { return []any{"30000", waiter, "3000", g} }, "[0 *]", true},
 	} {
 		outcome := func(rdb *redis.Client, v any) string {
 			got := fmt.Sprint(v)
@@ -312,6 +309,13 @@ var (
 	libReturnSource = libFor(acquireLua) + "\n" + returnSource
 	returnScript    = redis.NewScript(returnSource)
 	libReturnScript = redis.NewScript(libReturnSource)
+
+	timeReturnSource   = "redis.call('time') " + returnSource
+	existsReturnSource = "redis.call('exists', KEYS[1], KEYS[3]) " + returnSource
+	mgetReturnSource   = "redis.call('mget', KEYS[5], KEYS[2]) " + returnSource
+	timeReturnScript   = redis.NewScript(timeReturnSource)
+	existsReturnScript = redis.NewScript(existsReturnSource)
+	mgetReturnScript   = redis.NewScript(mgetReturnSource)
 )
 
 // scriptBodies are the bodies of the scripts TestScriptInstructions also
@@ -331,6 +335,9 @@ var scriptSources = map[*redis.Script]string{
 	acquireFairScript:                       withLibSource(acquireFairLua),
 	returnScript:                            returnSource,
 	libReturnScript:                         libReturnSource,
+	timeReturnScript:                        timeReturnSource,
+	existsReturnScript:                      existsReturnSource,
+	mgetReturnScript:                        mgetReturnSource,
 }
 
 // countInstructions starts redis-server under callgrind, collecting only in
