@@ -165,26 +165,28 @@ finish() {
 	cat "$logs/$1"
 	[ "$2" = 0 ] || failed+=("$1")
 }
-if [ "${LEASH_TEST_LANES:-3}" = 1 ]; then
-	for name in a b c; do
+# Every lane runs in the background, under set -e as the script does (a
+# subshell in the foreground of an || would run with set -e ignored).
+declare -A lane_of=()
+for name in a b c; do
+	( set -e; "lane_$name" ) >"$logs/$name" 2>&1 &
+	lane_of[$!]=$name
+	if [ "${LEASH_TEST_LANES:-3}" = 1 ]; then
 		status=0
-		( set -e; "lane_$name" ) >"$logs/$name" 2>&1 || status=$?
+		wait $! || status=$?
 		finish "$name" "$status"
-	done
-else
-	declare -A lane_of=()
-	for name in a b c; do
-		( set -e; "lane_$name" ) >"$logs/$name" 2>&1 &
-		lane_of[$!]=$name
-	done
+		unset "lane_of[$!]"
+	fi
+done
+if [ ${#lane_of[@]} -gt 0 ]; then
 	say "lanes a (${slow_a[*]}), b (${slow_b[*]}, ZooKeeper's scenarios) and c (static checks, then ${rest[*]}) are running; each prints its output when it ends"
-	while [ ${#lane_of[@]} -gt 0 ]; do
-		status=0 pid=
-		wait -n -p pid "${!lane_of[@]}" || status=$?
-		[ -n "$pid" ] || die "wait returned no lane (status $status)"
-		finish "${lane_of[$pid]}" "$status"
-		unset "lane_of[$pid]"
-	done
 fi
+while [ ${#lane_of[@]} -gt 0 ]; do
+	status=0 pid=
+	wait -n -p pid "${!lane_of[@]}" || status=$?
+	[ -n "$pid" ] || die "wait returned no lane (status $status)"
+	finish "${lane_of[$pid]}" "$status"
+	unset "lane_of[$pid]"
+done
 [ ${#failed[@]} -eq 0 ] || die "lane(s) ${failed[*]} failed; their output is above"
 say "all checks and tests passed"
