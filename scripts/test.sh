@@ -108,7 +108,7 @@ static_checks() {
 }
 
 # test_modules REL...: each module's tests under the race detector; every
-# module runs, and the failures are counted at the end.
+# module runs, and it fails if any did.
 test_modules() {
 	local rel failed=0
 	for rel in "$@"; do
@@ -152,24 +152,57 @@ done
 for rel in "${slow_a[@]}" "${slow_b[@]}"; do
 	[ -d "$rel" ] && [[ " ${modules[*]} " == *" $rel "* ]] || die "scripts/test.sh names $rel as a module to test, but go.work has no such module"
 done
+# A lane goes on after a failed step, so that one run shows every failure;
+# static_checks stops at its first, in a subshell of its own.
 lane_a() { test_modules "${slow_a[@]}"; }
-lane_b() { test_modules "${slow_b[@]}" && zk_scenarios; }
-lane_c() { static_checks && test_modules "${rest[@]}"; }
+lane_b() {
+	local s=0
+	test_modules "${slow_b[@]}" || s=1
+	zk_scenarios || s=1
+	return $s
+}
+lane_c() {
+	local s=0
+	(static_checks) || s=1
+	test_modules "${rest[@]}" || s=1
+	return $s
+}
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 failed=()
-# finish NAME STATUS: prints lane NAME's output and records its failure.
+# finish NAME STATUS: prints lane NAME's output and records its failure;
+# STATUS is an exit status, or "interrupted".
 finish() {
-	printf '\n======== lane %s %s ========\n' "$1" "$(if [ "$2" = 0 ]; then echo passed; else echo FAILED; fi)"
+	local how=FAILED
+	case $2 in
+	0) how=passed ;;
+	interrupted) how="interrupted; its output so far" ;;
+	esac
+	printf '\n======== lane %s %s ========\n' "$1" "$how"
 	cat "$logs/$1"
 	[ "$2" = 0 ] || failed+=("$1")
 }
-# Every lane runs in the background, under set -e as the script does (a
-# subshell in the foreground of an || would run with set -e ignored).
+# Every lane runs in the background, in a process group of its own (set -m),
+# so that an interrupt reaches this script alone: it then ends the lanes and
+# prints what each had written. Steps inside a lane check their own failures:
+# a function called left of || or && runs with set -e ignored.
 declare -A lane_of=()
+stop() {
+	trap - INT TERM
+	local p
+	for p in "${!lane_of[@]}"; do kill -TERM -- "-$p" 2>/dev/null || true; done
+	for p in "${!lane_of[@]}"; do
+		wait "$p" || true
+		finish "${lane_of[$p]}" interrupted
+	done
+	exit 130
+}
+trap stop INT TERM
 for name in a b c; do
-	( set -e; "lane_$name" ) >"$logs/$name" 2>&1 &
+	set -m
+	( set -e; "lane_$name" ) </dev/null >"$logs/$name" 2>&1 &
+	set +m
 	lane_of[$!]=$name
 	if [ "${LEASH_TEST_LANES:-3}" = 1 ]; then
 		status=0
