@@ -64,12 +64,11 @@ func BenchmarkLockUnlock(b *testing.B) {
 				c := benchClient(b, nil)
 				ctx := context.Background()
 				var id atomic.Int64
-				b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
 				b.ReportAllocs()
 				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
+				testkit.Loop(par, b.N, func(next func() bool) {
 					lock := kind.lock(c, fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
-					for pb.Next() {
+					for next() {
 						h, err := lock(ctx)
 						if err != nil {
 							b.Error(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/driver"
+	"github.com/leash-go/leash/internal/testkit"
 	"github.com/leash-go/leash/mysqlstore"
 )
 
@@ -47,11 +47,10 @@ func BenchmarkLockUnlock(b *testing.B) {
 			c := benchClient(b, db, nil)
 			ctx := context.Background()
 			var id atomic.Int64
-			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
 			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
+			testkit.Loop(par, b.N, func(next func() bool) {
 				m := c.Mutex(fmt.Sprintf("bench/uncontended/%d/%d", par, id.Add(1)))
-				for pb.Next() {
+				for next() {
 					h, err := m.Lock(ctx)
 					if err == nil {
 						err = h.Unlock(ctx)

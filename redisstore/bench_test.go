@@ -82,13 +82,12 @@ func benchUncontended(b *testing.B, setup func(b *testing.B, rdb *redis.Client) 
 			lockUnlock := setup(b, rdb)
 			ctx := context.Background()
 			var id atomic.Int64
-			b.SetParallelism(max(par/runtime.GOMAXPROCS(0), 1))
 			b.ReportAllocs()
 			b.ResetTimer()
 			done := cpuPerOp(b, srv)
-			b.RunParallel(func(pb *testing.PB) {
+			testkit.Loop(par, b.N, func(next func() bool) {
 				op := lockUnlock(fmt.Sprintf("bench/uncontended/%d", id.Add(1)))
-				for pb.Next() {
+				for next() {
 					if err := op(ctx); err != nil {
 						b.Error(err)
 						return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,5 +136,31 @@ func TestClosing(t *testing.T) {
 	})
 	if c.closed != 1 {
 		t.Errorf("closed %d times after cleanup, want 1", c.closed)
+	}
+}
+
+// TestLoopRunsExactlyItsGoroutines checks that Loop starts the goroutines
+// it is asked for, one included (b.RunParallel would start GOMAXPROCS), and
+// that they make the iterations between them, each once.
+func TestLoopRunsExactlyItsGoroutines(t *testing.T) {
+	for _, n := range []int{1, 2, 16} {
+		var (
+			mu      sync.Mutex
+			started int
+			done    int
+		)
+		testkit.Loop(n, 1000, func(next func() bool) {
+			mu.Lock()
+			started++
+			mu.Unlock()
+			for next() {
+				mu.Lock()
+				done++
+				mu.Unlock()
+			}
+		})
+		if started != n || done != 1000 {
+			t.Errorf("Loop(%d, 1000): %d goroutines made %d iterations, want %d and 1000", n, started, done, n)
+		}
 	}
 }
