@@ -67,3 +67,11 @@ func GraceOver(t testing.TB, c *redis.Client, d time.Duration) {
 		time.Sleep(100 * time.Millisecond) // polls the server's clock
 	}
 }
+
+// ViewNeverAges makes s keep its view of a server process until a dial shows
+// it may have changed, as earlier versions did: the negative control of
+// TestStaleViewOfARepromotedProcess.
+func ViewNeverAges(s *Store) *Store {
+	s.watch.maxAge = 0
+	return s
+}

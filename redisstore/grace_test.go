@@ -315,17 +315,106 @@ func TestNoInfoIsRefused(t *testing.T) {
 // alone granted the lock to Y at once while X's lease still ran; the
 // replication id in the marker, new with every promotion, starts the grace.
 func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
-	p := testserver.NewRedis(t, testserver.RedisOptions{})
-	q := testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: p.Addr})
-	const lease = time.Minute
-	newC := func() *leash.Client {
-		c, err := leash.New(redisstore.New(newRDB(t, p.Addr), nil), &leash.Options{Lease: lease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+	p, q := repromotePair(t)
+	name := lockName(t)
+	granted, hx := repromote(t, p, q, name)
+	_, err := repromoteClient(t, p, nil).Mutex(name).TryLock(bg(t))
+	wantGraceAfterRepromotion(t, name, granted, hx, err)
+}
+
+// TestStaleViewOfARepromotedProcess is TestRepromotedProcessWaitsOutTheGrace
+// for a client that read the primary's INFO before the failover and holds
+// no lock meanwhile, so that no renewal round re-reads it and no dial shows
+// a change: Redis keeps a client's connections open when the server is made
+// a replica and promoted again. Its view still names the process as never
+// promoted, which the marker resynced from the replica matches, so only its
+// age can make the client read INFO anew: once the view is CheckInterval
+// old, Y waits out the grace. The negative control keeps the view until a
+// dial (ViewNeverAges), as earlier versions did, and grants X's lock to Y
+// while X's lease runs.
+func TestStaleViewOfARepromotedProcess(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(*redisstore.Store) *redisstore.Store
+		fixed bool
+	}{
+		{"view read anew once CheckInterval old", nil, true},
+		{"negative control: view kept until a dial", redisstore.ViewNeverAges, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, q := repromotePair(t)
+			const check = 50 * time.Millisecond
+			// Y reads P's INFO now, taking and releasing a lock of another
+			// name, and then holds nothing. The first Lock dials the
+			// connection the others use, which makes the next one read
+			// INFO again: from then on the view stands until a dial.
+			y := repromoteClient(t, p, tc.store, func(o *redisstore.Options) { o.CheckInterval = check })
+			for range 2 {
+				hy, err := y.Mutex(lockName(t) + "/before").TryLock(bg(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := hy.Unlock(bg(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			viewRead := time.Now()
+			name := lockName(t)
+			granted, hx := repromote(t, p, q, name)
+			// The view's age is what the fix goes by: wait until Y's is
+			// older than its CheckInterval (the resync mostly took longer
+			// already).
+			for time.Since(viewRead) <= check {
+				time.Sleep(10 * time.Millisecond)
+			}
+			_, err := y.Mutex(name).TryLock(bg(t))
+			if !tc.fixed {
+				if err != nil || !time.Now().Before(granted.Add(repromoteLease)) {
+					t.Fatalf("negative control: Y's TryLock = %v, want a grant on its stale view within X's lease (the double grant the fix prevents)", err)
+				}
+				return
+			}
+			wantGraceAfterRepromotion(t, name, granted, hx, err)
+		})
 	}
+}
+
+// repromoteLease is the lease of the clients of the re-promotion tests.
+const repromoteLease = time.Minute
+
+// repromotePair starts a primary P and its replica Q.
+func repromotePair(t *testing.T) (p, q *testserver.Redis) {
+	p = testserver.NewRedis(t, testserver.RedisOptions{})
+	return p, testserver.NewRedis(t, testserver.RedisOptions{ReplicaOf: p.Addr})
+}
+
+// repromoteClient returns a client of p with repromoteLease, whose Store is
+// made with the options set (none: defaults) and wrapped by wrap (if any).
+func repromoteClient(t *testing.T, p *testserver.Redis, wrap func(*redisstore.Store) *redisstore.Store, set ...func(*redisstore.Options)) *leash.Client {
+	t.Helper()
+	var opts redisstore.Options
+	for _, f := range set {
+		f(&opts)
+	}
+	s := redisstore.New(newRDB(t, p.Addr), &opts)
+	if wrap != nil {
+		s = wrap(s)
+	}
+	c, err := leash.New(s, &leash.Options{Lease: repromoteLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// repromote plays a failover and a failback on P and its replica Q: once Q
+// has P's marker, Q is promoted while P, cut off, still takes writes; a new
+// client X takes name on P alone; P rejoins under Q, and its resync erases
+// X's grant; P is promoted again, the same process with the same run_id. It
+// returns when X was granted, and X's hold.
+func repromote(t *testing.T, p, q *testserver.Redis, name string) (time.Time, *leash.Hold) {
+	t.Helper()
 	pa, qa := newRDB(t, p.Addr), newRDB(t, q.Addr)
 	marker, err := pa.Get(bg(t), "leash:epoch").Result()
 	if err != nil {
@@ -345,8 +434,7 @@ func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
 	if err := qa.ReplicaOf(bg(t), "no", "one").Err(); err != nil { // Q promoted; P, cut off, still takes writes
 		t.Fatal(err)
 	}
-	name := lockName(t)
-	hx, err := newC().Mutex(name).TryLock(bg(t)) // on P alone
+	hx, err := repromoteClient(t, p, nil).Mutex(name).TryLock(bg(t)) // on P alone
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,8 +451,15 @@ func TestRepromotedProcessWaitsOutTheGrace(t *testing.T) {
 	if err := pa.ReplicaOf(bg(t), "no", "one").Err(); err != nil { // failback: the same P is primary again
 		t.Fatal(err)
 	}
-	_, err = newC().Mutex(name).TryLock(bg(t))
-	if err == nil && time.Now().Before(granted.Add(lease)) {
+	return granted, hx
+}
+
+// wantGraceAfterRepromotion fails t unless err, Y's TryLock of name after
+// repromote, is the restart grace's refusal: a grant while X's lease (from
+// granted) runs is a double grant.
+func wantGraceAfterRepromotion(t *testing.T, name string, granted time.Time, hx *leash.Hold, err error) {
+	t.Helper()
+	if err == nil && time.Now().Before(granted.Add(repromoteLease)) {
 		t.Fatalf("Y granted %q while X (token %d) still holds its lease: a double grant", name, hx.Fence())
 	}
 	if !errors.Is(err, leash.ErrRestartGrace) {

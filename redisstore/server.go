@@ -37,7 +37,8 @@ var (
 )
 
 // DefaultCheckInterval is how often, at most, renewal rounds re-read a
-// server's memory settings and eviction count.
+// server's memory settings and eviction count, and how old the Store's view
+// of a server process may grow before an acquire reads it anew.
 const DefaultCheckInterval = 5 * time.Second
 
 // serverWatch is what the Store knows of the server processes it talks to
@@ -49,13 +50,20 @@ const DefaultCheckInterval = 5 * time.Second
 // that runs them. It is read with INFO on one connection and the script runs
 // on another; a connection dialed before INFO was sent talks to the process
 // INFO answered from (or to one that has died, and fails), so the facts are
-// stale only when a connection was dialed after: every dial bumps the
-// counter, the next acquire re-reads INFO first, and an acquire during which
-// a dial happened checks afterwards that the process is still the one it
-// named (see Store.runAcquire).
+// stale when a connection was dialed after: every dial bumps the counter,
+// the next acquire re-reads INFO first, and an acquire during which a dial
+// happened checks afterwards that the process is still the one it named
+// (see Store.runAcquire). A process can also change under a connection that
+// stays open: a primary that is made a replica, resynced (losing the grants
+// only it had made) and promoted again keeps its run_id and its clients'
+// connections, and only INFO shows its new replication id. So facts are also
+// read anew once they are maxAge (CheckInterval) old: a Store that holds no
+// lock, and so has no renewal rounds to re-read them, grants on such a view
+// for at most that long.
 type serverWatch struct {
-	dials atomic.Uint64 // connections dialed by the hooked clients
-	nodes sync.Map      // *redis.Client → *serverFacts; Cluster: per primary's client, else one under nil
+	dials  atomic.Uint64 // connections dialed by the hooked clients
+	nodes  sync.Map      // *redis.Client → *serverFacts; Cluster: per primary's client, else one under nil
+	maxAge time.Duration // facts this old are read anew by the next acquire; 0 for never (tests' negative control)
 
 	mu      sync.Mutex // guards hooked and checked, and orders the stores into nodes
 	hooked  map[*redis.Client]bool
@@ -67,9 +75,10 @@ type serverWatch struct {
 
 // serverFacts is one server process as INFO described it.
 type serverFacts struct {
-	gen      uint64 // dials before the INFO that read them
-	runID    string // INFO server run_id; empty when INFO was refused
-	id       string // the process in its current role: run_id, "/", master_replid (see identity)
+	gen      uint64      // dials before the INFO that read them
+	aging    atomic.Bool // an acquire is reading them anew, being maxAge old (see facts)
+	runID    string      // INFO server run_id; empty when INFO was refused
+	id       string      // the process in its current role: run_id, "/", master_replid (see identity)
 	read     time.Time
 	startUS  int64  // latest possible start, µs by the server's clock, in whole seconds; 0 when it may have been promoted
 	node     string // CLUSTER MYID of the Cluster node; empty on a single server or when the ACL denies it
@@ -123,13 +132,17 @@ func (s *Store) node(ctx context.Context, marker string) (*redis.Client, redis.U
 }
 
 // facts returns what is known of the process behind key (nil: the single
-// server), reading INFO first when no facts are known or a connection was
-// dialed since they were read. Only the hook's first use counts dials from
-// then on: connections made before talk to the process INFO then reads.
+// server), reading INFO first when no facts are known, a connection was
+// dialed since they were read, or they are maxAge old. Only the hook's first
+// use counts dials from then on: connections made before talk to the process
+// INFO then reads. Of the acquires that find the facts maxAge old, one reads
+// them anew while the others use them meanwhile, for one more round trip.
 func (w *serverWatch) facts(ctx context.Context, key *redis.Client, c redis.UniversalClient) *serverFacts {
 	if v, ok := w.nodes.Load(key); ok {
 		if f := v.(*serverFacts); f.gen == w.dials.Load() && f.fetchErr == nil {
-			return f // the hot path: no lock, no round trip
+			if w.maxAge <= 0 || time.Since(f.read) < w.maxAge || !f.aging.CompareAndSwap(false, true) {
+				return f // the hot path: no lock, no round trip
+			}
 		}
 	} else {
 		w.mu.Lock()

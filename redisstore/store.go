@@ -209,7 +209,10 @@ type Options struct {
 	// memory settings and eviction count (INFO): on a renewal round, so that
 	// a CONFIG SET made at run time fails the next acquire; and on an
 	// acquire the settings refused, so that a client holding no lock sees
-	// the operator's fix. Default DefaultCheckInterval (5s).
+	// the operator's fix. It is also the age at which an acquire re-reads
+	// the identity of the server process (the restart grace's view), which
+	// a failover can change without closing the Store's connections.
+	// Default DefaultCheckInterval (5s).
 	CheckInterval time.Duration
 	// Logger receives the Store's warnings (evictions). Default
 	// slog.Default().
@@ -585,6 +588,7 @@ func New(rdb redis.UniversalClient, opts *Options) *Store {
 		s.opts.Logger = slog.Default()
 	}
 	s.watch.logger = s.opts.Logger
+	s.watch.maxAge = s.opts.CheckInterval
 	if s.opts.SubscribeTimeout == 0 {
 		s.opts.SubscribeTimeout = DefaultSubscribeTimeout
 	}
