@@ -1034,3 +1034,50 @@ func TestCloseWhileCallsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedPipelinerQueuesNothing checks that after close a call runs its
+// script at once, even with every round trip slot taken, instead of
+// queuing: a caller whose round trip ends after close sends what queued
+// before it on its own goroutine (see pipeliner.next), and were later calls
+// to queue too, it would go on sending their batches, past its own
+// deadline, for as long as they kept coming.
+func TestClosedPipelinerQueuesNothing(t *testing.T) {
+	s, _ := batchStore(t)
+	p := &s.pipe
+	release := holdPipe(p) // every slot taken: before close, the call below would queue
+	p.close()
+	done := make(chan error, 1)
+	go func() {
+		r := driver.Request{Kind: driver.KindMutex, Name: "closed/1", Owner: "00000000-0000-4000-8000-000000000001:1", Lease: time.Minute}
+		g, err := s.Acquire(t.Context(), r)
+		if err == nil && !g.Acquired {
+			err = fmt.Errorf("not acquired: %+v", g)
+		}
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Acquire after close: %v", err)
+			}
+			release()
+			p.mu.Lock()
+			busy := p.busy
+			p.mu.Unlock()
+			if busy != 0 {
+				t.Errorf("%d round trips in flight after every call returned", busy)
+			}
+			return
+		default:
+		}
+		p.mu.Lock()
+		queued := len(p.queue)
+		p.mu.Unlock()
+		if queued > 0 {
+			release() // lets the queued call go, so that the test ends
+			t.Fatalf("a call queued after close")
+		}
+		time.Sleep(time.Millisecond) // polls a condition; the test's timeout bounds it
+	}
+}

@@ -102,7 +102,10 @@ func (p *pipeliner) run(ctx context.Context, script *redis.Script, keys []string
 // runOnce runs script once and returns its reply.
 func (p *pipeliner) runOnce(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	p.mu.Lock()
-	if p.busy < p.max {
+	// After close nothing queues: each call runs at once, so that a caller
+	// whose round trip ends drains only what queued before (see next), not
+	// later callers' batches for as long as they keep coming.
+	if p.busy < p.max || p.closed {
 		p.busy++
 		p.mu.Unlock()
 		cmd := evalSha(ctx, p.rdb, script, keys, args)
@@ -144,7 +147,8 @@ func (p *pipeliner) next() {
 		p.mu.Unlock()
 	case p.closed:
 		// After close, which waits for no more goroutines: the caller
-		// whose round trip ended sends the batches itself.
+		// whose round trip ended sends the calls queued before close
+		// itself (no call queues after, see runOnce).
 		p.mu.Unlock()
 		p.drain()
 	default:
@@ -179,8 +183,8 @@ func (p *pipeliner) drain() {
 	}
 }
 
-// close waits for the pipelines in flight; calls made later send their
-// batches on their callers' goroutines.
+// close waits for the pipelines in flight; calls made later run their
+// scripts at once, each on its caller's goroutine.
 func (p *pipeliner) close() {
 	p.mu.Lock()
 	p.closed = true
