@@ -250,7 +250,9 @@ func (c *Client) acquire(ctx context.Context, p *plan) (h *Hold, err error) {
 			// A grant announced before this attempt's answer is not this
 			// waiter's to use: the attempt found the lock held, so the
 			// grant was picked up and given back (the store undoes a grant
-			// made on a server process it had not read), or lapsed.
+			// made on a server process it had not read), or lapsed. One
+			// given back and announced after, the store delivers as a
+			// plain wake-up (driver.HandoffStore).
 			c.waiters.handed(w)
 		}
 		if g.Acquired {

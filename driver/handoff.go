@@ -33,6 +33,12 @@ package driver
 //     (without a further hand-off), and wakes the next waiter. (The core
 //     withdraws only while it waits, never after it used a grant; after a
 //     Renew, a store may release the grant on Withdraw or keep it.)
+//   - A store that gives back a grant its owner's Acquire picked up (and
+//     so answers that Acquire not granted) must not deliver the grant's
+//     wake-up with its Fence afterwards: the lock may have gone to someone
+//     else since. It delivers it as a plain WakeHead, or not at all. (The
+//     core drops a grant announced before a refused attempt's answer, not
+//     one announced after.)
 //
 // The waiter never sees the server's time of the grant: the core counts the
 // validity of a handed-off lock from the send time of the request of its

@@ -358,11 +358,18 @@ func (s *Store) confirm(ctx context.Context, marker string, f *serverFacts, v an
 	if key, c, err := s.node(ctx, marker); err == nil && s.watch.refresh(ctx, key, c).id == f.id {
 		return true, nil
 	}
+	g, _ := parseGrant(v)
 	for _, r := range undo {
 		// Given back without a hand-off: a grant made by this release's
 		// step would go to the next waiter on a process the Store has not
-		// vouched for, and this owner's wake-up may still announce the
-		// grant being undone.
+		// vouched for. The grant may have been a hand-off that this
+		// acquire picked up, whose wake-up is still on its way to the
+		// owner's waiter (a subscriber connection that lags): recorded
+		// first, so that the wake-up is not taken for a grant (see
+		// givenBack).
+		if g.Acquired {
+			s.givenBack.add(r.Owner, g.Fence)
+		}
 		r.Wait = 0
 		if _, err := s.release(ctx, r, "all"); err != nil && !errors.Is(err, leash.ErrNotHeld) {
 			return false, fmt.Errorf("the server changed while granting, and giving the unused grant back failed (it ends with its lease): %w", err)

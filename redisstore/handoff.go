@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leash-go/leash/driver"
@@ -78,4 +79,64 @@ func positive(s string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
+}
+
+// givenBack records the grants that confirm gave back (an acquire that ran
+// while a connection was dialed, on a server process the Store could not
+// vouch for). Such a grant may have been a hand-off: a release granted the
+// lock to a waiter's place and published the grant, the waiter's next
+// attempt picked it up before the wake-up arrived, and confirm gave it
+// back, which frees the lock for the next waiter. Were the wake-up, late on
+// a lagging subscriber connection, taken for a grant after that, the waiter
+// would hold a lock granted to someone else since: the core's rule drops
+// only a grant announced before a refused attempt's answer (handed in the
+// root package). So a hand-off wake-up whose owner had a grant of the same
+// or a later token given back wakes its waiter as a plain head's does, and
+// the waiter tries again. A record is kept for givenBackFor, far longer
+// than a hand-off's grant lasts (a queue place's lease, seconds).
+type givenBack struct {
+	mu sync.Mutex
+	m  map[string]givenBackGrant // by owner
+}
+
+type givenBackGrant struct {
+	fence int64
+	at    time.Time
+}
+
+// givenBackFor is how long a given-back grant is remembered.
+const givenBackFor = time.Minute
+
+// add records that owner's grant of fence was given back, and forgets the
+// records older than givenBackFor.
+func (g *givenBack) add(owner string, fence int64) {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for o, r := range g.m {
+		if now.Sub(r.at) > givenBackFor {
+			delete(g.m, o)
+		}
+	}
+	if g.m == nil {
+		g.m = map[string]givenBackGrant{}
+	}
+	if r, ok := g.m[owner]; !ok || fence > r.fence {
+		g.m[owner] = givenBackGrant{fence: fence, at: now}
+	}
+}
+
+// filter returns w, or, for a hand-off wake-up whose grant (or a later one
+// of its owner's) was given back, the plain wake-up of its owner's waiter.
+func (g *givenBack) filter(w driver.Wake) driver.Wake {
+	if w.Fence == 0 {
+		return w
+	}
+	g.mu.Lock()
+	r, ok := g.m[w.Head]
+	g.mu.Unlock()
+	if ok && w.Fence <= r.fence {
+		return driver.Wake{To: driver.WakeHead, Head: w.Head}
+	}
+	return w
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +58,73 @@ func FuzzHandoffWake(f *testing.F) {
 			t.Fatalf("handoffWake(%q) = %+v, which formats as %q", payload, w, back)
 		}
 	})
+}
+
+// TestGivenBackHandoffWakesPlainly plays the wake-up of a hand-off that the
+// waiter picked up before it arrived and that confirm gave back (the script
+// ran while a connection was dialed, and the server process could not be
+// vouched for): the lock went free to the next waiter, and the wake-up,
+// late on a lagging subscriber connection, must not pass for a grant. Before
+// confirm, the same message carries the grant; after it, the owner's waiter
+// is woken as a plain head (it tries again), and a later grant to the same
+// owner still carries its token.
+func TestGivenBackHandoffWakesPlainly(t *testing.T) {
+	s, rdb := batchStore(t)
+	ctx := t.Context()
+	name := "test/given-back-handoff"
+	holder, waiter := owner(0), owner(1)
+	client, _, _ := strings.Cut(waiter, ":")
+	wakes := make(chan driver.Wake, 8)
+	stop, err := s.WatchClient(ctx, driver.KindFair, name, client, func(w driver.Wake) { wakes <- w })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	req := func(o string, wait time.Duration) driver.Request {
+		return driver.Request{Kind: driver.KindFair, Name: name, Owner: o, Lease: time.Minute, Wait: wait}
+	}
+	if g, err := s.Acquire(ctx, req(holder, 3*time.Second)); err != nil || !g.Acquired {
+		t.Fatalf("holder's Acquire = %+v, %v", g, err)
+	}
+	if g, err := s.Acquire(ctx, req(waiter, 3*time.Second)); err != nil || g.Acquired {
+		t.Fatalf("waiter's Acquire = %+v, %v; want refused, with a place", g, err)
+	}
+	if err := s.Release(ctx, req(holder, 3*time.Second)); err != nil { // hands the lock to the waiter
+		t.Fatal(err)
+	}
+	handed := <-wakes
+	if handed.Fence == 0 || handed.Head != waiter {
+		t.Fatalf("the release's wake-up = %+v, want a grant to %s", handed, waiter)
+	}
+	msg := handoffMark + strconv.FormatInt(handed.Fence, 10) + ":" + strconv.FormatInt(handed.Lease.Milliseconds(), 10) + ":" + waiter
+	late := func() driver.Wake { // the same message, as a lagging connection delivers it
+		t.Helper()
+		if err := rdb.Publish(ctx, clientFairChannel(name, client), msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return <-wakes
+	}
+	if w := late(); w != handed {
+		t.Fatalf("before confirm, the message wakes %+v, want the grant %+v", w, handed)
+	}
+	// The waiter's next attempt picked the grant up, on a connection dialed
+	// meanwhile, and INFO then named another process: confirm gives it back.
+	stale := &serverFacts{gen: s.watch.dials.Load() + 1, runID: "old", id: "old"}
+	pickup := []any{int64(1), handed.Fence, int64(1)}
+	if keep, err := s.confirm(ctx, epochKey, stale, pickup, []driver.Request{req(waiter, 3*time.Second)}); keep || err != nil {
+		t.Fatalf("confirm = %v, %v; want the grant given back", keep, err)
+	}
+	if n, _ := rdb.Exists(ctx, name).Result(); n != 0 {
+		t.Fatalf("the handed lock is still held after confirm gave it back: %v", rdb.HGetAll(ctx, name).Val())
+	}
+	if w := late(); w != (driver.Wake{To: driver.WakeHead, Head: waiter}) {
+		t.Errorf("after confirm, the late message wakes %+v, want a plain wake-up of %s (no grant)", w, waiter)
+	}
+	next := handed.Fence + 1
+	if err := rdb.Publish(ctx, clientFairChannel(name, client), handoffMark+strconv.FormatInt(next, 10)+":2500:"+waiter).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w := <-wakes; w.Fence != next {
+		t.Errorf("a later grant to the same owner wakes %+v, want its token %d", w, next)
+	}
 }

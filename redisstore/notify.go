@@ -489,7 +489,7 @@ func (n *notifier) deliver(ch, payload string) {
 		if w.raw != nil {
 			w.raw(payload)
 		} else {
-			w.wake(wakeOf(payload))
+			w.wake(n.s.givenBack.filter(wakeOf(payload)))
 		}
 	}
 }

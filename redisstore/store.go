@@ -279,6 +279,9 @@ type Store struct {
 	pipe    pipeliner
 	guard   replicaGuard
 	watch   serverWatch
+	// givenBack are the grants confirm gave back, whose hand-off wake-ups
+	// may still be on their way (see handoff.go).
+	givenBack givenBack
 	// The last boxed lease and grace arguments (see args.go): they rarely
 	// change, and boxing them anew costs an allocation per script call.
 	leaseArg, latchArg lastArg[time.Duration]
