@@ -630,10 +630,15 @@ func (s *Store) Validate() error { return s.err }
 // CheckName rejects names whose companion keys would land in another Cluster
 // hash slot under Redisson's naming rule: a name with a '{' must contain a
 // complete hash tag such as "{orders}", and a name without '{' must not
-// contain '}'. It also rejects the names of leash's (and Redisson's) own
-// keys: the restart marker leash:epoch and every companion key, such as
-// redisson_lock_token:{orders}; a lock of that name would read or overwrite
-// another lock's bookkeeping. leash calls it before any round trip.
+// contain '}'. It rejects a name that is a hash tag alone, such as
+// "{orders}": that rule wraps a name without a tag in braces, so "{orders}"
+// would share every companion key (fencing counter, wait queue, channels,
+// readers, semaphore size) with "orders", and a release of one would hand
+// the other's queued waiter a grant. It also rejects the names of leash's
+// (and Redisson's) own keys: the restart marker leash:epoch and every
+// companion key, such as redisson_lock_token:{orders}; a lock of that name
+// would read or overwrite another lock's bookkeeping. leash calls it before
+// any round trip.
 func (s *Store) CheckName(name string) error {
 	if name == epochKey || strings.HasPrefix(name, epochKey+":") {
 		return fmt.Errorf("is the name of leash's restart marker (%s); choose another name", epochKey)
@@ -652,6 +657,10 @@ func (s *Store) CheckName(name string) error {
 	}
 	if end := strings.IndexByte(name[open+1:], '}'); end <= 0 {
 		return errors.New("has a '{' without a complete, non-empty hash tag: its companion keys would not share its hash slot; use a complete hash tag such as {orders} or neither brace")
+	}
+	if k := s.key(name); k[0] == '{' && k[len(k)-1] == '}' && !strings.ContainsAny(k[1:len(k)-1], "{}") {
+		other := strings.TrimPrefix(k[1:len(k)-1], s.opts.KeyPrefix)
+		return fmt.Errorf("is a hash tag alone, whose companion keys (fencing counter, wait queue, channels, semaphore size) are those of the lock %q too (Redisson's layout puts a name without a hash tag in braces), so the two locks would share them; name it %q, which lives in the same hash slot", other, other)
 	}
 	return nil
 }

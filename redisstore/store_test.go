@@ -107,10 +107,30 @@ func TestNamesThatBreakHashSlotsAreRejected(t *testing.T) {
 			t.Errorf("TryLock(%q) = %v, want ErrInvalidName", name, err)
 		}
 	}
-	for _, name := range []string{"{orders}:42", "x{y}z}", "plain:name"} {
+	for _, name := range []string{"{orders}:42", "x{y}z}", "plain:name", "x{y}", "{a}{b}", "{a}b}"} {
 		if _, err := c.Mutex(name).TryLock(context.Background()); errors.Is(err, leash.ErrInvalidName) {
 			t.Errorf("TryLock(%q) = %v, want it accepted (and a connection error)", name, err)
 		}
+	}
+	// A hash tag alone has the companion keys of the name inside it
+	// (Redisson's layout puts a name without a tag in braces): refused,
+	// naming the other lock. Under a key prefix the two keys differ.
+	for _, kind := range []func(string) error{
+		func(n string) error { _, err := c.Mutex(n).TryLock(context.Background()); return err },
+		func(n string) error { _, err := c.FairMutex(n, nil).TryLock(context.Background()); return err },
+		func(n string) error { _, err := c.Semaphore(n, 3).TryAcquire(context.Background()); return err },
+	} {
+		if err := kind("{orders}"); !errors.Is(err, leash.ErrInvalidName) || !strings.Contains(err.Error(), `the lock "orders"`) {
+			t.Errorf("TryLock(%q) = %v, want ErrInvalidName naming the lock \"orders\"", "{orders}", err)
+		}
+	}
+	prefixed, err := leash.New(redisstore.New(rdb, &redisstore.Options{KeyPrefix: "app:"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prefixed.Close()
+	if _, err := prefixed.Mutex("{orders}").TryLock(context.Background()); errors.Is(err, leash.ErrInvalidName) {
+		t.Errorf("TryLock(%q) under a key prefix = %v, want it accepted (and a connection error)", "{orders}", err)
 	}
 }
 
