@@ -508,7 +508,10 @@ var (
 // lockWatchdogTimeout (60 s with its default of 30 s) where Java readers
 // share a name: a leash reader renews every third of its lease, and must do
 // so before the hash a leaving Java reader kept for it (for what its timeout
-// key had left) runs out. A leash reader that crashed may keep Java writers
+// key had left) runs out. With another renewal interval, keep it at most
+// two thirds of lockWatchdogTimeout (20 s); with none (a fixed lease), keep
+// the lease at most lockWatchdogTimeout, which the watchdog then never
+// shortens. A leash reader that crashed may keep Java writers
 // out until the Java readers' lease after it (leash's writers purge it at
 // its own lease's end). Leash's releases are published on Redisson's
 // channel, redisson_rwlock:{name}, as Redisson's are ("0" when the last
