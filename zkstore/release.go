@@ -13,22 +13,37 @@ import (
 // which wakes the lock's watchers, once it has read it and found a leash
 // node's data (deleting at the version read). A hold node of a session that
 // ended (the server deletes it, or has yet to) is not held: the release
-// reports ErrNotHeld, and deletes it too.
+// reports ErrNotHeld, and deletes it too. The directory is read on the
+// Store's own connection, whose server may lag behind the one the hold was
+// created on: a release that does not find the owner's node reads it again
+// after a sync before it answers ErrNotHeld, which leaves a node it missed
+// in place for as long as its session lives.
 func (s *Store) Release(ctx context.Context, req driver.Request) error {
-	d, err := s.readDir(ctx, req.Name)
-	if err == nil {
-		err = d.wrongKind(req.Name, req.Kind)
-	}
-	var nl *driver.NotALockError
-	if errors.As(err, &nl) {
-		return fmt.Errorf("zkstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, nl)
-	}
-	if err != nil {
-		return err
-	}
-	own, ok := d.own(req.Owner, kindsOf(req.Kind)...)
-	if !ok {
-		return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)
+	var (
+		own lockNode
+		ok  bool
+	)
+	for synced := false; ; synced = true {
+		d, err := s.readDir(ctx, req.Name)
+		if err == nil {
+			err = d.wrongKind(req.Name, req.Kind)
+		}
+		var nl *driver.NotALockError
+		if errors.As(err, &nl) {
+			return fmt.Errorf("zkstore: release %q: %w: %w", req.Name, driver.ErrNotHeld, nl)
+		}
+		if err != nil {
+			return err
+		}
+		if own, ok = d.own(req.Owner, kindsOf(req.Kind)...); ok {
+			break
+		}
+		if synced {
+			return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)
+		}
+		if _, err := call(ctx, func() (string, error) { return s.conn.Sync(s.dir(req.Name)) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("zkstore: release %q: %w", req.Name, err)
+		}
 	}
 	cs := s.sessionOf(driver.OwnerClient(req.Owner))
 	held := cs != nil && cs.epoch() == own.epoch && s.live(cs)

@@ -132,10 +132,15 @@ func (s *Store) hold(name, owner, node string) {
 
 // check is Renew of one lock: one read of its node, when the Store granted
 // it; otherwise, or when that node is gone, a read of its directory first.
+// The directory is read on the Store's own connection, whose server may lag
+// behind the one of the session's connection (ZooKeeper orders reads within
+// a session only): a node the session's read found gone is gone, whatever a
+// lagging server still lists, and holds reads a node anew only after a sync.
 func (s *Store) check(ctx context.Context, req driver.Request) driver.RenewResult {
 	s.mu.Lock()
 	node, ok := s.held[heldKey{req.Name, req.Owner}]
 	s.mu.Unlock()
+	gone := ""
 	if n, parsed := parseNode(node); ok && parsed {
 		held, err := s.holdsWatched(ctx, req.Name, n)
 		if err != nil {
@@ -145,6 +150,7 @@ func (s *Store) check(ctx context.Context, req driver.Request) driver.RenewResul
 			return driver.RenewResult{Status: driver.Renewed}
 		}
 		s.hold(req.Name, req.Owner, "")
+		gone = n.name
 	}
 	d, err := s.readDir(ctx, req.Name)
 	if err == nil {
@@ -157,7 +163,7 @@ func (s *Store) check(ctx context.Context, req driver.Request) driver.RenewResul
 	if err != nil {
 		return driver.RenewResult{Err: err}
 	}
-	if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok {
+	if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok && own.name != gone {
 		held, err := s.holds(ctx, req.Name, own)
 		if err != nil {
 			return driver.RenewResult{Err: err}
@@ -195,7 +201,9 @@ func (s *Store) holdsWatched(ctx context.Context, name string, own lockNode) (bo
 }
 
 // holds reports whether own, a hold node, is alive: it was created by its
-// Client's session, which lives, and it exists.
+// Client's session, which lives, and it exists, read on the Store's own
+// connection after a sync, so that a server that lags behind the leader
+// does not report a node deleted meanwhile (a forced release) as alive.
 func (s *Store) holds(ctx context.Context, name string, own lockNode) (bool, error) {
 	cs := s.sessionOf(driver.OwnerClient(own.owner))
 	if cs == nil {
@@ -209,6 +217,13 @@ func (s *Store) holds(ctx context.Context, name string, own lockNode) (bool, err
 	if cs.epoch() != own.epoch || !s.live(cs) {
 		return false, nil
 	}
-	ok, err := call(ctx, func() (bool, error) { ok, _, err := s.conn.Exists(s.dir(name) + "/" + own.name); return ok, err })
+	p := s.dir(name) + "/" + own.name
+	ok, err := call(ctx, func() (bool, error) {
+		if _, err := s.conn.Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return false, err
+		}
+		ok, _, err := s.conn.Exists(p)
+		return ok, err
+	})
 	return ok && err == nil, err
 }
