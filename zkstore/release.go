@@ -41,7 +41,7 @@ func (s *Store) Release(ctx context.Context, req driver.Request) error {
 		if synced {
 			return fmt.Errorf("zkstore: release %q by %q: %w", req.Name, req.Owner, driver.ErrNotHeld)
 		}
-		if _, err := call(ctx, func() (string, error) { return s.conn.Sync(s.dir(req.Name)) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err := s.sync(ctx, s.dir(req.Name)); err != nil {
 			return fmt.Errorf("zkstore: release %q: %w", req.Name, err)
 		}
 	}

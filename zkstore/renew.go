@@ -218,12 +218,20 @@ func (s *Store) holds(ctx context.Context, name string, own lockNode) (bool, err
 		return false, nil
 	}
 	p := s.dir(name) + "/" + own.name
-	ok, err := call(ctx, func() (bool, error) {
-		if _, err := s.conn.Sync(p); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return false, err
-		}
-		ok, _, err := s.conn.Exists(p)
-		return ok, err
-	})
+	if err := s.sync(ctx, p); err != nil {
+		return false, err
+	}
+	ok, err := call(ctx, func() (bool, error) { ok, _, err := s.conn.Exists(p); return ok, err })
 	return ok && err == nil, err
+}
+
+// sync makes the server behind the Store's own connection catch up with the
+// leader (ZooKeeper's sync), so that its next read there sees every write
+// committed before: a node deleted on another server is not read as alive.
+func (s *Store) sync(ctx context.Context, path string) error {
+	_, err := call(ctx, func() (string, error) { return s.conn.Sync(path) })
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
 }
