@@ -291,17 +291,27 @@ func (r GrantResult) Visualize(path string) error {
 	return porcupine.VisualizePath(r.model, r.info, path)
 }
 
+// GrantCount is the number of definite grants in ops (GrantResult.Grants):
+// store acquires that returned granted, their outcome known. It costs no
+// search, so a scenario can tell from it whether a run is worth checking.
+func GrantCount(ops []history.Op) int {
+	n := 0
+	for _, op := range ops {
+		if op.Kind == history.StoreAcquire && op.OK && !op.Ambiguous {
+			n++
+		}
+	}
+	return n
+}
+
 // Grants checks the store-level operations of ops for grant safety. timeout
 // bounds porcupine's search.
 func Grants(ops []history.Op, timeout time.Duration) GrantResult {
-	var res GrantResult
+	res := GrantResult{Grants: GrantCount(ops)}
 	store := storeOps(ops)
 	for _, c := range store {
 		if c.op.Ambiguous {
 			res.Ambiguous++
-		}
-		if c.op.Kind == history.StoreAcquire && c.op.OK && !c.op.Ambiguous {
-			res.Grants++
 		}
 	}
 	pops := operations(reduce(store))
