@@ -76,7 +76,11 @@ func wantWoken(t *testing.T, w *wakeCounter, what string) driver.Wake {
 }
 
 // wantMessage waits for the wake-up want, skipping WakeAll ones (a store may
-// send those after a reconnect).
+// send those after a reconnect), and, when want is WakeAll, any narrower one
+// before it: one change can reach a store's watch as several events (a
+// forced release deletes the readers and the marks and posts its wake-up in
+// one step), and a narrower wake-up ahead of the WakeAll only wakes some
+// waiters early.
 func wantMessage(t *testing.T, w *wakeCounter, what string, want driver.Wake) {
 	t.Helper()
 	for {
@@ -84,7 +88,7 @@ func wantMessage(t *testing.T, w *wakeCounter, what string, want driver.Wake) {
 		if msg == want {
 			return
 		}
-		if msg.To != driver.WakeAll {
+		if msg.To != driver.WakeAll && want.To != driver.WakeAll {
 			t.Fatalf("%s: watcher woken with %+v, want %+v", what, msg, want)
 		}
 	}
