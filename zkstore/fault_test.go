@@ -225,10 +225,13 @@ func TestSessionExpiry(t *testing.T) {
 
 // TestServerRestart kills the server and starts it again on the same port
 // and data directory within the session timeout: the session, kept in the
-// server's data, survives, and the lock with it.
+// server's data, survives, and the lock with it. The lease must outlast the
+// server's restart, a JVM's start, which took more than a 5 s lease's
+// validity on a loaded machine: 15 s, with the session of four leases that
+// the test servers' maxSessionTimeout (60 s) grants.
 func TestServerRestart(t *testing.T) {
 	z := testserver.NewZooKeeper(t)
-	const lease = 5 * time.Second
+	const lease = 15 * time.Second
 	s := dial(t, &zkstore.Options{SessionTimeout: 4 * lease}, z.Addr)
 	c, err := leash.New(s, &leash.Options{Lease: lease})
 	c = testkit.Closing(t, c, err)
