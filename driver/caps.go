@@ -278,9 +278,11 @@ func OwnerClient(owner string) string {
 // Drifter is implemented by a store whose locks may end, by the client's
 // clock, sooner after the request was sent than the lease asked for: a
 // quorum of independent servers, whose clocks each run at their own rate
-// (package redlock). The core keeps every hold's validity deadline at least
-// Drift(lease) before the lease would end: the safety margin of a lock on
-// such a store is the larger of its SafetyMargin and Drift(lease).
+// (package redlock), or a ZooKeeper ensemble, whose leader may count a
+// session's timeout from before the request (package zkstore). The core
+// keeps every hold's validity deadline at least Drift(lease) before the
+// lease would end: the safety margin of a lock on such a store is the
+// larger of its SafetyMargin and Drift(lease).
 type Drifter interface {
 	// Drift returns the drift allowance for a lock of this lease; it must
 	// be shorter than the lease.

@@ -136,14 +136,23 @@ func getData(ctx context.Context, s *Store, path string) ([]byte, *zk.Stat, erro
 }
 
 // checkLease refuses a lease the session cannot cover: a lock lives as long
-// as its session, which ends a session timeout after the server last heard
-// from the Store; a holder counting a longer lease could believe it holds a
-// lock the server gave away.
+// as its session, which ends a session timeout after the leader last heard
+// of it; a holder counting a longer lease could believe it holds a lock
+// the server gave away. It also refuses a lease when the server granted a
+// shorter session timeout than the Store planned its Drift for (see
+// heard.go): the Client's margin would then be too small.
 func (s *Store) checkLease(req driver.Request) error {
 	t := s.SessionTimeout()
-	if t > 0 && req.Lease > t {
+	if t <= 0 {
+		return nil
+	}
+	if req.Lease > t {
 		return fmt.Errorf("zkstore: lease %v of lock %q is longer than the ZooKeeper session timeout %v (asked %v; the server grants between its minSessionTimeout and maxSessionTimeout): a lock cannot outlive its session; use a shorter lease or a longer Options.SessionTimeout: %w",
 			req.Lease, req.Name, t, s.requested, driver.ErrUnsupported)
+	}
+	if planned := s.validFor(s.configured()); s.validFor(t) < min(req.Lease, planned) {
+		return fmt.Errorf("zkstore: lock %q: the server granted a session timeout of %v, shorter than the %v asked for: a hold is then safe for %v after each keep-alive, less than the %v its Client keeps it valid for (lease %v); ask for Options.SessionTimeout %v (with Options.TickTime %v, the servers' tickTime or more), or use a lease of %v or less: %w",
+			req.Name, t, s.configured(), s.validFor(t), min(req.Lease, planned), req.Lease, t, s.tick, s.validFor(t), driver.ErrUnsupported)
 	}
 	return nil
 }
@@ -252,6 +261,7 @@ func blocker(req driver.Request, d dirState, views []nodeView) (blocked, bool) {
 // waits (KindFair, KindWrite with Wait > 0) creates or refreshes its
 // waiting place.
 func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	from := mono()
 	if err := s.checkLease(req); err != nil {
 		return driver.Grant{}, err
 	}
@@ -280,7 +290,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 			return driver.Grant{}, err
 		}
 		if own, ok := d.own(req.Owner, kindsOf(req.Kind)...); ok && own.epoch == cs.epoch() {
-			g, again, err := s.refresh(ctx, req, cs, own)
+			g, again, err := s.refresh(ctx, req, cs, own, from)
 			if again {
 				continue
 			}
@@ -319,7 +329,7 @@ func (s *Store) Acquire(ctx context.Context, req driver.Request) (driver.Grant, 
 				drops = append(drops, v.drop(s.dir(req.Name)))
 			}
 		}
-		fences, again, err := s.grant(ctx, []driver.Request{req}, cs, []dirState{d}, drops)
+		fences, again, err := s.grant(ctx, []driver.Request{req}, cs, []dirState{d}, drops, from)
 		if again {
 			continue
 		}
@@ -371,7 +381,7 @@ func write[T any](ctx context.Context, s *Store, cs *clientSession, what, name s
 	if !cs.connected() {
 		return zero, fmt.Errorf("zkstore: %s %q: not connected to ZooKeeper (%v)", what, name, cs.conn.State())
 	}
-	return call(ctx, f)
+	return heardCall(ctx, s, cs, f)
 }
 
 // keepPlace creates req's waiting place of kind, an ephemeral node of
@@ -417,8 +427,10 @@ func changed(err error) bool {
 // under cs (AcquireMany's retry) has its lease set instead, and keeps its
 // token. It returns the fencing tokens: a new hold's is the operation's
 // zxid. again reports that something changed since the directories were
-// read, and the caller must start over.
-func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSession, ds []dirState, drops []any) (fences []int64, again bool, err error) {
+// read, and the caller must start over. from is when the acquire began:
+// the grant waits until the leader is known to have heard of cs recently
+// enough (prove).
+func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSession, ds []dirState, drops []any, from time.Duration) (fences []int64, again bool, err error) {
 	lease := reqs[0].Lease
 	for _, r := range reqs {
 		lease = max(lease, r.Lease)
@@ -452,6 +464,9 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSess
 		ops = append(ops, &zk.CreateRequest{Path: s.dir(r.Name) + "/" + nodeName(kind, cs.epoch(), r.Owner),
 			Data: nodeData(kind, r.Lease), Acl: s.acl, Flags: zk.FlagEphemeralSequential})
 	}
+	if err := s.prove(ctx, cs, from); err != nil {
+		return nil, false, wrapErr("acquire", reqs[0].Name, err)
+	}
 	res, err := write(ctx, s, cs, "acquire", reqs[0].Name, func() ([]zk.MultiResponse, error) { return cs.conn.Multi(ops...) })
 	if changed(err) {
 		return nil, true, nil
@@ -484,9 +499,12 @@ func (s *Store) grant(ctx context.Context, reqs []driver.Request, cs *clientSess
 
 // refresh is an acquire by the owner that holds the lock under cs: it sets
 // the lock's lease to req.Lease, and returns the tenure's fencing token,
-// the hold node's czxid.
-func (s *Store) refresh(ctx context.Context, req driver.Request, cs *clientSession, own lockNode) (g driver.Grant, again bool, err error) {
+// the hold node's czxid. from is when the acquire began (see grant).
+func (s *Store) refresh(ctx context.Context, req driver.Request, cs *clientSession, own lockNode, from time.Duration) (g driver.Grant, again bool, err error) {
 	node := s.dir(req.Name) + "/" + own.name
+	if err := s.prove(ctx, cs, from); err != nil {
+		return driver.Grant{}, false, wrapErr("acquire", req.Name, err)
+	}
 	st, err := write(ctx, s, cs, "acquire", req.Name, func() (*zk.Stat, error) {
 		return cs.conn.Set(node, nodeData(own.kind, req.Lease), -1)
 	})

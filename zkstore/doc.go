@@ -64,10 +64,30 @@
 // is an ephemeral node of its session, and a lock is held exactly while its
 // node exists. No decision about a lock reads a time the server wrote: a
 // hold ends only when its node is deleted (Release, ForceRelease) or its
-// session ends, and ZooKeeper expires a session by each server's monotonic
-// clock, one session timeout T after it last heard from the client (a
+// session ends, and ZooKeeper's leader expires a session by its monotonic
+// clock, one session timeout T after it last heard of the client (a
 // failover only extends that). So the Store assumes nothing about the
 // servers' wall clocks.
+//
+// The leader hears of a request to a follower only when it next pings that
+// follower (every half tick), not when the follower forwards a write: a
+// keep-alive that a follower commits does not tell when the leader will
+// expire the session, and if that follower is cut off from the leader
+// together with its client just after it, the leader counts T from an
+// earlier request. So a keep-alive or a grant counts only when an earlier
+// request of the session (a keep-alive, a grant, a heartbeat read that
+// each session makes every half of the validity below, or the session's
+// creation, which the leader makes) was sent within (T + TickTime)/2
+// before it and answered a tick (Options.TickTime, the servers' tickTime)
+// before it was sent: the leader heard of that one, and keeps the session
+// T after it. Each hold is then valid (T − TickTime)/2 after the keep-alive
+// or grant that proved it: the Store is a driver.Drifter whose allowance
+// raises the Client's safety margin to lease − (T − TickTime)/2 (11.5 s of
+// the default 30 s lease, for the default 40 s timeout and 3 s tick). A
+// keep-alive with no such request before it (the Client's process
+// stalled) fails, outcome unknown, and extends nothing; the next, a tick
+// later, counts. An acquire on such a session writes on it and waits a
+// tick before its grant.
 //
 // The Store is a [driver.SessionStore]: the Client's watchdog calls
 // KeepAlive once per renewal round, one write on the Client's own session
@@ -85,9 +105,10 @@
 //     while its session lives, so leash refuses UnlockAfter here).
 //   - when the server expires it: the Client's process is frozen, crashed
 //     or cut off for longer than T. Acquire refuses a lease longer than T,
-//     so the holder's watchdog, which counts the lease from the send time of
-//     its last successful keep-alive, has told every holder before the
-//     server can expire the session: no lock is granted twice.
+//     and the holder's watchdog counts each hold valid (T − TickTime)/2
+//     from the send time of the last keep-alive that proved it (above), so
+//     it has told every holder before the leader can expire the session:
+//     no lock is granted twice.
 //
 // KeepAlive fails at once, outcome unknown, while the Client's session is
 // not connected; it returns an error matching driver.ErrNotHeld once the
@@ -151,9 +172,12 @@
 // session timeout. That is the timeout the server granted (the Store reads
 // it from each connection's handshake; the server clamps the one asked for,
 // Options.SessionTimeout, to its [minSessionTimeout, maxSessionTimeout], by
-// default 2 to 20 ticks of 2 s). DefaultSessionTimeout, 40 s, covers
-// leash's default 30 s lease. Leases have no lower bound but the
-// millisecond.
+// default 2 to 20 ticks). DefaultSessionTimeout, 40 s, covers leash's
+// default 30 s lease. The Client's margins are set, before any session, for
+// the timeout asked for (raised to two ticks); when the server grants a
+// shorter one, Acquire also refuses a lease whose hold that timeout would
+// not cover for as long as the Client counts it valid. Leases have no lower
+// bound but the millisecond.
 //
 // # Waiting
 //
@@ -190,7 +214,9 @@
 // Each Client costs one ZooKeeper connection and session, besides the
 // Store's own: ZooKeeper limits the connections from one IP address
 // (maxClientCnxns, 60 by default), so a host running many Clients on one
-// ensemble needs that limit raised. An uncontended acquire is two round
+// ensemble needs that limit raised. Each session also reads a node every
+// (T − TickTime)/4, 9.25 s by default (its heartbeat, see "The session is
+// the lease"). An uncontended acquire is two round
 // trips (the directory's children, then the multi-operation; one more read
 // when the directory's data changed since the Store last saw it), plus, for
 // a Client's first lock, the connection and session handshake; a release
@@ -208,10 +234,11 @@
 // Importing the package registers the zk scheme with driver.Register, so
 // driver.Open and the leash CLI open
 //
-//	zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s]
+//	zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s&tick_time=3s]
 //
-// with Dial: the servers, the root (default DefaultRoot) and the session
-// timeout to ask for (default DefaultSessionTimeout). User information is
+// with Dial: the servers, the root (default DefaultRoot), the session
+// timeout to ask for (default DefaultSessionTimeout) and the servers'
+// tickTime (default DefaultTickTime). User information is
 // sent as digest credentials (AddAuth "digest", again after every
 // reconnect); the Store's znodes get the world ACL, so digest credentials
 // serve servers that require authentication, not ACLs on the locks. No

@@ -2,6 +2,7 @@ package zkstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/leash-go/leash/driver"
@@ -38,3 +39,24 @@ func (s *Store) IgnoreWatchEvents() { s.ignoreEvents = true }
 // SlowChecks returns how many requests Renew has checked by reading their
 // nodes, rather than settled by their watches.
 func (s *Store) SlowChecks() int64 { return s.slow.Load() }
+
+// Silence makes every request of client's session that the Store has heard
+// so far look d older: as if the session had been silent for d.
+func (s *Store) Silence(client string, d time.Duration) {
+	cs := s.sessionOf(client)
+	cs.heard.mu.Lock()
+	defer cs.heard.mu.Unlock()
+	for i := range cs.heard.n {
+		cs.heard.e[i].sent -= d
+		cs.heard.e[i].answered -= d
+	}
+}
+
+// TrustQuiet makes every keep-alive and grant count as proven, however long
+// the session was silent before it: the negative control of the Store's
+// check that the leader heard of the session recently enough.
+func (s *Store) TrustQuiet() { s.trustQuiet = true }
+
+// Reproved returns how many grants wrote on their session and waited a
+// tick first, their session silent too long.
+func (s *Store) Reproved() int64 { return s.reproved.Load() }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leash-go/leash"
 	"github.com/leash-go/leash/internal/testkit"
+	"github.com/leash-go/leash/internal/testserver"
 	"github.com/leash-go/leash/zkstore"
 )
 
@@ -28,7 +29,7 @@ func runHolder() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	s, err := zkstore.Dial([]string{os.Getenv("LEASH_TEST_ADDR")}, &zkstore.Options{SessionTimeout: 2 * lease})
+	s, err := zkstore.Dial([]string{os.Getenv("LEASH_TEST_ADDR")}, &zkstore.Options{SessionTimeout: 2 * lease, TickTime: testserver.ZooKeeperTick})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

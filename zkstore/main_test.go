@@ -23,10 +23,18 @@ func TestMain(m *testing.M) {
 // not inject faults into the server itself.
 var shared testserver.SharedZooKeeper
 
-// dial returns a Store on addrs with opts, closed at cleanup.
+// dial returns a Store on addrs with opts, closed at cleanup. Its TickTime
+// is the test servers' unless opts says otherwise.
 func dial(t *testing.T, opts *zkstore.Options, addrs ...string) *zkstore.Store {
 	t.Helper()
-	s, err := zkstore.Dial(addrs, opts)
+	o := zkstore.Options{TickTime: testserver.ZooKeeperTick}
+	if opts != nil {
+		o = *opts
+		if o.TickTime == 0 {
+			o.TickTime = testserver.ZooKeeperTick
+		}
+	}
+	s, err := zkstore.Dial(addrs, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

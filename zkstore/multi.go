@@ -29,6 +29,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 	if len(reqs) == 0 {
 		return driver.MultiGrant{Acquired: true}, nil
 	}
+	from := mono()
 	for _, r := range reqs {
 		if err := s.checkLease(r); err != nil {
 			return driver.MultiGrant{}, err
@@ -99,7 +100,7 @@ func (s *Store) AcquireMany(ctx context.Context, reqs []driver.Request) (driver.
 		if blockedBy {
 			return driver.MultiGrant{Remaining: shortest(rem)}, nil
 		}
-		fences, again, err := s.grant(ctx, reqs, cs, ds, drops)
+		fences, again, err := s.grant(ctx, reqs, cs, ds, drops, from)
 		if again {
 			continue
 		}

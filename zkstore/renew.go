@@ -72,7 +72,7 @@ func (s *Store) renewWatched(ctx context.Context, reqs []driver.Request, res []d
 			continue
 		}
 		gen := cs.watches.generation()
-		if _, err := call(ctx, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) }); err != nil {
+		if _, err := heardCall(ctx, s, cs, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) }); err != nil {
 			rest = append(rest, idx...)
 			continue
 		}
@@ -191,7 +191,7 @@ func (s *Store) holdsWatched(ctx context.Context, name string, own lockNode) (bo
 	}
 	path := s.dir(name) + "/" + own.name
 	gen := cs.watches.asking(path)
-	ok, err := call(ctx, func() (bool, error) { ok, _, _, err := cs.conn.ExistsW(path); return ok, err })
+	ok, err := heardCall(ctx, s, cs, func() (bool, error) { ok, _, _, err := cs.conn.ExistsW(path); return ok, err })
 	if err != nil {
 		cs.watches.forget(path)
 		return false, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"strings"
 	"time"
 
@@ -32,11 +33,14 @@ type clientSession struct {
 
 	// watches are the watches on the hold nodes of the session's locks.
 	watches heldWatches
+	// heard are some of the session's answered requests (see heard.go).
+	heard heardLog
 
 	// Guarded by the Store's mu.
 	ttl      time.Duration // the longest lease (or wait) the session kept
 	deadline time.Time     // when the Store closes it, by the monotonic clock
 	timer    *time.Timer
+	beat     *time.Timer // the next heartbeat
 	ended    bool
 }
 
@@ -128,6 +132,7 @@ func (s *Store) establish(ctx context.Context, cs *clientSession) {
 		case <-ctx.Done():
 		}
 	}()
+	sent := mono()
 	conn, err := s.connect(func(ev zk.Event) {
 		cs.watches.event(ev)
 		if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
@@ -149,6 +154,12 @@ func (s *Store) establish(ctx context.Context, cs *clientSession) {
 		if cs.id == 0 {
 			err = errors.New("no session")
 		}
+	}
+	if err == nil {
+		// The leader created the session after sent: it has heard of it
+		// (see heard.go).
+		cs.heard.add(heard{sent: sent, answered: math.MinInt64}, 0)
+		s.heartbeat(cs)
 	}
 	if err != nil {
 		cs.err = fmt.Errorf("zkstore: open the ZooKeeper session of client %q: %w", cs.client, err)
@@ -218,6 +229,9 @@ func (s *Store) end(cs *clientSession) {
 	if cs.timer != nil {
 		cs.timer.Stop()
 	}
+	if cs.beat != nil {
+		cs.beat.Stop()
+	}
 	if s.sessions[cs.client] == cs {
 		delete(s.sessions, cs.client)
 	}
@@ -281,13 +295,16 @@ func (s *Store) KeepAlive(ctx context.Context, client string) error {
 	if !cs.connected() {
 		return fmt.Errorf("zkstore: keep-alive of client %q: not connected to ZooKeeper (%v)", client, cs.conn.State())
 	}
-	_, err := call(ctx, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) })
+	sent := mono()
+	_, err := heardCall(ctx, s, cs, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) })
 	switch {
 	case errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) || err == nil && !s.touch(cs, 0):
 		s.end(cs)
 		return fmt.Errorf("zkstore: keep-alive of client %q: %w: its ZooKeeper session ended", client, driver.ErrNotHeld)
 	case err != nil:
 		return fmt.Errorf("zkstore: keep-alive of client %q: %w", client, err)
+	case !s.proven(cs, sent, sent):
+		return s.errUnproven(client)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func TestValidate(t *testing.T) {
 		"root /":           {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers, Root: "/"}), false},
 		"a relative root":  {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers, Root: "leash"}), false},
 		"all given":        {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers}), true},
+		"a negative tick":  {zkstore.New(sharedStore(t).Conn(), &zkstore.Options{Servers: servers, TickTime: -time.Second}), false},
 	} {
 		if err := tc.s.Validate(); (err == nil) != tc.want {
 			t.Errorf("%s: Validate() = %v, want ok %v", name, err, tc.want)

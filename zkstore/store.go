@@ -25,6 +25,11 @@ const DefaultRoot = "/leash"
 // lease, and is ZooKeeper's default maxSessionTimeout (20 ticks of 2 s).
 const DefaultSessionTimeout = 40 * time.Second
 
+// DefaultTickTime is the servers' tickTime a Store assumes unless
+// Options.TickTime says otherwise: ZooKeeper's own default (3 s), longer
+// than the 2 s of its sample configuration.
+const DefaultTickTime = 3 * time.Second
+
 // Options configures a Store. The zero value (or nil) means all defaults.
 type Options struct {
 	// Root is the znode under which the Store keeps its nodes: Root/locks,
@@ -39,6 +44,14 @@ type Options struct {
 	// timeout the server granted from the connection handshake. Acquire
 	// refuses a lease longer than it.
 	SessionTimeout time.Duration
+	// TickTime is the servers' tickTime (zoo.cfg), or a longer duration
+	// (default DefaultTickTime). In an ensemble the leader expires
+	// sessions, and hears of a client's requests to a follower only when
+	// it next pings that follower, every half tick: the Store allows a tick
+	// for that, and so keeps each lock valid at most (T − TickTime)/2
+	// after the keep-alive or grant that proved it, for a session timeout
+	// T (see the package documentation, "The session is the lease").
+	TickTime time.Duration
 	// Servers are, for New, the ZooKeeper servers ("host:port") on which
 	// the Store opens each Client's session; New requires them. Dial uses
 	// its own servers and ignores this.
@@ -71,6 +84,9 @@ type Store struct {
 	timeout atomic.Int64
 	// requested is the session timeout Dial asked for, for messages.
 	requested time.Duration
+	// tick is Options.TickTime: how long a follower may take to tell the
+	// leader of a request (see heard.go).
+	tick time.Duration
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -82,11 +98,15 @@ type Store struct {
 	dirs     map[string]dirData        // lock directory → its data, as last read or written
 	held     map[heldKey]string        // the hold node of each lock this Store granted and has not released
 
-	slow atomic.Int64 // requests Renew has checked by reading their nodes
+	slow     atomic.Int64 // requests Renew has checked by reading their nodes
+	reproved atomic.Int64 // grants that wrote on their session first and waited a tick (prove)
 
 	// ignoreEvents makes Renew take a hold node's watch as proof even after
 	// it fired: set by tests only, as a negative control.
 	ignoreEvents bool
+	// trustQuiet makes every keep-alive and grant count as proven (see
+	// heard.go): set by tests only, as a negative control.
+	trustQuiet bool
 }
 
 var (
@@ -102,6 +122,7 @@ var (
 	_ driver.Withdrawer   = (*Store)(nil)
 	_ driver.PermitSetter = (*Store)(nil)
 	_ driver.MultiStore   = (*Store)(nil)
+	_ driver.Drifter      = (*Store)(nil)
 )
 
 // New returns a Store that reads, watches and administers through conn, a
@@ -154,6 +175,10 @@ func newStore(opts *Options) *Store {
 	if o.SessionTimeout > 0 {
 		requested = o.SessionTimeout
 	}
+	tick := DefaultTickTime
+	if o.TickTime != 0 {
+		tick = o.TickTime
+	}
 	root := strings.TrimSuffix(o.Root, "/")
 	if root == "" {
 		root = o.Root // "/", refused by checkOptions
@@ -171,11 +196,15 @@ func newStore(opts *Options) *Store {
 		dirs:      make(map[string]dirData),
 		held:      make(map[heldKey]string),
 		requested: requested,
+		tick:      tick,
 	}
 }
 
-// checkOptions reports a bad Root.
+// checkOptions reports a bad Root or TickTime.
 func (s *Store) checkOptions() error {
+	if s.tick <= 0 {
+		return fmt.Errorf("zkstore: Options.TickTime %v is not positive", s.tick)
+	}
 	if s.root == "/" || !strings.HasPrefix(s.root, "/") || strings.Contains(s.root, "//") {
 		return fmt.Errorf("zkstore: Options.Root %q is not an absolute ZooKeeper path other than \"/\"", s.root)
 	}

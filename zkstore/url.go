@@ -15,8 +15,12 @@ import (
 // documentation).
 func init() { driver.Register("zk", openURL) }
 
-// paramSessionTimeout is the one query parameter of a zk:// URL.
-const paramSessionTimeout = "session_timeout"
+// The query parameters of a zk:// URL: Options.SessionTimeout and
+// Options.TickTime.
+const (
+	paramSessionTimeout = "session_timeout"
+	paramTickTime       = "tick_time"
+)
 
 // ParseURL parses a zk:// URL into the servers, Options and digest
 // credentials ("user:password", empty for none) Dial takes, without any
@@ -27,7 +31,7 @@ func ParseURL(rawURL string) (servers []string, opts Options, digest string, err
 	}
 	rest, ok := cutPrefixFold(rawURL, "zk://")
 	if !ok {
-		return nil, Options{}, "", bad("want zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s]")
+		return nil, Options{}, "", bad("want zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s&tick_time=3s]")
 	}
 	rest, query, _ := strings.Cut(rest, "?")
 	authority, path, _ := strings.Cut(rest, "/")
@@ -59,8 +63,8 @@ func ParseURL(rawURL string) (servers []string, opts Options, digest string, err
 		return nil, Options{}, "", bad("query: %v", err)
 	}
 	for k, v := range q {
-		if k != paramSessionTimeout {
-			return nil, Options{}, "", bad("unknown parameter %q (the only one is %s)", k, paramSessionTimeout)
+		if k != paramSessionTimeout && k != paramTickTime {
+			return nil, Options{}, "", bad("unknown parameter %q (the parameters are %s and %s)", k, paramSessionTimeout, paramTickTime)
 		}
 		if len(v) != 1 {
 			return nil, Options{}, "", bad("parameter %q given %d times", k, len(v))
@@ -69,7 +73,11 @@ func ParseURL(rawURL string) (servers []string, opts Options, digest string, err
 		if err != nil || d <= 0 {
 			return nil, Options{}, "", bad("%s=%q is not a positive duration", k, v[0])
 		}
-		opts.SessionTimeout = d
+		if k == paramTickTime {
+			opts.TickTime = d
+		} else {
+			opts.SessionTimeout = d
+		}
 	}
 	return servers, opts, digest, nil
 }

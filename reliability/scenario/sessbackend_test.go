@@ -130,7 +130,7 @@ var zkBackend = sessionBackendOf(zkClientRace, backend{
 	},
 	open: func(cfg workerConfig, timeout time.Duration) (lockClient, error) {
 		lease := serverLease(cfg)
-		return openURL(fmt.Sprintf("zk://%s/leash?session_timeout=%s", cfg.Addr, lease), lease)
+		return openURL(fmt.Sprintf("zk://%s/leash?session_timeout=%s&tick_time=%s", cfg.Addr, lease, testserver.ZooKeeperTick), lease)
 	},
 }, startZooKeeperEnsemble, fastSession)
 

@@ -52,7 +52,7 @@ Its scheme picks the store:
                                                       etcds:// for TLS, with
                                                       ca_file, cert_file and
                                                       key_file parameters
-  zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s]
+  zk://[user:password@]host:port[,host:port…][/root][?session_timeout=40s&tick_time=3s]
                                                       a ZooKeeper ensemble
   mem://                                              an in-memory store in
                                                       leash's own process: it
