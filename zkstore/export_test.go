@@ -60,3 +60,12 @@ func (s *Store) TrustQuiet() { s.trustQuiet = true }
 // Reproved returns how many grants wrote on their session and waited a
 // tick first, their session silent too long.
 func (s *Store) Reproved() int64 { return s.reproved.Load() }
+
+// HeardAgo returns how long ago the latest request of client's session
+// that the Store recorded was sent.
+func (s *Store) HeardAgo(client string) time.Duration {
+	cs := s.sessionOf(client)
+	cs.heard.mu.Lock()
+	defer cs.heard.mu.Unlock()
+	return mono() - cs.heard.e[cs.heard.n-1].sent
+}

@@ -52,7 +52,14 @@ func NewZooKeeper(t TB) *ZooKeeper {
 // and kills it at cleanup, skipping or failing as NewZooKeeper does.
 func NewZooKeeperEnsemble(t TB) *Ensemble {
 	t.Helper()
-	e, err := StartZooKeeperEnsemble(t.TempDir())
+	return NewZooKeeperEnsembleVia(t, nil)
+}
+
+// NewZooKeeperEnsembleVia is NewZooKeeperEnsemble with the members' links to
+// each other routed through peer (see StartZooKeeperEnsembleVia).
+func NewZooKeeperEnsembleVia(t TB, peer func(from, to int, addr string) (string, error)) *Ensemble {
+	t.Helper()
+	e, err := StartZooKeeperEnsembleVia(t.TempDir(), peer)
 	if err != nil {
 		skipOrFail(t, err)
 	}

@@ -286,6 +286,16 @@ type Ensemble struct {
 // ports, each in its own directory under dir (a new temporary directory,
 // removed by Close, when dir is empty), and waits until all three serve.
 func StartZooKeeperEnsemble(dir string) (*Ensemble, error) {
+	return StartZooKeeperEnsembleVia(dir, nil)
+}
+
+// StartZooKeeperEnsembleVia is StartZooKeeperEnsemble with each member's
+// links to the others' quorum and election ports routed through peer
+// (nil: direct): member from's configuration names member to's port addr
+// ("127.0.0.1:port") as peer(from, to, addr), which must be a loopback
+// address too (such as a fault proxy's), so that a test can cut one member off from the others while
+// its clients still reach it.
+func StartZooKeeperEnsembleVia(dir string, peer func(from, to int, addr string) (string, error)) (*Ensemble, error) {
 	if _, _, err := ZooKeeperClassPath(); err != nil {
 		return nil, err
 	}
@@ -312,11 +322,32 @@ func StartZooKeeperEnsemble(dir string) (*Ensemble, error) {
 			}
 		}
 	}
-	var lines strings.Builder
 	for id := 1; id <= 3; id++ {
-		fmt.Fprintf(&lines, "server.%d=127.0.0.1:%d:%d\n", id, ports[3*(id-1)+1], ports[3*(id-1)+2])
-	}
-	for id := 1; id <= 3; id++ {
+		var lines strings.Builder
+		for other := 1; other <= 3; other++ {
+			quorum := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*(other-1)+1]))
+			election := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*(other-1)+2]))
+			if peer != nil && other != id {
+				var err error
+				if quorum, err = peer(id, other, quorum); err == nil {
+					election, err = peer(id, other, election)
+				}
+				if err != nil {
+					e.Close()
+					return nil, err
+				}
+			}
+			_, qp, err := net.SplitHostPort(quorum)
+			if err == nil {
+				_, ep, err2 := net.SplitHostPort(election)
+				fmt.Fprintf(&lines, "server.%d=127.0.0.1:%s:%s\n", other, qp, ep)
+				err = err2
+			}
+			if err != nil {
+				e.Close()
+				return nil, err
+			}
+		}
 		z := &ZooKeeper{ID: id, Port: ports[3*(id-1)], Dir: filepath.Join(e.dir, "zk"+strconv.Itoa(id)), process: process{name: "zookeeper"}}
 		z.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(z.Port))
 		e.Servers = append(e.Servers, z)
