@@ -146,6 +146,8 @@ func StaleWrites(ops []history.Op) StaleResult {
 // the server could have given it to someone else.
 type Late struct {
 	Lock, Owner, Proc string
+	// At is that moment, on the history's clock.
+	At int64
 	// By is how long past that moment it stopped believing.
 	By time.Duration
 	// Reason is why it stopped: a loss reason, "unlock", or "".
@@ -204,7 +206,7 @@ func Notifications(ops []history.Op) NotifyResult {
 			continue
 		}
 		if vu := t.lock1.ValidUntil; vu != 0 && vu <= t.lock1.Return {
-			res.LostAtReturn = append(res.LostAtReturn, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, By: time.Duration(t.lock1.Return - e), Reason: t.reason})
+			res.LostAtReturn = append(res.LostAtReturn, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, At: e, By: time.Duration(t.lock1.Return - e), Reason: t.reason})
 			continue
 		}
 		reason := t.reason
@@ -215,7 +217,7 @@ func Notifications(ops []history.Op) NotifyResult {
 			res.Leads = append(res.Leads, Lead{t.proc, time.Duration(e - end)})
 		}
 		if end > e {
-			res.Late = append(res.Late, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, By: time.Duration(end - e), Reason: reason})
+			res.Late = append(res.Late, Late{Lock: t.lock, Owner: t.owner, Proc: t.proc, At: e, By: time.Duration(end - e), Reason: reason})
 		}
 	}
 	return res

@@ -59,6 +59,9 @@ const (
 	Write        Kind = "write"  // a write to the fenced resource
 	Paused       Kind = "paused" // a process was stopped (SIGSTOP) from Call to Return
 	Died         Kind = "died"   // a process was killed at Call
+	// Stalled: the recording process did not run from Call to Return, as
+	// its own monitor saw (see [Recorder.WatchStalls]).
+	Stalled Kind = "stalled"
 )
 
 // Renewal and release statuses.
@@ -153,6 +156,30 @@ func (r *Recorder) Instant(op Op) {
 	op.Call = Now()
 	op.Return = op.Call
 	r.add(op)
+}
+
+// WatchStalls records, until stop is closed, each stall of this process:
+// a tick of every that came more than gap after the one before (nothing of
+// the process, the monitor included, ran meanwhile: a starved machine, a
+// long pause of the runtime) is a Stalled operation from the earlier tick
+// to the late one. A checker can then tell a holder told late because its
+// process did not run from a watchdog that was late in a running process.
+func (r *Recorder) WatchStalls(stop <-chan struct{}, every, gap time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := Now()
+		if time.Duration(now-last) > gap {
+			r.add(Op{Kind: Stalled, Call: last, Return: now, OK: true})
+		}
+		last = now
+	}
 }
 
 func (r *Recorder) add(op Op) int64 {

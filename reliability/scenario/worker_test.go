@@ -205,6 +205,13 @@ func runWorker(cfg workerConfig, rec *history.Recorder, say func(string)) error 
 	return runOn(cfg, lc, rec, say)
 }
 
+// A worker's stall monitor (history.Recorder.WatchStalls) ticks every
+// stallTick and records a tick more than stallGap after the one before.
+const (
+	stallTick = 5 * time.Millisecond
+	stallGap  = 50 * time.Millisecond
+)
+
 // workerTimeout is how long a worker's round trips may take: a quarter
 // lease, at least 100ms.
 func workerTimeout(cfg workerConfig) time.Duration { return max(cfg.Lease/4, 100*time.Millisecond) }
@@ -212,6 +219,10 @@ func workerTimeout(cfg workerConfig) time.Duration { return max(cfg.Lease/4, 100
 // runOn is runWorker on the lock client lc, which it closes.
 func runOn(cfg workerConfig, lc lockClient, rec *history.Recorder, say func(string)) error {
 	defer lc.close()
+	stop := make(chan struct{})
+	defer close(stop)
+	// Owner: runOn, which stops it (stop) when the worker ends.
+	go rec.WatchStalls(stop, stallTick, stallGap)
 	st := lc.store
 	if cfg.FastServer > 1 {
 		st = skewed(st, cfg.FastServer) // below the recorder: the history keeps the full lease
