@@ -92,7 +92,7 @@ func (c *caps) floor(cfg lockConfig, prefix string) (lockConfig, error) {
 		return cfg, nil
 	}
 	if d >= cfg.lease {
-		return lockConfig{}, fmt.Errorf("%w: %s.Lease = %v: %s allows %v for clock drift, which leaves the lock no validity",
+		return lockConfig{}, fmt.Errorf("%w: %s.Lease = %v: %s keeps %v of each lease in reserve (its drift allowance), which leaves the lock no validity",
 			ErrInvalidOptions, prefix, cfg.lease, driver.Describe(c.store), d)
 	}
 	cfg.margin = d

@@ -150,9 +150,13 @@ func (s *Store) checkLease(req driver.Request) error {
 		return fmt.Errorf("zkstore: lease %v of lock %q is longer than the ZooKeeper session timeout %v (asked %v; the server grants between its minSessionTimeout and maxSessionTimeout): a lock cannot outlive its session; use a shorter lease or a longer Options.SessionTimeout: %w",
 			req.Lease, req.Name, t, s.requested, driver.ErrUnsupported)
 	}
+	if s.validFor(t) <= 0 {
+		return fmt.Errorf("zkstore: lock %q: the server granted a session timeout of %v, no longer than Options.TickTime %v: no hold is safe after a keep-alive (it is valid (timeout − tick)/2); set TickTime to the servers' tickTime, or ask for a longer Options.SessionTimeout: %w",
+			req.Name, t, s.tick, driver.ErrUnsupported)
+	}
 	if planned := s.validFor(s.configured()); s.validFor(t) < min(req.Lease, planned) {
-		return fmt.Errorf("zkstore: lock %q: the server granted a session timeout of %v, shorter than the %v asked for: a hold is then safe for %v after each keep-alive, less than the %v its Client keeps it valid for (lease %v); ask for Options.SessionTimeout %v (with Options.TickTime %v, the servers' tickTime or more), or use a lease of %v or less: %w",
-			req.Name, t, s.configured(), s.validFor(t), min(req.Lease, planned), req.Lease, t, s.tick, s.validFor(t), driver.ErrUnsupported)
+		return fmt.Errorf("zkstore: lock %q: the server granted a session timeout of %v, shorter than the %v the Store planned for (asked %v, at least two ticks of %v): a hold is then safe for %v after each keep-alive, less than the %v its Client keeps it valid for (lease %v); ask for the timeout the server grants (Options.SessionTimeout %v), or use a lease of %v or less: %w",
+			req.Name, t, s.configured(), s.requested, s.tick, s.validFor(t), min(req.Lease, planned), req.Lease, t, s.validFor(t), driver.ErrUnsupported)
 	}
 	return nil
 }

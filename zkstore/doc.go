@@ -85,9 +85,12 @@
 // raises the Client's safety margin to lease − (T − TickTime)/2 (11.5 s of
 // the default 30 s lease, for the default 40 s timeout and 3 s tick). A
 // keep-alive with no such request before it (the Client's process
-// stalled) fails, outcome unknown, and extends nothing; the next, a tick
-// later, counts. An acquire on such a session writes on it and waits a
-// tick before its grant.
+// stalled) fails, outcome unknown, and extends nothing; the Client tries
+// again within an eighth of its renewal interval, and the first keep-alive
+// a tick or more after the failed one counts. An acquire on such a session writes on it and waits a
+// tick before its grant. The rule assumes the leader pings each follower
+// within a tick (its loop pings every half tick); a TickTime longer than
+// the servers' allows for the leader's own pauses.
 //
 // The Store is a [driver.SessionStore]: the Client's watchdog calls
 // KeepAlive once per renewal round, one write on the Client's own session

@@ -2,6 +2,7 @@ package zkstore
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -48,7 +49,9 @@ func (s *Store) Silence(client string, d time.Duration) {
 	defer cs.heard.mu.Unlock()
 	for i := range cs.heard.n {
 		cs.heard.e[i].sent -= d
-		cs.heard.e[i].answered -= d
+		if cs.heard.e[i].answered > math.MinInt64+d { // the session's creation: answered long ago
+			cs.heard.e[i].answered -= d
+		}
 	}
 }
 

@@ -29,7 +29,12 @@ import (
 // began), and answered at least a tick before it was sent, so that a ping
 // of the leader reached the follower in between (the follower's answer to
 // it precedes the keep-alive on the follower's link to the leader, and the
-// leader reads that link in order). The session then lives until at least
+// leader reads that link in order). That assumes the leader pings each
+// follower within a tick: its loop pings every half tick, and the other
+// half covers the ping's way to the follower and the leader's own delays.
+// A leader that stops for longer (a long garbage-collection pause) while
+// its followers wait for it (up to syncLimit ticks) can void the rule: a
+// TickTime longer than the servers' tickTime allows for such pauses. The session then lives until at least
 // that request plus T, and a hold until the keep-alive plus validFor(T)
 // (the Store's Drift keeps each lock's margin that large) is covered. A
 // keep-alive with no such request before it (the Client's process stalled,
@@ -68,11 +73,13 @@ func (s *Store) Drift(lease time.Duration) time.Duration {
 type heard struct{ sent, answered time.Duration }
 
 // heardLog keeps some of a session's answered requests, at least a
-// quarter tick apart, the latest last.
+// quarter tick apart, the latest last: enough that the latest one
+// answered a tick ago is still there while answers take up to several
+// ticks.
 type heardLog struct {
 	mu sync.Mutex
 	n  int // entries, at most len(e)
-	e  [8]heard
+	e  [32]heard
 }
 
 // add records h, unless the latest entry was sent less than spacing
@@ -162,7 +169,7 @@ func (s *Store) prove(ctx context.Context, cs *clientSession, from time.Duration
 // errUnproven is a keep-alive's error when no request proves that the
 // leader heard of the session recently enough (see heard.go).
 func (s *Store) errUnproven(client string) error {
-	return fmt.Errorf("zkstore: keep-alive of client %q: it extends no lock: no earlier request of the session is known to have reached the ZooKeeper leader within %v before it (the process stalled, or the session was idle); the next keep-alive, a tick (%v) from now or later, will",
+	return fmt.Errorf("zkstore: keep-alive of client %q: it extends no lock: no earlier request of the session is known to have reached the ZooKeeper leader within %v before it (the process stalled, or the session was idle); a keep-alive a tick (%v) or more after this one will",
 		client, s.quietLimit(s.SessionTimeout()), s.tick)
 }
 
@@ -170,7 +177,7 @@ func (s *Store) errUnproven(client string) error {
 // an idle session always has a request that proves it (see heard.go). It
 // stops when cs ends.
 func (s *Store) heartbeat(cs *clientSession) {
-	every := max(s.validFor(s.SessionTimeout())/2, time.Millisecond)
+	every := max(s.validFor(s.SessionTimeout())/2, s.tick/2)
 	var beat func()
 	beat = func() {
 		if !s.live(cs) {

@@ -99,4 +99,12 @@ func TestLeaderLagMargin(t *testing.T) {
 	if g, err := s.Acquire(bg(t), short); err != nil || !g.Acquired {
 		t.Errorf("Acquire of a %v lease = %+v, %v", short.Lease, g, err)
 	}
+
+	// A tick as long as the timeout granted leaves no hold safe.
+	tiny := dial(t, &zkstore.Options{SessionTimeout: testserver.ZooKeeperTick, TickTime: 3 * testserver.ZooKeeperTick}, addr)
+	req := driver.Request{Name: lockName(t) + "/tiny", Owner: "00000000-0000-4000-8000-0000000000df:1", Lease: 10 * time.Millisecond}
+	if _, err := tiny.Acquire(bg(t), req); !errors.Is(err, driver.ErrUnsupported) || !strings.Contains(err.Error(), "no longer than Options.TickTime") {
+		t.Errorf("Acquire on a session granted %v (the servers' least) with a tick of %v = %v; want ErrUnsupported saying no hold is safe",
+			2*testserver.ZooKeeperTick, 3*testserver.ZooKeeperTick, err)
+	}
 }

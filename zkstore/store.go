@@ -50,7 +50,9 @@ type Options struct {
 	// it next pings that follower, every half tick: the Store allows a tick
 	// for that, and so keeps each lock valid at most (T − TickTime)/2
 	// after the keep-alive or grant that proved it, for a session timeout
-	// T (see the package documentation, "The session is the lease").
+	// T (see the package documentation, "The session is the lease"). The
+	// Store assumes the leader pings each follower within a tick; a
+	// TickTime longer than the servers' allows for the leader's pauses.
 	TickTime time.Duration
 	// Servers are, for New, the ZooKeeper servers ("host:port") on which
 	// the Store opens each Client's session; New requires them. Dial uses
