@@ -29,18 +29,20 @@ import (
 // began), and answered at least a tick before it was sent, so that a ping
 // of the leader reached the follower in between (the follower's answer to
 // it precedes the keep-alive on the follower's link to the leader, and the
-// leader reads that link in order). That assumes the leader pings each
-// follower within a tick: its loop pings every half tick, and the other
-// half covers the ping's way to the follower and the leader's own delays.
-// A leader that stops for longer (a long garbage-collection pause) while
-// its followers wait for it (up to syncLimit ticks) can void the rule: a
-// TickTime longer than the servers' tickTime allows for such pauses. The session then lives until at least
+// leader reads that link in order). The session then lives until at least
 // that request plus T, and a hold until the keep-alive plus validFor(T)
 // (the Store's Drift keeps each lock's margin that large) is covered. A
 // keep-alive with no such request before it (the Client's process stalled,
 // or the session was idle) extends nothing; an acquire first writes on
 // the session and waits a tick. Each session reads a node every half of
 // validFor(T) (heartbeat) so that an idle session always has one.
+//
+// That assumes the leader pings each follower within a tick: its loop
+// pings every half tick, and the other half covers the ping's way to the
+// follower and the leader's own delays. A leader that stops for longer (a
+// long garbage-collection pause) while its followers wait for it (up to
+// syncLimit ticks) can void the rule: a TickTime longer than the servers'
+// tickTime allows for such pauses.
 
 // epoch is the origin of the Store's monotonic times.
 var epoch = time.Now()
