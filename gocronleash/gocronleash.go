@@ -385,9 +385,12 @@ func (l *Locker) claim(ctx context.Context, name, spec string, tick, until time.
 			return res, nil
 		case res.Status == driver.ClaimEarly:
 			wait = max(res.Wait, time.Millisecond)
-		case unknown != nil && res.GrantedEarlier(c):
-			// The claim whose answer was lost was granted: the tick is ours.
-			// (Prev is unknown: missed ticks before it go unrecorded.)
+		case res.GrantedEarlier(c):
+			// An earlier send of this claim was granted: its answer was
+			// lost (an error here), or the store's client sent it again by
+			// itself after a lost reply (go-redis resends a script on a
+			// dropped connection). The tick is ours. (Prev is unknown:
+			// missed ticks before it go unrecorded.)
 			res.Status, res.Prev = driver.ClaimGranted, time.Time{}
 			return res, nil
 		default:

@@ -544,6 +544,39 @@ func memLocker(t *testing.T, st driver.Store, name, spec string, now func() time
 	return l
 }
 
+// TestClaimResentByTheClientRuns: the store's client sends the first
+// claim of a tick again by itself after its reply was lost (as go-redis
+// resends a script on a dropped connection), so the claimer sees only the
+// resend's answer: taken, by this very claim. The claimer runs the tick;
+// the other instance finds it taken.
+func TestClaimResentByTheClientRuns(t *testing.T) {
+	ctx := t.Context()
+	name := "test/resent-claim"
+	st := &hookStore{Store: memstore.New()}
+	var resent atomic.Bool
+	st.claimTick = func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+		res, err := st.Store.ClaimTick(ctx, c)
+		if err == nil && res.Status == driver.ClaimGranted && resent.CompareAndSwap(false, true) {
+			return st.Store.ClaimTick(ctx, c)
+		}
+		return res, err
+	}
+	first, second := memLocker(t, st, name, "@every 1h", nil), memLocker(t, st, name, "@every 1h", nil)
+	lk, err := first.Lock(ctx, name)
+	if err != nil {
+		t.Fatalf("the claimer whose claim was resent: Lock: %v", err)
+	}
+	if !resent.Load() {
+		t.Fatal("no claim was resent")
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Lock(ctx, name); !errors.Is(err, gocronleash.ErrTickTaken) {
+		t.Errorf("the other instance: Lock: %v, want ErrTickTaken", err)
+	}
+}
+
 // TestClaimGrantedWithLostAnswerRuns: the store grants the first claim of
 // a tick and its answer is lost (a timed-out round trip). The claimer
 // sends the claim again, learns from the store that its first send was

@@ -19,9 +19,14 @@
 //     a member that does not answer in time counts as a refusal. The lock is
 //     granted when a majority granted it and the time spent is less than the
 //     validity budget: lease − drift allowance. Otherwise it is released on
-//     every member that granted it or whose answer was lost, so a partial
-//     grant blocks no one. Before a grant is returned, a majority's fencing
-//     counters are raised to its token (see Fencing tokens).
+//     every member that granted it or whose answer was lost, so that a
+//     partial grant blocks no one. A copy whose give-back fails stays until
+//     its lease ends: on an unreachable member, or on one where the
+//     give-back overtook a late acquire it answered ErrNotHeld to. Such a
+//     copy, alone on a minority, keeps no majority from another owner, but
+//     while it lasts the name needs every other member to be granted.
+//     Before a grant is returned, a majority's fencing counters are raised
+//     to its token (see Fencing tokens).
 //   - Contenders that split the members between them try again after a
 //     random pause of a few milliseconds, asking one member first and the
 //     others only if it grants, so that the next round has a winner. A name
@@ -53,8 +58,11 @@
 //     next renewal, unless a release of the lock has begun: a renewal in
 //     flight when the holder unlocks never takes the lock again on a member
 //     the release freed.
-//   - Release releases on every member at once. It succeeds when a majority
-//     released the lock; when every member answered but fewer released it,
+//   - Release releases on every member at once. It succeeds when every
+//     member answered and a majority released the lock (so with a member
+//     down, each release's outcome is unknown, and a leash Client goes on
+//     releasing in the background until the lease would have ended); when
+//     every member answered but fewer released it,
 //     it reports the lock not held, and a leash Client tells the holder it
 //     lost the lock (released elsewhere), as on a single store; when a
 //     member did not answer, the outcome is unknown.

@@ -154,7 +154,6 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 	// again, of another Scheduler on the Client) is not this one.
 	c.Run.Claim = rand.Text()
 	backoff := 50 * time.Millisecond
-	unknown := false // a claim was sent whose outcome is unknown
 	for ctx.Err() == nil && s.slot(ctx) {
 		rctx, cancel := s.bounded(ctx)
 		res, err := s.store.ClaimTick(rctx, c)
@@ -162,7 +161,6 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		s.unslot()
 		switch {
 		case err != nil:
-			unknown = true
 			if errors.Is(err, driver.ErrNotALock) || errors.Is(err, leash.ErrInvalidArgument) {
 				// A definite refusal: asking again changes nothing.
 				s.log.Error("job not claimed", slog.String("job", j.name), slog.Any("error", err))
@@ -187,9 +185,13 @@ func (s *Scheduler) claim(ctx context.Context, j *job, tick time.Time, attempt i
 		case res.Status == driver.ClaimGranted:
 			s.log.Debug("job tick claimed", slog.String("job", j.name), slog.Time("tick", tick), slog.Int("attempt", attempt))
 			return res, true
-		case unknown && res.GrantedEarlier(c):
-			// The claim whose answer was lost was granted: the tick is
-			// ours. (Prev is unknown: missed ticks before it go unreported.)
+		case res.GrantedEarlier(c):
+			// An earlier send of this claim was granted: its answer was
+			// lost (an error here), or the store's client sent the claim
+			// again by itself after a lost reply (go-redis resends a script
+			// on a dropped connection), so that this answer is the
+			// resend's. The tick is ours. (Prev is unknown: missed ticks
+			// before it go unreported.)
 			s.log.Debug("job tick claimed by an earlier attempt", slog.String("job", j.name), slog.Time("tick", tick))
 			res.Status, res.Prev = driver.ClaimGranted, time.Time{}
 			return res, true

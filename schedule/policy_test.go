@@ -618,6 +618,46 @@ func TestClaimWithUnknownOutcomeIsRun(t *testing.T) {
 	}
 }
 
+// resendStore is a store whose client sends its first granted tick claim
+// again by itself, as go-redis resends a script after a dropped connection
+// lost its reply: the claimer sees only the resend's answer, the tick taken
+// by its own claim, and no error.
+type resendStore struct {
+	*memstore.Store
+	resent atomic.Bool
+}
+
+func (s *resendStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+	r, err := s.Store.ClaimTick(ctx, c)
+	if err == nil && r.Status == driver.ClaimGranted && s.resent.CompareAndSwap(false, true) {
+		return s.Store.ClaimTick(ctx, c)
+	}
+	return r, err
+}
+
+// TestClaimResentByTheClientIsRun: a claim granted, then resent by the
+// store's client whose answer says the tick is taken by that same claim,
+// is run: the tick is neither lost nor run twice.
+func TestClaimResentByTheClientIsRun(t *testing.T) {
+	job, log := jobName(t), newRunLog()
+	store := &resendStore{Store: memstore.New()}
+	in := newInstance(t, store, nil, nil)
+	if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
+		t.Fatal(err)
+	}
+	in.run(t)
+	runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
+	in.stop(t)
+	if !store.resent.Load() {
+		t.Fatal("no claim was resent")
+	}
+	recs := history(t, in, job)
+	first := recs[len(recs)-1]
+	if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
+		t.Errorf("first claim (resent) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
+	}
+}
+
 // TestUserDataAtTheJobsName: a job whose name holds an application's data
 // (a string where its run lock would be) is claimed, its run refused before
 // the function is called, and recorded failed saying what is there; the
