@@ -28,7 +28,7 @@ func TestFollowerCutOffWithItsClient(t *testing.T) {
 	const (
 		session = 4 * time.Second
 		lease   = session // the longest lease Acquire accepts
-		maxRuns = 8
+		maxRuns = 12
 	)
 	var (
 		mu      sync.Mutex
