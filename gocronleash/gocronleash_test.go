@@ -544,73 +544,61 @@ func memLocker(t *testing.T, st driver.Store, name, spec string, now func() time
 	return l
 }
 
-// TestClaimResentByTheClientRuns: the store's client sends the first
-// claim of a tick again by itself after its reply was lost (as go-redis
-// resends a script on a dropped connection), so the claimer sees only the
-// resend's answer: taken, by this very claim. The claimer runs the tick;
-// the other instance finds it taken.
-func TestClaimResentByTheClientRuns(t *testing.T) {
-	ctx := t.Context()
-	name := "test/resent-claim"
-	st := &hookStore{Store: memstore.New()}
-	var resent atomic.Bool
-	st.claimTick = func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
-		res, err := st.Store.ClaimTick(ctx, c)
-		if err == nil && res.Status == driver.ClaimGranted && resent.CompareAndSwap(false, true) {
-			return st.Store.ClaimTick(ctx, c)
-		}
-		return res, err
-	}
-	first, second := memLocker(t, st, name, "@every 1h", nil), memLocker(t, st, name, "@every 1h", nil)
-	lk, err := first.Lock(ctx, name)
-	if err != nil {
-		t.Fatalf("the claimer whose claim was resent: Lock: %v", err)
-	}
-	if !resent.Load() {
-		t.Fatal("no claim was resent")
-	}
-	if err := lk.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := second.Lock(ctx, name); !errors.Is(err, gocronleash.ErrTickTaken) {
-		t.Errorf("the other instance: Lock: %v, want ErrTickTaken", err)
-	}
-}
-
-// TestClaimGrantedWithLostAnswerRuns: the store grants the first claim of
-// a tick and its answer is lost (a timed-out round trip). The claimer
-// sends the claim again, learns from the store that its first send was
-// granted, and runs the tick; the other instance finds it taken. The tick
-// runs once, where it would otherwise run nowhere.
-func TestClaimGrantedWithLostAnswerRuns(t *testing.T) {
-	ctx := t.Context()
-	name := "test/lost-answer"
-	st := &hookStore{Store: memstore.New()}
-	var lost atomic.Bool
-	st.claimTick = func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
-		res, err := st.Store.ClaimTick(ctx, c)
-		if err == nil && lost.CompareAndSwap(false, true) {
+// TestClaimGrantedEarlierRuns: the store grants the first claim of a
+// tick, and the claimer does not hear so: its answer is lost (a timed-out
+// round trip; the claimer sends the claim again), or the store's client
+// sends it again by itself after its reply was lost (as go-redis resends a
+// script on a dropped connection), so that the claimer sees only the
+// resend's answer. Either way the store then names the claimer's own claim
+// as the tick's: the claimer runs the tick, and the other instance finds
+// it taken. The tick runs once, where it would otherwise run nowhere.
+func TestClaimGrantedEarlierRuns(t *testing.T) {
+	for _, tc := range []struct {
+		fault string
+		// after answers the granted first claim c, sent to st.
+		after func(ctx context.Context, st *hookStore, c driver.TickClaim) (driver.TickResult, error)
+	}{
+		{"answer lost", func(context.Context, *hookStore, driver.TickClaim) (driver.TickResult, error) {
 			return driver.TickResult{}, errors.New("i/o timeout")
-		}
-		return res, err
-	}
-	first, second := memLocker(t, st, name, "@every 1h", nil), memLocker(t, st, name, "@every 1h", nil)
-	lk, err := first.Lock(ctx, name)
-	if err != nil {
-		t.Fatalf("the claimer whose answer was lost: Lock: %v", err)
-	}
-	if err := lk.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := second.Lock(ctx, name); !errors.Is(err, gocronleash.ErrTickTaken) {
-		t.Errorf("the other instance: Lock: %v, want ErrTickTaken", err)
-	}
-	h, err := st.History(ctx, name, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h.Runs) != 1 || h.Runs[0].Outcome != driver.OutcomeOK {
-		t.Errorf("history: %+v, want one ok run", h.Runs)
+		}},
+		{"resent by the client", func(ctx context.Context, st *hookStore, c driver.TickClaim) (driver.TickResult, error) {
+			return st.Store.ClaimTick(ctx, c)
+		}},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			ctx := t.Context()
+			name := "test/granted-earlier"
+			st := &hookStore{Store: memstore.New()}
+			var hit atomic.Bool
+			st.claimTick = func(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+				res, err := st.Store.ClaimTick(ctx, c)
+				if err == nil && res.Status == driver.ClaimGranted && hit.CompareAndSwap(false, true) {
+					return tc.after(ctx, st, c)
+				}
+				return res, err
+			}
+			first, second := memLocker(t, st, name, "@every 1h", nil), memLocker(t, st, name, "@every 1h", nil)
+			lk, err := first.Lock(ctx, name)
+			if err != nil {
+				t.Fatalf("the claimer (%s): Lock: %v", tc.fault, err)
+			}
+			if !hit.Load() {
+				t.Fatal("no claim was granted unheard")
+			}
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := second.Lock(ctx, name); !errors.Is(err, gocronleash.ErrTickTaken) {
+				t.Errorf("the other instance: Lock: %v, want ErrTickTaken", err)
+			}
+			h, err := st.History(ctx, name, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Runs) != 1 || h.Runs[0].Outcome != driver.OutcomeOK {
+				t.Errorf("history: %+v, want one ok run", h.Runs)
+			}
+		})
 	}
 }
 

@@ -579,82 +579,59 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 	}
 }
 
-// lossyStore is a store whose first tick claim is granted but answered
-// with an error, as when a connection drops after the server ran the
-// script: the outcome is unknown to the claimer.
-type lossyStore struct {
+// unheardStore is a store whose first granted tick claim the claimer does
+// not hear of: with resend false, its answer is an error, as when a
+// connection drops after the server ran the script (the outcome is unknown
+// to the claimer); with resend true, the store's client sends the claim
+// again by itself, as go-redis resends a script after a dropped connection
+// lost its reply, and the claimer sees only the resend's answer, the tick
+// taken by its own claim, and no error.
+type unheardStore struct {
 	*memstore.Store
-	lost atomic.Bool
+	resend bool
+	hit    atomic.Bool
 }
 
-func (s *lossyStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
+func (s *unheardStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
 	r, err := s.Store.ClaimTick(ctx, c)
-	if err == nil && r.Status == driver.ClaimGranted && s.lost.CompareAndSwap(false, true) {
+	if err == nil && r.Status == driver.ClaimGranted && s.hit.CompareAndSwap(false, true) {
+		if s.resend {
+			return s.Store.ClaimTick(ctx, c)
+		}
 		return driver.TickResult{}, errors.New("connection reset after the claim was sent")
 	}
 	return r, err
 }
 
-// TestClaimWithUnknownOutcomeIsRun: a claim whose answer was lost is sent
-// again, and the instance that finds its own claim of the tick there runs
-// it, rather than leaving a claimed tick unrun.
-func TestClaimWithUnknownOutcomeIsRun(t *testing.T) {
-	job, log := jobName(t), newRunLog()
-	store := &lossyStore{Store: memstore.New()}
-	in := newInstance(t, store, nil, nil)
-	if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
-		t.Fatal(err)
-	}
-	in.run(t)
-	runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
-	in.stop(t)
-	if !store.lost.Load() {
-		t.Fatal("no claim's answer was lost")
-	}
-	recs := history(t, in, job)
-	first := recs[len(recs)-1]
-	if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
-		t.Errorf("first claim (answer lost) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
-	}
-}
-
-// resendStore is a store whose client sends its first granted tick claim
-// again by itself, as go-redis resends a script after a dropped connection
-// lost its reply: the claimer sees only the resend's answer, the tick taken
-// by its own claim, and no error.
-type resendStore struct {
-	*memstore.Store
-	resent atomic.Bool
-}
-
-func (s *resendStore) ClaimTick(ctx context.Context, c driver.TickClaim) (driver.TickResult, error) {
-	r, err := s.Store.ClaimTick(ctx, c)
-	if err == nil && r.Status == driver.ClaimGranted && s.resent.CompareAndSwap(false, true) {
-		return s.Store.ClaimTick(ctx, c)
-	}
-	return r, err
-}
-
-// TestClaimResentByTheClientIsRun: a claim granted, then resent by the
-// store's client whose answer says the tick is taken by that same claim,
-// is run: the tick is neither lost nor run twice.
-func TestClaimResentByTheClientIsRun(t *testing.T) {
-	job, log := jobName(t), newRunLog()
-	store := &resendStore{Store: memstore.New()}
-	in := newInstance(t, store, nil, nil)
-	if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
-		t.Fatal(err)
-	}
-	in.run(t)
-	runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
-	in.stop(t)
-	if !store.resent.Load() {
-		t.Fatal("no claim was resent")
-	}
-	recs := history(t, in, job)
-	first := recs[len(recs)-1]
-	if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
-		t.Errorf("first claim (resent) = %+v; first run tick %v; want that tick run, ok", first, runs[0].run.Tick)
+// TestClaimGrantedUnheardIsRun: a claim whose grant the claimer did not
+// hear of (its answer lost, and the claim sent again; or resent by the
+// store's client) is run by the instance that finds its own claim of the
+// tick there, rather than leaving a claimed tick unrun.
+func TestClaimGrantedUnheardIsRun(t *testing.T) {
+	for _, resend := range []bool{false, true} {
+		name := "answer lost"
+		if resend {
+			name = "resent by the client"
+		}
+		t.Run(name, func(t *testing.T) {
+			job, log := jobName(t), newRunLog()
+			store := &unheardStore{Store: memstore.New(), resend: resend}
+			in := newInstance(t, store, nil, nil)
+			if err := in.Add(job, "@every 100ms", log.fn("a", nil), nil); err != nil {
+				t.Fatal(err)
+			}
+			in.run(t)
+			runs := log.await(t, 30*time.Second, "2 runs", func(r []ran) bool { return len(r) >= 2 })
+			in.stop(t)
+			if !store.hit.Load() {
+				t.Fatal("no claim was granted unheard")
+			}
+			recs := history(t, in, job)
+			first := recs[len(recs)-1]
+			if !runs[0].run.Tick.Equal(first.Tick) || first.Outcome != driver.OutcomeOK {
+				t.Errorf("first claim (%s) = %+v; first run tick %v; want that tick run, ok", name, first, runs[0].run.Tick)
+			}
+		})
 	}
 }
 
