@@ -153,9 +153,7 @@ func (s *Store) prove(ctx context.Context, cs *clientSession, from time.Duration
 		return nil
 	}
 	s.reproved.Add(1)
-	if _, err := write(ctx, s, cs, "write on the session of", cs.client, func() (*zk.Stat, error) {
-		return cs.conn.Set(s.clients, clientsMarker, -1)
-	}); err != nil {
+	if _, err := write(ctx, s, cs, "write on the session of", cs.client, s.mark(cs)); err != nil {
 		return err
 	}
 	t := time.NewTimer(s.tick)
@@ -181,6 +179,13 @@ func (s *Store) errUnproven(client string) error {
 func (s *Store) heartbeat(cs *clientSession) {
 	every := max(s.validFor(s.SessionTimeout())/2, s.tick/2)
 	var beat func()
+	arm := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !cs.ended {
+			cs.beat = time.AfterFunc(every, beat)
+		}
+	}
 	beat = func() {
 		if !s.live(cs) {
 			return
@@ -190,15 +195,14 @@ func (s *Store) heartbeat(cs *clientSession) {
 			_, _ = heardCall(ctx, s, cs, func() (bool, error) { ok, _, err := cs.conn.Exists(s.clients); return ok, err })
 			cancel()
 		}
-		s.mu.Lock()
-		if !cs.ended {
-			cs.beat = time.AfterFunc(every, beat)
-		}
-		s.mu.Unlock()
+		arm()
 	}
-	s.mu.Lock()
-	if !cs.ended {
-		cs.beat = time.AfterFunc(every, beat)
-	}
-	s.mu.Unlock()
+	arm()
+}
+
+// mark is the write of a keep-alive on cs's session: it sets Root/clients
+// to the data it has, which the leader accepts only while the session
+// lives.
+func (s *Store) mark(cs *clientSession) func() (*zk.Stat, error) {
+	return func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) }
 }

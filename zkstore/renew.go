@@ -72,7 +72,7 @@ func (s *Store) renewWatched(ctx context.Context, reqs []driver.Request, res []d
 			continue
 		}
 		gen := cs.watches.generation()
-		if _, err := heardCall(ctx, s, cs, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) }); err != nil {
+		if _, err := heardCall(ctx, s, cs, s.mark(cs)); err != nil {
 			rest = append(rest, idx...)
 			continue
 		}

@@ -296,7 +296,7 @@ func (s *Store) KeepAlive(ctx context.Context, client string) error {
 		return fmt.Errorf("zkstore: keep-alive of client %q: not connected to ZooKeeper (%v)", client, cs.conn.State())
 	}
 	sent := mono()
-	_, err := heardCall(ctx, s, cs, func() (*zk.Stat, error) { return cs.conn.Set(s.clients, clientsMarker, -1) })
+	_, err := heardCall(ctx, s, cs, s.mark(cs))
 	switch {
 	case errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) || err == nil && !s.touch(cs, 0):
 		s.end(cs)
